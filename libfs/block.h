@@ -1,0 +1,73 @@
+/* Tree blocks: a cache keyed by logical address under a byte budget (LRU),
+ * and a verified read that falls back to the other copies. */
+#ifndef BTK_BLOCK_H
+#define BTK_BLOCK_H
+
+#include <stdint.h>
+#include "libfs/fs.h"
+
+struct tree_block {
+	uint64_t bytenr;
+	uint32_t len;
+	int refs;
+	int mirror;               /* copy the data came from (0-based) */
+	uint8_t *data;
+	struct tree_block *hash_next;
+	struct tree_block *lru_prev, *lru_next;
+};
+
+/* What the referrer expects of a block; zero/negative members are not checked. */
+struct block_expect {
+	uint64_t generation;      /* 0: any */
+	int level;                /* -1: any */
+	uint64_t owner;           /* 0: any */
+	const struct btrfs_key *first_key; /* NULL: any */
+};
+#define BLOCK_EXPECT_ANY ((struct block_expect){ .generation = 0, .level = -1 })
+
+/* Why one copy of a tree block was rejected. */
+enum block_problem {
+	BLOCK_OK = 0,
+	BLOCK_IO_ERROR,
+	BLOCK_DEV_MISSING,
+	BLOCK_BAD_CSUM,
+	BLOCK_BAD_BYTENR,
+	BLOCK_BAD_FSID,
+	BLOCK_BAD_GENERATION,
+	BLOCK_BAD_LEVEL,
+	BLOCK_BAD_OWNER,
+	BLOCK_BAD_FIRST_KEY,
+	BLOCK_BAD_NRITEMS,
+	BLOCK_BAD_ITEMS,          /* item offsets/sizes outside the leaf or overlapping */
+};
+const char *block_problem_name(enum block_problem p);
+
+int block_cache_create(struct fs_info *fs, uint64_t budget_bytes);
+void block_cache_destroy(struct fs_info *fs);
+/* Cache statistics for debugging and benchmarks. */
+struct block_cache_stats { uint64_t hits, misses, bytes, peak_bytes, evictions; };
+void block_cache_get_stats(struct fs_info *fs, struct block_cache_stats *out);
+
+/* Read and verify a tree block, trying every copy until one is good. Bad copies
+ * are reported through fs_note. Returns 0 with a referenced block, or -EUCLEAN /
+ * -EIO with fs->errmsg naming each copy's problem. */
+int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *expect,
+	       struct tree_block **out);
+/* Check one specific copy without caching: BLOCK_OK or the first problem found.
+ * buf receives the raw data (nodesize bytes). */
+enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirror,
+				   const struct block_expect *expect, uint8_t *buf);
+/* Verify a block image in memory (checksum, header, item layout). */
+enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
+				const struct block_expect *expect);
+void block_put(struct fs_info *fs, struct tree_block *block);
+
+/* Header accessors on a cached block. */
+static inline unsigned block_level(const struct tree_block *b) { return header_level(b->data); }
+static inline unsigned block_nritems(const struct tree_block *b) { return header_nritems(b->data); }
+static inline uint64_t block_owner(const struct tree_block *b) { return header_owner(b->data); }
+static inline uint64_t block_generation(const struct tree_block *b) { return header_generation(b->data); }
+/* Key of slot in a leaf (items) or node (key pointers). */
+void block_key(const struct tree_block *b, unsigned slot, struct btrfs_key *key);
+
+#endif

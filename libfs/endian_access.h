@@ -1,0 +1,43 @@
+/* Unaligned little-endian loads and stores, and the macro that turns an
+ * on-disk struct field into a getter/setter pair. Every on-disk field in btk
+ * is read through one of these; nothing casts a buffer to a struct. */
+#ifndef BTK_ENDIAN_ACCESS_H
+#define BTK_ENDIAN_ACCESS_H
+
+#include <endian.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint8_t get_le8(const void *p) { return *(const uint8_t *)p; }
+static inline uint16_t get_le16(const void *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static inline uint32_t get_le32(const void *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static inline uint64_t get_le64(const void *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+static inline void put_le8(void *p, uint8_t v) { *(uint8_t *)p = v; }
+static inline void put_le16(void *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static inline void put_le32(void *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static inline void put_le64(void *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+
+/* FIELD(prefix, struct type, member, bits) defines
+ *   uintBITS_t prefix_member(const void *item)
+ *   void       prefix_set_member(void *item, uintBITS_t value)
+ * where item points at the start of the on-disk structure. */
+#define FIELD(prefix, type, member, bits)                                              \
+	static inline uint##bits##_t prefix##_##member(const void *p)                  \
+	{                                                                              \
+		_Static_assert(sizeof(((type *)0)->member) == (bits) / 8, "field size"); \
+		return get_le##bits((const uint8_t *)p + offsetof(type, member));      \
+	}                                                                              \
+	static inline void prefix##_set_##member(void *p, uint##bits##_t v)            \
+	{                                                                              \
+		put_le##bits((uint8_t *)p + offsetof(type, member), v);                \
+	}
+
+/* Pointer to a byte-array member (uuids, csums, labels, embedded structs). */
+#define FIELD_PTR(prefix, type, member)                                                \
+	static inline uint8_t *prefix##_##member##_ptr(const void *p)                  \
+	{                                                                              \
+		return (uint8_t *)p + offsetof(type, member);                          \
+	}
+
+#endif

@@ -1,0 +1,98 @@
+/* struct fs_info: the one context every libfs call hangs off, and the calls
+ * that open and close a filesystem. libfs never prints and never exits:
+ * errors come back as negative errno with a message recorded here, and
+ * notes (a bad mirror, a fallback superblock) go to the caller's callback. */
+#ifndef BTK_FS_H
+#define BTK_FS_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "libfs/format.h"
+#include "libfs/io.h"
+#include "libfs/key.h"
+
+struct block_cache;
+struct chunk_map;
+
+enum fs_note_level { FS_NOTE_INFO, FS_NOTE_WARNING, FS_NOTE_ERROR };
+
+/* One member device of the filesystem. */
+struct fs_device {
+	uint64_t devid;
+	uint8_t uuid[BTRFS_UUID_SIZE];
+	char *path;            /* NULL when the device is missing */
+	struct io_dev *io;     /* NULL when missing */
+	uint64_t total_bytes;  /* from the dev item of its superblock */
+};
+
+/* A tree root as the superblock or a root item points at it. */
+struct tree_root_ptr {
+	uint64_t objectid;
+	uint64_t bytenr;
+	uint64_t generation;
+	uint8_t level;
+};
+
+struct fs_open_options {
+	int super_mirror;          /* -1: newest valid copy; 0..2: that copy */
+	bool writable;             /* open devices read-write */
+	bool scan_devices;         /* find other members by fsid with libblkid */
+	bool allow_missing;        /* open even with missing devices (degraded) */
+	bool chunk_only;           /* stop after the chunk tree (no root tree) */
+	uint64_t cache_bytes;      /* tree-block cache budget; 0 = default (32 MiB) */
+	void (*note)(void *arg, enum fs_note_level level, const char *msg);
+	void *note_arg;
+};
+
+struct fs_info {
+	/* superblock in use (a verified copy) and where it came from */
+	uint8_t super[BTRFS_SUPER_INFO_SIZE];
+	int super_mirror;
+	uint64_t generation;
+	uint32_t nodesize;
+	uint32_t sectorsize;
+	uint16_t csum_type;
+	uint16_t csum_size;
+	uint64_t incompat;
+	uint64_t compat_ro;
+	uint8_t fsid[BTRFS_FSID_SIZE];          /* super fsid */
+	uint8_t metadata_uuid[BTRFS_FSID_SIZE]; /* what tree blocks carry */
+
+	struct fs_device *devices;
+	unsigned num_devices;
+	unsigned missing_devices;
+
+	struct chunk_map *chunks;
+	struct block_cache *cache;
+
+	struct tree_root_ptr chunk_root;
+	struct tree_root_ptr tree_root;
+	/* from the root tree (bytenr 0 when the tree does not exist) */
+	struct tree_root_ptr extent_root, dev_root, fs_root, csum_root, quota_root,
+		uuid_root, free_space_root, block_group_root, raid_stripe_root;
+
+	bool writable;
+	char errmsg[512];
+	void (*note)(void *arg, enum fs_note_level level, const char *msg);
+	void *note_arg;
+};
+
+void fs_open_options_init(struct fs_open_options *opts);
+/* Open a filesystem from the given member paths: superblock, devices, chunk
+ * map, root tree. On error returns -errno, *out stays NULL and msg (msglen
+ * bytes) holds the reason. */
+int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
+	    struct fs_info **out, char *msg, size_t msglen);
+void fs_close(struct fs_info *fs);
+
+/* Record an error message on the context; returns err for tail calls. */
+int fs_error(struct fs_info *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Pass a note to the caller's callback (or drop it). */
+void fs_note(struct fs_info *fs, enum fs_note_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Look up a tree's root by objectid (well-known trees and subvolumes). */
+int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *out);
+
+#endif

@@ -1,0 +1,49 @@
+/* The I/O layer: every device btk touches is a struct io_dev behind a small
+ * table of operations, so a file, a block device, a memory buffer, a write
+ * log or an undo recorder look the same to the code above. */
+#ifndef BTK_IO_H
+#define BTK_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct io_dev;
+
+struct io_ops {
+	const char *name;
+	/* Whole-buffer read at a byte offset: 0, -ENXIO past the end, or -errno. */
+	int (*read)(struct io_dev *io, void *buf, size_t len, uint64_t offset);
+	int (*write)(struct io_dev *io, const void *buf, size_t len, uint64_t offset);
+	int (*flush)(struct io_dev *io);
+	uint64_t (*size)(struct io_dev *io);
+	void (*close)(struct io_dev *io);
+};
+
+struct io_dev {
+	const struct io_ops *ops;
+	char *path;         /* for messages */
+	bool writable;
+	void *priv;         /* backend state */
+};
+
+#define IO_OPEN_WRITE (1U << 0)   /* open for writing */
+#define IO_OPEN_EXCL (1U << 1)    /* O_EXCL on block devices: fail if in use */
+
+int io_open_file(const char *path, unsigned flags, struct io_dev **out);
+/* A device over a memory buffer; with take_ownership the buffer is freed on close. */
+int io_open_mem(void *buf, size_t size, bool take_ownership, struct io_dev **out);
+
+static inline int io_read(struct io_dev *io, void *buf, size_t len, uint64_t off)
+{
+	return io->ops->read(io, buf, len, off);
+}
+static inline int io_write(struct io_dev *io, const void *buf, size_t len, uint64_t off)
+{
+	return io->ops->write(io, buf, len, off);
+}
+static inline int io_flush(struct io_dev *io) { return io->ops->flush(io); }
+static inline uint64_t io_size(struct io_dev *io) { return io->ops->size(io); }
+void io_close(struct io_dev *io);
+
+#endif

@@ -1,0 +1,40 @@
+/* Keys in CPU byte order, and their ordering. */
+#ifndef BTK_KEY_H
+#define BTK_KEY_H
+
+#include <stdint.h>
+#include "libfs/format.h"
+
+struct btrfs_key {
+	uint64_t objectid;
+	uint8_t type;
+	uint64_t offset;
+};
+
+static inline void key_from_disk(struct btrfs_key *key, const void *disk)
+{
+	key->objectid = disk_key_objectid(disk);
+	key->type = disk_key_type(disk);
+	key->offset = disk_key_offset(disk);
+}
+
+static inline void key_to_disk(void *disk, const struct btrfs_key *key)
+{
+	disk_key_set_objectid(disk, key->objectid);
+	disk_key_set_type(disk, key->type);
+	disk_key_set_offset(disk, key->offset);
+}
+
+/* Total order of btrfs keys: objectid, then type, then offset. */
+static inline int key_compare(const struct btrfs_key *a, const struct btrfs_key *b)
+{
+	if (a->objectid != b->objectid)
+		return a->objectid < b->objectid ? -1 : 1;
+	if (a->type != b->type)
+		return a->type < b->type ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return 0;
+}
+
+#endif

@@ -1,0 +1,64 @@
+/* Devices and the chunk map: logical -> physical for every profile. */
+#ifndef BTK_VOLUMES_H
+#define BTK_VOLUMES_H
+
+#include <stdint.h>
+#include "libfs/fs.h"
+
+struct chunk_stripe {
+	uint64_t devid;
+	uint64_t physical;
+	struct fs_device *dev; /* NULL when the device is missing */
+};
+
+struct chunk {
+	uint64_t logical;
+	uint64_t length;
+	uint64_t type;        /* BTRFS_BLOCK_GROUP_* */
+	uint64_t stripe_len;
+	uint16_t num_stripes;
+	uint16_t sub_stripes;
+	struct chunk_stripe stripes[];
+};
+
+struct chunk_map {
+	struct chunk **chunks; /* sorted by logical, non-overlapping */
+	size_t count;
+	size_t capacity;
+};
+
+/* One physical place that holds (a copy of) a logical range. */
+struct phys_copy {
+	struct fs_device *dev; /* NULL when the device is missing */
+	uint64_t devid;
+	uint64_t physical;
+};
+
+#define MAX_COPIES 4
+
+/* Profile descriptions. */
+const char *profile_name(uint64_t type_flags);      /* "single", "DUP", "RAID1", ... */
+unsigned profile_copies(uint64_t type_flags);       /* copies of each byte (1..4; RAID5/6: 1) */
+
+/* Parse a chunk item (from the chunk tree or the sys_chunk_array) into the map.
+ * Validates geometry; -EUCLEAN with a message on nonsense. */
+int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
+const struct chunk *chunk_map_lookup(const struct chunk_map *map, uint64_t logical);
+void chunk_map_free(struct chunk_map *map);
+
+/* Read the superblock's system chunk array, then the whole chunk tree. */
+int volumes_read_sys_chunk_array(struct fs_info *fs);
+int volumes_read_chunk_tree(struct fs_info *fs);
+
+/* Map [logical, logical+len) — which must not cross a stripe boundary — to
+ * every copy. Returns the number of copies (>= 1) or -errno. *contig_len
+ * receives how many bytes from logical stay in the same stripe. */
+int volumes_map(struct fs_info *fs, uint64_t logical, uint64_t len, struct phys_copy *copies,
+		uint64_t *contig_len);
+/* Number of copies a logical address has (0 if unmapped). */
+int volumes_num_copies(struct fs_info *fs, uint64_t logical);
+/* Read len bytes at logical from copy `mirror` (0-based), splitting across
+ * stripes as needed. -ENOENT if unmapped, -ENODEV if that copy's device is missing. */
+int volumes_read(struct fs_info *fs, uint64_t logical, void *buf, uint64_t len, int mirror);
+
+#endif
