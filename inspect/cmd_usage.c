@@ -1,0 +1,246 @@
+/* btk-inspect usage: tree sizes per level, block groups, totals per profile. */
+#include <argp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "common/messages.h"
+#include "common/sizes.h"
+#include "inspect/inspect.h"
+#include "libfs/blockgroups.h"
+#include "libfs/names.h"
+#include "libfs/volumes.h"
+#include "libfs/walk.h"
+
+struct usage_args {
+	enum cli_format format;
+	char **paths;
+	unsigned npaths;
+};
+
+struct tree_usage {
+	uint64_t objectid;
+	uint64_t nodes[BTRFS_MAX_LEVEL];
+	uint64_t bad_blocks;
+};
+
+/* A (type, profile) line of the totals, like `btrfs filesystem df`. */
+struct usage_total {
+	uint64_t flags;
+	uint64_t total;
+	uint64_t used;
+};
+
+static const struct argp_option usage_options[] = {
+	{ "format", 'f', "FORMAT", 0, "Output format: text (default) or json", 0 },
+	{ 0 }
+};
+
+static error_t usage_parse(int key, char *arg, struct argp_state *state)
+{
+	struct usage_args *a = state->input;
+
+	switch (key) {
+	case 'f':
+		cli_argp_format(state, arg, CLI_FORMAT_MASK(CLI_FORMAT_TEXT) | CLI_FORMAT_MASK(CLI_FORMAT_JSON),
+				&a->format);
+		break;
+	case ARGP_KEY_ARGS:
+		a->paths = state->argv + state->next;
+		a->npaths = (unsigned)(state->argc - state->next);
+		break;
+	case ARGP_KEY_NO_ARGS: argp_usage(state); break;
+	default: return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static int count_block(void *arg, const struct tree_block *b)
+{
+	struct tree_usage *u = arg;
+
+	u->nodes[block_level(b)]++;
+	return 0;
+}
+
+static void count_bad(void *arg, uint64_t bytenr, int level, int err, const char *why)
+{
+	struct tree_usage *u = arg;
+
+	u->bad_blocks++;
+	msg_warning("tree %" PRIu64 ": block %" PRIu64 " unreadable: %s", u->objectid, bytenr, why);
+	(void)level;
+	(void)err;
+}
+
+static const char *type_label(uint64_t flags)
+{
+	uint64_t t = flags & BTRFS_BLOCK_GROUP_TYPE_MASK;
+
+	if (t == (BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_METADATA))
+		return "Data+Metadata";
+	if (t & BTRFS_BLOCK_GROUP_DATA)
+		return "Data";
+	if (t & BTRFS_BLOCK_GROUP_SYSTEM)
+		return "System";
+	return "Metadata";
+}
+
+static void add_total(struct usage_total *totals, size_t *n, const struct block_group *bg)
+{
+	uint64_t key = bg->flags & (BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK);
+
+	for (size_t i = 0; i < *n; i++) {
+		if (totals[i].flags == key) {
+			totals[i].total += bg->length;
+			totals[i].used += bg->used;
+			return;
+		}
+	}
+	totals[*n] = (struct usage_total){ key, bg->length, bg->used };
+	(*n)++;
+}
+
+static const char *tree_label(uint64_t id, char *buf, size_t len)
+{
+	const char *name = tree_name(id);
+
+	if (name)
+		return name;
+	snprintf(buf, len, "SUBVOL %" PRIu64, id);
+	return buf;
+}
+
+static void print_text(struct fs_info *fs, const struct tree_usage *trees, size_t ntrees,
+		       const struct block_group_list *bgs, const struct usage_total *totals, size_t ntotals)
+{
+	char s1[SIZE_BUF_LEN], s2[SIZE_BUF_LEN], s3[SIZE_BUF_LEN], flags[BG_FLAGS_STR_BUF], name[48];
+
+	printf("%-24s %12s  nodes per level\n", "Tree", "Bytes");
+	for (size_t i = 0; i < ntrees; i++) {
+		uint64_t nodes = 0;
+		for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
+			nodes += trees[i].nodes[l];
+		printf("%-24s %12s ", tree_label(trees[i].objectid, name, sizeof(name)),
+		       size_format(nodes * fs->nodesize, s1, sizeof(s1), SIZE_HUMAN));
+		for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
+			if (trees[i].nodes[l])
+				printf(" %d(%" PRIu64 ")", l, trees[i].nodes[l]);
+		printf("\n");
+	}
+	printf("\n%-20s %12s %-24s %12s %7s\n", "Block group", "Length", "Flags", "Used", "Used%");
+	for (size_t i = 0; i < bgs->count; i++) {
+		const struct block_group *bg = &bgs->groups[i];
+		block_group_flags_str(bg->flags, flags, sizeof(flags));
+		printf("%-20" PRIu64 " %12s %-24s %12s %6.2f%%%s\n", bg->start,
+		       size_format(bg->length, s1, sizeof(s1), SIZE_HUMAN), flags,
+		       size_format(bg->used, s2, sizeof(s2), SIZE_HUMAN),
+		       bg->length ? 100.0 * (double)bg->used / (double)bg->length : 0.0,
+		       bg->missing ? "  (no block group item)" : "");
+	}
+	printf("\n");
+	for (size_t i = 0; i < ntotals; i++)
+		printf("%s, %s: total=%s, used=%s\n", type_label(totals[i].flags), profile_name(totals[i].flags),
+		       size_format(totals[i].total, s1, sizeof(s1), SIZE_HUMAN),
+		       size_format(totals[i].used, s2, sizeof(s2), SIZE_HUMAN));
+	(void)s3;
+}
+
+static void print_json(struct fs_info *fs, const struct tree_usage *trees, size_t ntrees,
+		       const struct block_group_list *bgs, const struct usage_total *totals, size_t ntotals)
+{
+	char name[48];
+
+	printf("{\"nodesize\":%u,\"trees\":[", fs->nodesize);
+	for (size_t i = 0; i < ntrees; i++) {
+		uint64_t nodes = 0;
+		int first = 1;
+		for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
+			nodes += trees[i].nodes[l];
+		printf("%s{\"tree\":%" PRIu64 ",\"name\":\"%s\",\"bytes\":%" PRIu64 ",\"levels\":[", i ? "," : "",
+		       trees[i].objectid, tree_label(trees[i].objectid, name, sizeof(name)), nodes * fs->nodesize);
+		for (int l = 0; l < BTRFS_MAX_LEVEL; l++) {
+			if (!trees[i].nodes[l])
+				continue;
+			printf("%s{\"level\":%d,\"nodes\":%" PRIu64 "}", first ? "" : ",", l, trees[i].nodes[l]);
+			first = 0;
+		}
+		printf("]}");
+	}
+	printf("],\"block_groups\":[");
+	for (size_t i = 0; i < bgs->count; i++)
+		printf("%s{\"start\":%" PRIu64 ",\"length\":%" PRIu64 ",\"flags\":%" PRIu64 ",\"used\":%" PRIu64
+		       "%s}", i ? "," : "", bgs->groups[i].start, bgs->groups[i].length, bgs->groups[i].flags,
+		       bgs->groups[i].used, bgs->groups[i].missing ? ",\"missing\":true" : "");
+	printf("],\"totals\":[");
+	for (size_t i = 0; i < ntotals; i++)
+		printf("%s{\"type\":\"%s\",\"profile\":\"%s\",\"total\":%" PRIu64 ",\"used\":%" PRIu64 "}",
+		       i ? "," : "", type_label(totals[i].flags), profile_name(totals[i].flags), totals[i].total,
+		       totals[i].used);
+	printf("]}\n");
+}
+
+int cmd_usage(int argc, char **argv)
+{
+	static const struct argp argp = { usage_options, usage_parse, "DEVICE...",
+		"Print, per tree, the bytes and the number of nodes at each level; per block group, "
+		"its address, length, flags and used bytes; and totals per type and profile.",
+		NULL, NULL, NULL };
+	struct usage_args a = { .format = CLI_FORMAT_TEXT };
+	struct fs_tree_list list = { 0 };
+	struct block_group_list bgs = { 0 };
+	struct tree_usage *trees = NULL;
+	struct usage_total *totals = NULL;
+	size_t ntotals = 0;
+	struct fs_info *fs;
+	int ret, failed = 0;
+
+	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	fs = inspect_open(a.paths, a.npaths, -1, false);
+	if (!fs)
+		return 1;
+	ret = fs_list_trees(fs, &list);
+	if (ret) {
+		msg_error("cannot list the trees: %s", fs->errmsg);
+		goto out;
+	}
+	trees = calloc(list.count, sizeof(*trees));
+	if (!trees) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < list.count; i++) {
+		struct tree_walk_ops ops = { count_block, count_bad, &trees[i] };
+		trees[i].objectid = list.roots[i].objectid;
+		if (tree_walk(fs, &list.roots[i], &ops, NULL)) {
+			msg_error("tree %" PRIu64 ": %s", list.roots[i].objectid, fs->errmsg);
+			failed = 1;
+		}
+		failed |= trees[i].bad_blocks != 0;
+	}
+	ret = fs_read_block_groups(fs, &bgs);
+	if (ret) {
+		msg_error("cannot read the block groups: %s", fs->errmsg);
+		goto out;
+	}
+	totals = calloc(bgs.count ? bgs.count : 1, sizeof(*totals));
+	if (!totals) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < bgs.count; i++)
+		add_total(totals, &ntotals, &bgs.groups[i]);
+	if (a.format == CLI_FORMAT_JSON)
+		print_json(fs, trees, list.count, &bgs, totals, ntotals);
+	else
+		print_text(fs, trees, list.count, &bgs, totals, ntotals);
+out:
+	free(totals);
+	free(trees);
+	block_group_list_free(&bgs);
+	fs_tree_list_free(&list);
+	fs_close(fs);
+	return ret || failed ? 1 : 0;
+}

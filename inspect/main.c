@@ -1,0 +1,80 @@
+/* btk-inspect: show what is on a btrfs filesystem. Subcommand dispatch. */
+#include <argp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "common/messages.h"
+#include "inspect/inspect.h"
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "super", cmd_super, "superblock fields, backup roots, system chunk array" },
+	{ "tree", cmd_tree, "every item of every tree, or one tree or block" },
+	{ "map", cmd_map, "chunks and their stripes; where a logical address lives" },
+	{ "usage", cmd_usage, "per-tree size by level, block groups, totals per profile" },
+};
+
+static void print_usage(FILE *out)
+{
+	fprintf(out, "Usage: btk-inspect COMMAND [OPTION...] DEVICE...\n"
+		     "Inspect an unmounted btrfs filesystem (read-only).\n\nCommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\n'btk-inspect COMMAND --help' describes each command's options.\n"
+		     "  -?, --help     give this help list\n"
+		     "  -V, --version  print program version\n");
+}
+
+struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bool chunk_only)
+{
+	struct fs_open_options opts;
+	struct fs_info *fs;
+	char msg[600];
+	int ret;
+
+	fs_open_options_init(&opts);
+	opts.super_mirror = super_mirror;
+	opts.chunk_only = chunk_only;
+	opts.note = msg_fs_note;
+	ret = fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg));
+	if (ret) {
+		msg_error("%s", msg);
+		return NULL;
+	}
+	return fs;
+}
+
+int main(int argc, char **argv)
+{
+	cli_init("btk-inspect", 1);
+	if (argc < 2) {
+		print_usage(stderr);
+		return 1;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-?") || !strcmp(argv[1], "help")) {
+		print_usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("%s\n", cli_version_string());
+		return 0;
+	}
+	if (!strcmp(argv[1], "--usage")) {
+		printf("Usage: btk-inspect {super|tree|map|usage} [OPTION...] DEVICE...\n");
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name)) {
+			/* argp names the program after argv[0] in its messages */
+			static char name[64];
+			snprintf(name, sizeof(name), "btk-inspect %s", commands[i].name);
+			argv[1] = name;
+			return commands[i].run(argc - 1, argv + 1);
+		}
+	msg_error("unknown command '%s' (try 'btk-inspect --help')", argv[1]);
+	return 1;
+}

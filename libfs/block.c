@@ -1,0 +1,361 @@
+/* Tree-block cache (hash by bytenr + LRU under a byte budget) and verified
+ * reads that try every copy. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libfs/block.h"
+#include "libfs/csum.h"
+#include "libfs/volumes.h"
+
+struct block_cache {
+	struct tree_block **buckets;
+	size_t nbuckets;            /* power of two */
+	struct tree_block lru;      /* sentinel: lru.lru_next is the most recent */
+	uint64_t budget;
+	uint64_t bytes;
+	struct block_cache_stats stats;
+};
+
+static const char *const problem_names[] = {
+	[BLOCK_OK] = "ok",
+	[BLOCK_IO_ERROR] = "read error",
+	[BLOCK_DEV_MISSING] = "device missing",
+	[BLOCK_BAD_CSUM] = "checksum mismatch",
+	[BLOCK_BAD_BYTENR] = "bytenr mismatch",
+	[BLOCK_BAD_FSID] = "fsid mismatch",
+	[BLOCK_BAD_GENERATION] = "generation mismatch (transid)",
+	[BLOCK_BAD_LEVEL] = "level mismatch",
+	[BLOCK_BAD_OWNER] = "owner mismatch",
+	[BLOCK_BAD_FIRST_KEY] = "first key mismatch",
+	[BLOCK_BAD_NRITEMS] = "item count out of range",
+	[BLOCK_BAD_ITEMS] = "items out of order or outside the block",
+};
+
+const char *block_problem_name(enum block_problem p)
+{
+	if ((unsigned)p < sizeof(problem_names) / sizeof(problem_names[0]) && problem_names[p])
+		return problem_names[p];
+	return "unknown problem";
+}
+
+static size_t hash_bytenr(const struct block_cache *c, uint64_t bytenr)
+{
+	uint64_t h = bytenr * 0x9E3779B97F4A7C15ULL;
+	return (size_t)(h >> 20) & (c->nbuckets - 1);
+}
+
+int block_cache_create(struct fs_info *fs, uint64_t budget)
+{
+	struct block_cache *c = calloc(1, sizeof(*c));
+	size_t want;
+
+	if (!c)
+		return -ENOMEM;
+	if (!budget)
+		budget = 32ULL << 20;
+	c->budget = budget;
+	want = (size_t)(budget / fs->nodesize) * 2;
+	c->nbuckets = 1024;
+	while (c->nbuckets < want && c->nbuckets < (1U << 24))
+		c->nbuckets <<= 1;
+	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->lru.lru_next = c->lru.lru_prev = &c->lru;
+	fs->cache = c;
+	return 0;
+}
+
+static void lru_unlink(struct tree_block *b)
+{
+	b->lru_prev->lru_next = b->lru_next;
+	b->lru_next->lru_prev = b->lru_prev;
+}
+
+static void lru_push_front(struct block_cache *c, struct tree_block *b)
+{
+	b->lru_next = c->lru.lru_next;
+	b->lru_prev = &c->lru;
+	c->lru.lru_next->lru_prev = b;
+	c->lru.lru_next = b;
+}
+
+static void cache_remove(struct block_cache *c, struct tree_block *b)
+{
+	struct tree_block **pp = &c->buckets[hash_bytenr(c, b->bytenr)];
+
+	while (*pp && *pp != b)
+		pp = &(*pp)->hash_next;
+	if (*pp)
+		*pp = b->hash_next;
+	lru_unlink(b);
+	c->bytes -= b->len;
+	free(b->data);
+	free(b);
+}
+
+/* Drop least-recently-used unreferenced blocks until under budget. */
+static void cache_shrink(struct block_cache *c)
+{
+	struct tree_block *b = c->lru.lru_prev;
+
+	while (c->bytes > c->budget && b != &c->lru) {
+		struct tree_block *prev = b->lru_prev;
+		if (b->refs == 0) {
+			cache_remove(c, b);
+			c->stats.evictions++;
+		}
+		b = prev;
+	}
+}
+
+void block_cache_destroy(struct fs_info *fs)
+{
+	struct block_cache *c = fs->cache;
+
+	if (!c)
+		return;
+	while (c->lru.lru_next != &c->lru)
+		cache_remove(c, c->lru.lru_next);
+	free(c->buckets);
+	free(c);
+	fs->cache = NULL;
+}
+
+void block_cache_get_stats(struct fs_info *fs, struct block_cache_stats *out)
+{
+	*out = fs->cache->stats;
+	out->bytes = fs->cache->bytes;
+}
+
+void block_put(struct fs_info *fs, struct tree_block *b)
+{
+	if (!b)
+		return;
+	if (b->refs > 0)
+		b->refs--;
+	if (b->refs == 0 && fs->cache->bytes > fs->cache->budget)
+		cache_shrink(fs->cache);
+}
+
+void block_key(const struct tree_block *b, unsigned slot, struct btrfs_key *key)
+{
+	if (block_level(b) == 0)
+		key_from_disk(key, item_key_ptr(leaf_item(b->data, slot)));
+	else
+		key_from_disk(key, key_ptr_key_ptr(node_key_ptr(b->data, slot)));
+}
+
+/* Leaf layout: item headers grow up from the header, data grows down from
+ * the end; each item's data must lie in between, without overlap. */
+static enum block_problem verify_leaf_items(const uint8_t *buf, uint32_t nodesize)
+{
+	uint32_t nritems = header_nritems(buf);
+	uint32_t data_area = nodesize - (uint32_t)sizeof(struct btrfs_header);
+	uint32_t prev_start = data_area;
+	struct btrfs_key prev, key;
+
+	if ((uint64_t)nritems * sizeof(struct btrfs_item) > data_area)
+		return BLOCK_BAD_NRITEMS;
+	for (uint32_t i = 0; i < nritems; i++) {
+		const uint8_t *item = leaf_item(buf, i);
+		uint32_t off = item_offset(item), size = item_size(item);
+
+		key_from_disk(&key, item_key_ptr(item));
+		if (i && key_compare(&prev, &key) >= 0)
+			return BLOCK_BAD_ITEMS;
+		prev = key;
+		if ((uint64_t)off + size != prev_start)
+			return BLOCK_BAD_ITEMS; /* items must be packed back to back */
+		if (off < nritems * sizeof(struct btrfs_item))
+			return BLOCK_BAD_ITEMS;
+		prev_start = off;
+	}
+	return BLOCK_OK;
+}
+
+static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize)
+{
+	uint32_t nritems = header_nritems(buf);
+	struct btrfs_key prev, key;
+
+	if (nritems == 0 ||
+	    (uint64_t)nritems * sizeof(struct btrfs_key_ptr) > nodesize - sizeof(struct btrfs_header))
+		return BLOCK_BAD_NRITEMS;
+	for (uint32_t i = 0; i < nritems; i++) {
+		const uint8_t *ptr = node_key_ptr(buf, i);
+		key_from_disk(&key, key_ptr_key_ptr(ptr));
+		if (i && key_compare(&prev, &key) >= 0)
+			return BLOCK_BAD_ITEMS;
+		if (key_ptr_blockptr(ptr) == 0)
+			return BLOCK_BAD_ITEMS;
+		prev = key;
+	}
+	return BLOCK_OK;
+}
+
+enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
+				const struct block_expect *expect)
+{
+	uint8_t csum[BTRFS_CSUM_SIZE];
+	unsigned level;
+
+	csum_compute(fs->csum_type, buf + BTRFS_CSUM_SIZE, fs->nodesize - BTRFS_CSUM_SIZE, csum);
+	if (memcmp(csum, header_csum_ptr(buf), fs->csum_size) != 0)
+		return BLOCK_BAD_CSUM;
+	if (header_bytenr(buf) != bytenr)
+		return BLOCK_BAD_BYTENR;
+	if (memcmp(header_fsid_ptr(buf), fs->metadata_uuid, BTRFS_FSID_SIZE) != 0)
+		return BLOCK_BAD_FSID;
+	level = header_level(buf);
+	if (level >= BTRFS_MAX_LEVEL || (expect && expect->level >= 0 && (int)level != expect->level))
+		return BLOCK_BAD_LEVEL;
+	if (expect && expect->generation && header_generation(buf) != expect->generation)
+		return BLOCK_BAD_GENERATION;
+	if (expect && expect->owner && header_owner(buf) != expect->owner)
+		return BLOCK_BAD_OWNER;
+	if (level == 0) {
+		enum block_problem p = verify_leaf_items(buf, fs->nodesize);
+		if (p)
+			return p;
+	} else {
+		enum block_problem p = verify_node_ptrs(buf, fs->nodesize);
+		if (p)
+			return p;
+	}
+	if (expect && expect->first_key && header_nritems(buf) > 0) {
+		struct btrfs_key first;
+		key_from_disk(&first, level ? key_ptr_key_ptr(node_key_ptr(buf, 0))
+					    : item_key_ptr(leaf_item(buf, 0)));
+		if (key_compare(&first, expect->first_key) != 0)
+			return BLOCK_BAD_FIRST_KEY;
+	}
+	return BLOCK_OK;
+}
+
+enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirror,
+				   const struct block_expect *expect, uint8_t *buf)
+{
+	int ret = volumes_read(fs, bytenr, buf, fs->nodesize, mirror);
+
+	if (ret == -ENODEV)
+		return BLOCK_DEV_MISSING;
+	if (ret)
+		return BLOCK_IO_ERROR;
+	return block_verify(fs, bytenr, buf, expect);
+}
+
+static struct tree_block *cache_lookup(struct block_cache *c, uint64_t bytenr)
+{
+	for (struct tree_block *b = c->buckets[hash_bytenr(c, bytenr)]; b; b = b->hash_next)
+		if (b->bytenr == bytenr)
+			return b;
+	return NULL;
+}
+
+/* A cached block still has to satisfy what this referrer expects of it. */
+static int cached_matches(const struct tree_block *b, const struct block_expect *e)
+{
+	if (!e)
+		return 1;
+	if (e->level >= 0 && block_level(b) != (unsigned)e->level)
+		return 0;
+	if (e->generation && block_generation(b) != e->generation)
+		return 0;
+	if (e->owner && block_owner(b) != e->owner)
+		return 0;
+	if (e->first_key && block_nritems(b)) {
+		struct btrfs_key k;
+		block_key(b, 0, &k);
+		if (key_compare(&k, e->first_key))
+			return 0;
+	}
+	return 1;
+}
+
+int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *expect,
+	       struct tree_block **out)
+{
+	struct block_cache *c = fs->cache;
+	struct tree_block *b;
+	enum block_problem problems[MAX_COPIES];
+	uint8_t *buf;
+	int ncopies, good = -1;
+
+	*out = NULL;
+	if (bytenr % fs->sectorsize)
+		return fs_error(fs, -EUCLEAN, "tree block %llu is not aligned to the sector size",
+				(unsigned long long)bytenr);
+	b = cache_lookup(c, bytenr);
+	if (b && cached_matches(b, expect)) {
+		c->stats.hits++;
+		b->refs++;
+		lru_unlink(b);
+		lru_push_front(c, b);
+		*out = b;
+		return 0;
+	}
+	if (b && b->refs == 0)
+		cache_remove(c, b); /* stale for this referrer: verify afresh */
+	c->stats.misses++;
+	ncopies = volumes_num_copies(fs, bytenr);
+	if (ncopies <= 0)
+		return fs_error(fs, -EUCLEAN, "tree block %llu is not in any chunk",
+				(unsigned long long)bytenr);
+	if (ncopies > MAX_COPIES)
+		ncopies = MAX_COPIES;
+	buf = malloc(fs->nodesize);
+	if (!buf)
+		return -ENOMEM;
+	for (int m = 0; m < ncopies; m++) {
+		problems[m] = block_read_copy(fs, bytenr, m, expect, buf);
+		if (problems[m] == BLOCK_OK) {
+			good = m;
+			break;
+		}
+		fs_note(fs, FS_NOTE_WARNING, "tree block %llu copy %d: %s%s",
+			(unsigned long long)bytenr, m + 1, block_problem_name(problems[m]),
+			m + 1 < ncopies ? ", trying the next copy" : "");
+	}
+	if (good < 0) {
+		int all_io = 1;
+		free(buf);
+		for (int m = 0; m < ncopies; m++)
+			if (problems[m] != BLOCK_IO_ERROR && problems[m] != BLOCK_DEV_MISSING)
+				all_io = 0;
+		return fs_error(fs, all_io ? -EIO : -EUCLEAN, "tree block %llu: no good copy (%d tried; %s)",
+				(unsigned long long)bytenr, ncopies, block_problem_name(problems[0]));
+	}
+	if (good > 0)
+		fs_note(fs, FS_NOTE_INFO, "tree block %llu: using copy %d", (unsigned long long)bytenr,
+			good + 1);
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		free(buf);
+		return -ENOMEM;
+	}
+	b->bytenr = bytenr;
+	b->len = fs->nodesize;
+	b->data = buf;
+	b->refs = 1;
+	b->mirror = good;
+	if (cache_lookup(c, bytenr)) {
+		/* an older, still referenced version stays; this one is uncached */
+		b->hash_next = NULL;
+	} else {
+		size_t h = hash_bytenr(c, bytenr);
+		b->hash_next = c->buckets[h];
+		c->buckets[h] = b;
+	}
+	lru_push_front(c, b);
+	c->bytes += b->len;
+	if (c->bytes > c->stats.peak_bytes)
+		c->stats.peak_bytes = c->bytes;
+	cache_shrink(c);
+	*out = b;
+	return 0;
+}

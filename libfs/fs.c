@@ -1,0 +1,401 @@
+/* Opening and closing a filesystem: devices, superblock, chunk map, roots. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "libfs/block.h"
+#include "libfs/csum.h"
+#include "libfs/devscan.h"
+#include "libfs/mounted.h"
+#include "libfs/super.h"
+#include "libfs/tree.h"
+#include "libfs/volumes.h"
+
+void fs_open_options_init(struct fs_open_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->super_mirror = -1;
+	opts->scan_devices = true;
+	opts->allow_missing = true;
+}
+
+int fs_error(struct fs_info *fs, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(fs->errmsg, sizeof(fs->errmsg), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void fs_note(struct fs_info *fs, enum fs_note_level level, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	if (!fs->note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	fs->note(fs->note_arg, level, buf);
+}
+
+static void uuid_str(const uint8_t *uuid, char out[37])
+{
+	uuid_unparse_lower(uuid, out);
+}
+
+/* Say which superblock copies were bad when the one in use is not the primary,
+ * or when the primary is damaged but a newer backup won anyway. */
+static void note_super_copies(struct fs_info *fs, const char *path, int chosen,
+			      const struct super_copy *copies)
+{
+	for (int i = 0; i < BTRFS_SUPER_MIRROR_MAX; i++) {
+		if (copies[i].status == 0 || copies[i].status == -ENXIO)
+			continue;
+		fs_note(fs, FS_NOTE_WARNING, "%s: superblock copy %d (at %llu) is invalid: %s", path,
+			i, (unsigned long long)copies[i].offset, copies[i].why);
+	}
+	if (chosen != 0)
+		fs_note(fs, FS_NOTE_WARNING, "%s: using superblock copy %d (generation %llu)", path, chosen,
+			(unsigned long long)copies[chosen].generation);
+}
+
+static struct fs_device *fs_add_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid)
+{
+	struct fs_device *v = realloc(fs->devices, (fs->num_devices + 1) * sizeof(*v));
+
+	if (!v)
+		return NULL;
+	fs->devices = v;
+	v = &fs->devices[fs->num_devices++];
+	memset(v, 0, sizeof(*v));
+	v->devid = devid;
+	memcpy(v->uuid, uuid, BTRFS_UUID_SIZE);
+	return v;
+}
+
+static struct fs_device *fs_device_by_devid(struct fs_info *fs, uint64_t devid)
+{
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		if (fs->devices[i].devid == devid)
+			return &fs->devices[i];
+	return NULL;
+}
+
+/* Open one member path and add it; the first member's superblock becomes fs->super. */
+static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_open_options *opts,
+			 bool first)
+{
+	struct super_copy copies[BTRFS_SUPER_MIRROR_MAX];
+	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
+	struct io_dev *io;
+	struct fs_device *dev;
+	char where[256] = "";
+	const uint8_t *di;
+	int ret, chosen;
+
+	ret = device_is_mounted(path, where, sizeof(where));
+	if (ret == 1)
+		return fs_error(fs, -EBUSY, "%s is mounted (through %s): unmount it first", path, where);
+	ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
+	if (ret == -EBUSY)
+		return fs_error(fs, ret, "%s is in use (mounted or opened exclusively): unmount it first", path);
+	if (ret)
+		return fs_error(fs, ret, "cannot open %s: %s", path, strerror(-ret));
+	chosen = super_read_best(io, first ? opts->super_mirror : -1, sb, copies);
+	if (chosen < 0) {
+		int mirror = first && opts->super_mirror >= 0 ? opts->super_mirror : 0;
+		io_close(io);
+		if (copies[0].status && !strcmp(copies[0].why, "no btrfs magic") && mirror == 0 &&
+		    copies[1].status && copies[2].status)
+			return fs_error(fs, -EINVAL, "%s: not a btrfs filesystem (no valid superblock)", path);
+		if (copies[mirror].status == -ENXIO)
+			return fs_error(fs, -EINVAL, "%s: superblock copy %d lies beyond the end of the device",
+					path, mirror);
+		return fs_error(fs, -EUCLEAN, "%s: no valid superblock (copy %d: %s)", path, mirror,
+				copies[mirror].why);
+	}
+	note_super_copies(fs, path, chosen, copies);
+	if (first) {
+		memcpy(fs->super, sb, sizeof(sb));
+		fs->super_mirror = chosen;
+	} else if (memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) != 0) {
+		io_close(io);
+		return fs_error(fs, -EINVAL, "%s belongs to another filesystem (different fsid)", path);
+	}
+	di = super_dev_item_ptr(sb);
+	if (fs_device_by_devid(fs, dev_item_devid(di))) {
+		io_close(io);
+		return fs_error(fs, -EINVAL, "%s: device id %llu given twice", path,
+				(unsigned long long)dev_item_devid(di));
+	}
+	dev = fs_add_device(fs, dev_item_devid(di), dev_item_uuid_ptr(di));
+	if (!dev) {
+		io_close(io);
+		return -ENOMEM;
+	}
+	dev->io = io;
+	dev->path = strdup(path);
+	dev->total_bytes = dev_item_total_bytes(di);
+	if (io_size(io) < dev->total_bytes)
+		fs_note(fs, FS_NOTE_WARNING,
+			"%s is smaller (%llu bytes) than the filesystem expects (%llu bytes): truncated?",
+			path, (unsigned long long)io_size(io), (unsigned long long)dev->total_bytes);
+	return 0;
+}
+
+/* Add members found by fsid that were not given on the command line. */
+static int fs_scan_members(struct fs_info *fs, const struct fs_open_options *opts)
+{
+	char **paths;
+	unsigned n;
+	int ret = devscan_find_members(fs->fsid, &paths, &n);
+
+	if (ret)
+		return 0; /* scanning is best effort: missing devices are reported later */
+	for (unsigned i = 0; i < n; i++) {
+		struct super_copy copies[BTRFS_SUPER_MIRROR_MAX];
+		uint8_t sb[BTRFS_SUPER_INFO_SIZE];
+		struct io_dev *io;
+		bool known;
+
+		if (io_open_file(paths[i], 0, &io))
+			continue;
+		ret = super_read_best(io, -1, sb, copies);
+		io_close(io);
+		if (ret < 0)
+			continue;
+		known = fs_device_by_devid(fs, dev_item_devid(super_dev_item_ptr(sb))) != NULL;
+		if (!known && fs_add_member(fs, paths[i], opts, false) == 0)
+			fs_note(fs, FS_NOTE_INFO, "found member device %s", paths[i]);
+	}
+	devscan_free(paths, n);
+	return 0;
+}
+
+static void fs_load_super_fields(struct fs_info *fs)
+{
+	const uint8_t *sb = fs->super;
+
+	fs->generation = super_generation(sb);
+	fs->nodesize = super_nodesize(sb);
+	fs->sectorsize = super_sectorsize(sb);
+	fs->csum_type = super_csum_type(sb);
+	fs->csum_size = (uint16_t)csum_size(fs->csum_type);
+	fs->incompat = super_incompat_flags(sb);
+	fs->compat_ro = super_compat_ro_flags(sb);
+	memcpy(fs->fsid, super_fsid_ptr(sb), BTRFS_FSID_SIZE);
+	memcpy(fs->metadata_uuid, super_metadata_fsid(sb), BTRFS_FSID_SIZE);
+	fs->chunk_root = (struct tree_root_ptr){ BTRFS_CHUNK_TREE_OBJECTID, super_chunk_root(sb),
+						 super_chunk_root_generation(sb),
+						 super_chunk_root_level(sb) };
+	fs->tree_root = (struct tree_root_ptr){ BTRFS_ROOT_TREE_OBJECTID, super_root(sb),
+						super_generation(sb), super_root_level(sb) };
+}
+
+/* Record every device the chunk tree knows; those not opened are missing. */
+static int fs_note_missing_devices(struct fs_info *fs, bool allow_missing)
+{
+	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, (uint64_t)-1 };
+	struct btrfs_key key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, fs, &fs->chunk_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		char u[37];
+		if (size < sizeof(struct btrfs_dev_item) || fs_device_by_devid(fs, key.offset))
+			continue;
+		if (!fs_add_device(fs, key.offset, dev_item_uuid_ptr(data))) {
+			ret = -ENOMEM;
+			break;
+		}
+		fs->devices[fs->num_devices - 1].total_bytes = dev_item_total_bytes(data);
+		fs->missing_devices++;
+		uuid_str(dev_item_uuid_ptr(data), u);
+		fs_note(fs, allow_missing ? FS_NOTE_WARNING : FS_NOTE_ERROR,
+			"device devid %llu uuid %s is missing", (unsigned long long)key.offset, u);
+	}
+	tree_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (fs->missing_devices && !allow_missing)
+		return fs_error(fs, -ENODEV, "%u device(s) missing", fs->missing_devices);
+	return 0;
+}
+
+/* Chunk stripes point at devices; the array moved while devices were added. */
+static void fs_resolve_stripe_devices(struct fs_info *fs)
+{
+	for (size_t i = 0; i < fs->chunks->count; i++) {
+		struct chunk *c = fs->chunks->chunks[i];
+		for (unsigned s = 0; s < c->num_stripes; s++) {
+			struct fs_device *d = fs_device_by_devid(fs, c->stripes[s].devid);
+			c->stripes[s].dev = d && d->io ? d : NULL;
+		}
+	}
+}
+
+int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *out)
+{
+	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 }, found;
+	struct tree_path path;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	if (objectid == BTRFS_ROOT_TREE_OBJECTID) {
+		*out = fs->tree_root;
+		return 0;
+	}
+	if (objectid == BTRFS_CHUNK_TREE_OBJECTID) {
+		*out = fs->chunk_root;
+		return 0;
+	}
+	memset(out, 0, sizeof(*out));
+	out->objectid = objectid;
+	tree_path_init(&path);
+	ret = tree_search(fs, &fs->tree_root, &key, &path);
+	if (ret == 0) {
+		tree_item_key(&path, &found);
+		if (found.objectid != objectid || found.type != BTRFS_ROOT_ITEM_KEY) {
+			ret = -ENOENT;
+		} else {
+			data = tree_item_data(&path, &size);
+			if (size < BTRFS_ROOT_ITEM_V1_SIZE) {
+				ret = fs_error(fs, -EUCLEAN, "root item of tree %llu too small (%u bytes)",
+					       (unsigned long long)objectid, size);
+			} else {
+				out->bytenr = root_item_bytenr(data);
+				out->generation = root_item_generation(data);
+				out->level = root_item_level(data);
+				if (out->level >= BTRFS_MAX_LEVEL)
+					ret = fs_error(fs, -EUCLEAN, "root item of tree %llu: level %u",
+						       (unsigned long long)objectid, out->level);
+			}
+		}
+	} else if (ret == 1) {
+		ret = -ENOENT;
+	}
+	tree_path_release(fs, &path);
+	return ret;
+}
+
+/* Locate the well-known trees; a missing optional tree leaves bytenr 0. */
+static int fs_load_roots(struct fs_info *fs)
+{
+	static const struct { uint64_t id; size_t offset; } roots[] = {
+		{ BTRFS_EXTENT_TREE_OBJECTID, offsetof(struct fs_info, extent_root) },
+		{ BTRFS_DEV_TREE_OBJECTID, offsetof(struct fs_info, dev_root) },
+		{ BTRFS_FS_TREE_OBJECTID, offsetof(struct fs_info, fs_root) },
+		{ BTRFS_CSUM_TREE_OBJECTID, offsetof(struct fs_info, csum_root) },
+		{ BTRFS_QUOTA_TREE_OBJECTID, offsetof(struct fs_info, quota_root) },
+		{ BTRFS_UUID_TREE_OBJECTID, offsetof(struct fs_info, uuid_root) },
+		{ BTRFS_FREE_SPACE_TREE_OBJECTID, offsetof(struct fs_info, free_space_root) },
+		{ BTRFS_BLOCK_GROUP_TREE_OBJECTID, offsetof(struct fs_info, block_group_root) },
+		{ BTRFS_RAID_STRIPE_TREE_OBJECTID, offsetof(struct fs_info, raid_stripe_root) },
+	};
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		struct tree_root_ptr *dst = (struct tree_root_ptr *)((char *)fs + roots[i].offset);
+		int ret = fs_find_root(fs, roots[i].id, dst);
+		if (ret == -ENOENT) {
+			dst->bytenr = 0;
+			continue;
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int fs_open_steps(struct fs_info *fs, const char *const *paths, unsigned npaths,
+			 const struct fs_open_options *opts)
+{
+	int ret;
+
+	for (unsigned i = 0; i < npaths; i++) {
+		ret = fs_add_member(fs, paths[i], opts, i == 0);
+		if (ret)
+			return ret;
+	}
+	fs_load_super_fields(fs);
+	if (opts->scan_devices && fs->num_devices < super_num_devices(fs->super)) {
+		ret = fs_scan_members(fs, opts);
+		if (ret)
+			return ret;
+	}
+	ret = block_cache_create(fs, opts->cache_bytes);
+	if (ret)
+		return ret;
+	ret = volumes_read_sys_chunk_array(fs);
+	if (ret)
+		return ret;
+	ret = volumes_read_chunk_tree(fs);
+	if (ret)
+		return fs_error(fs, ret, "cannot read the chunk tree: %s", fs->errmsg);
+	ret = fs_note_missing_devices(fs, opts->allow_missing);
+	if (ret)
+		return ret;
+	fs_resolve_stripe_devices(fs);
+	if (opts->chunk_only)
+		return 0;
+	ret = fs_load_roots(fs);
+	if (ret)
+		return fs_error(fs, ret, "cannot read the root tree: %s", fs->errmsg);
+	return 0;
+}
+
+int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
+	    struct fs_info **out, char *msg, size_t msglen)
+{
+	struct fs_open_options defaults;
+	struct fs_info *fs;
+	int ret;
+
+	*out = NULL;
+	if (!opts) {
+		fs_open_options_init(&defaults);
+		opts = &defaults;
+	}
+	if (npaths == 0) {
+		snprintf(msg, msglen, "no device given");
+		return -EINVAL;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->note = opts->note;
+	fs->note_arg = opts->note_arg;
+	fs->writable = opts->writable;
+	ret = fs_open_steps(fs, paths, npaths, opts);
+	if (ret) {
+		if (msg)
+			snprintf(msg, msglen, "%s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+		fs_close(fs);
+		return ret;
+	}
+	*out = fs;
+	return 0;
+}
+
+void fs_close(struct fs_info *fs)
+{
+	if (!fs)
+		return;
+	block_cache_destroy(fs);
+	chunk_map_free(fs->chunks);
+	for (unsigned i = 0; i < fs->num_devices; i++) {
+		io_close(fs->devices[i].io);
+		free(fs->devices[i].path);
+	}
+	free(fs->devices);
+	free(fs);
+}

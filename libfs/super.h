@@ -1,0 +1,34 @@
+/* Superblocks: read one copy, validate every field, pick the newest valid. */
+#ifndef BTK_SUPER_H
+#define BTK_SUPER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "libfs/format.h"
+#include "libfs/io.h"
+
+/* Result of reading one superblock copy. */
+struct super_copy {
+	int mirror;
+	uint64_t offset;
+	int status;            /* 0 valid; -ENXIO beyond the device; -EUCLEAN invalid; -EIO */
+	uint64_t generation;   /* when it parsed far enough */
+	char why[160];         /* what was wrong with it */
+};
+
+/* Read copy `mirror` of the superblock of one device into buf and validate it. */
+int super_read_copy(struct io_dev *io, int mirror, uint8_t buf[BTRFS_SUPER_INFO_SIZE],
+		    struct super_copy *info);
+/* Read all copies and keep the valid one with the highest generation (or the
+ * one `mirror` names when >= 0). Fills copies[BTRFS_SUPER_MIRROR_MAX]. */
+int super_read_best(struct io_dev *io, int mirror, uint8_t buf[BTRFS_SUPER_INFO_SIZE],
+		    struct super_copy copies[BTRFS_SUPER_MIRROR_MAX]);
+/* Validate a superblock image found at byte `offset`: magic, checksum, geometry,
+ * flags, tree pointers. 0 or -EUCLEAN with why filled in. */
+int super_validate(const uint8_t *sb, uint64_t offset, char *why, size_t whylen);
+/* Recompute the checksum of a superblock image in place. */
+int super_update_csum(uint8_t *sb);
+/* The fsid tree blocks carry: metadata_uuid when that feature is on, else fsid. */
+const uint8_t *super_metadata_fsid(const uint8_t *sb);
+
+#endif

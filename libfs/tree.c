@@ -1,0 +1,270 @@
+/* Btree search and iteration over verified, cached tree blocks. */
+#include <errno.h>
+#include <string.h>
+
+#include "libfs/tree.h"
+
+void tree_path_init(struct tree_path *path)
+{
+	memset(path, 0, sizeof(*path));
+	path->root_level = -1;
+}
+
+void tree_path_release(struct fs_info *fs, struct tree_path *path)
+{
+	for (int i = 0; i < BTRFS_MAX_LEVEL; i++) {
+		block_put(fs, path->nodes[i]);
+		path->nodes[i] = NULL;
+	}
+	path->root_level = -1;
+}
+
+/* Binary search of a block: the first slot whose key is >= key. *exact is set
+ * when that slot's key equals key. */
+static unsigned block_lower_bound(const struct tree_block *b, const struct btrfs_key *key, int *exact)
+{
+	unsigned lo = 0, hi = block_nritems(b);
+	struct btrfs_key k;
+
+	*exact = 0;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		int cmp;
+		block_key(b, mid, &k);
+		cmp = key_compare(&k, key);
+		if (cmp < 0) {
+			lo = mid + 1;
+		} else {
+			if (cmp == 0)
+				*exact = 1;
+			hi = mid;
+		}
+	}
+	if (lo < block_nritems(b)) {
+		block_key(b, lo, &k);
+		*exact = key_compare(&k, key) == 0;
+	}
+	return lo;
+}
+
+/* Read the child a node slot points at, checking what the pointer promises. */
+static int read_child(struct fs_info *fs, const struct tree_block *parent, unsigned slot,
+		      struct tree_block **out)
+{
+	const uint8_t *ptr = node_key_ptr(parent->data, slot);
+	struct btrfs_key first;
+	struct block_expect e = {
+		.generation = key_ptr_generation(ptr),
+		.level = (int)block_level(parent) - 1,
+		.first_key = &first,
+	};
+
+	key_from_disk(&first, key_ptr_key_ptr(ptr));
+	return block_read(fs, key_ptr_blockptr(ptr), &e, out);
+}
+
+static int read_root(struct fs_info *fs, const struct tree_root_ptr *root, struct tree_block **out)
+{
+	struct block_expect e = { .generation = root->generation, .level = root->level };
+
+	if (!root->bytenr)
+		return fs_error(fs, -ENOENT, "tree %llu does not exist", (unsigned long long)root->objectid);
+	return block_read(fs, root->bytenr, &e, out);
+}
+
+int tree_search(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,
+		struct tree_path *path)
+{
+	struct tree_block *b;
+	int ret, exact;
+
+	tree_path_release(fs, path);
+	ret = read_root(fs, root, &b);
+	if (ret)
+		return ret;
+	path->root_level = (int)block_level(b);
+	for (;;) {
+		unsigned level = block_level(b);
+		unsigned slot = block_lower_bound(b, key, &exact);
+
+		path->nodes[level] = b;
+		if (level == 0) {
+			path->slots[0] = (int)slot;
+			break;
+		}
+		/* in a node, descend into the last child whose first key is <= key */
+		if (!exact && slot > 0)
+			slot--;
+		path->slots[level] = (int)slot;
+		ret = read_child(fs, b, slot, &b);
+		if (ret) {
+			tree_path_release(fs, path);
+			return ret;
+		}
+	}
+	if (path->slots[0] < (int)block_nritems(path->nodes[0]))
+		return 0;
+	ret = tree_next(fs, path);
+	return ret;
+}
+
+/* Move up until a level has a next slot, then down the leftmost edge. */
+int tree_next(struct fs_info *fs, struct tree_path *path)
+{
+	int level;
+
+	if (!path->nodes[0])
+		return 1;
+	if (path->slots[0] + 1 < (int)block_nritems(path->nodes[0])) {
+		path->slots[0]++;
+		return 0;
+	}
+	for (level = 1; level <= path->root_level; level++)
+		if (path->slots[level] + 1 < (int)block_nritems(path->nodes[level]))
+			break;
+	if (level > path->root_level) {
+		path->slots[0] = (int)block_nritems(path->nodes[0]);
+		return 1;
+	}
+	path->slots[level]++;
+	for (; level > 0; level--) {
+		struct tree_block *child;
+		int ret = read_child(fs, path->nodes[level], (unsigned)path->slots[level], &child);
+		if (ret)
+			return ret;
+		block_put(fs, path->nodes[level - 1]);
+		path->nodes[level - 1] = child;
+		path->slots[level - 1] = 0;
+	}
+	if (block_nritems(path->nodes[0]) == 0)
+		return tree_next(fs, path);
+	return 0;
+}
+
+int tree_prev(struct fs_info *fs, struct tree_path *path)
+{
+	int level;
+
+	if (!path->nodes[0])
+		return 1;
+	if (path->slots[0] > 0) {
+		path->slots[0]--;
+		if (path->slots[0] < (int)block_nritems(path->nodes[0]))
+			return 0;
+	}
+	for (level = 1; level <= path->root_level; level++)
+		if (path->slots[level] > 0)
+			break;
+	if (level > path->root_level)
+		return 1;
+	path->slots[level]--;
+	for (; level > 0; level--) {
+		struct tree_block *child;
+		int ret = read_child(fs, path->nodes[level], (unsigned)path->slots[level], &child);
+		if (ret)
+			return ret;
+		block_put(fs, path->nodes[level - 1]);
+		path->nodes[level - 1] = child;
+		path->slots[level - 1] = (int)block_nritems(child) - 1;
+	}
+	if (path->slots[0] < 0)
+		return tree_prev(fs, path);
+	return 0;
+}
+
+int tree_search_le(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,
+		   struct tree_path *path)
+{
+	struct btrfs_key found;
+	int ret = tree_search(fs, root, key, path);
+
+	if (ret < 0)
+		return ret;
+	if (ret == 0) {
+		tree_item_key(path, &found);
+		if (key_compare(&found, key) == 0)
+			return 0;
+	}
+	return tree_prev(fs, path);
+}
+
+void tree_item_key(const struct tree_path *path, struct btrfs_key *key)
+{
+	block_key(path->nodes[0], (unsigned)path->slots[0], key);
+}
+
+const uint8_t *tree_item_data(const struct tree_path *path, uint32_t *size)
+{
+	const uint8_t *item = leaf_item(path->nodes[0]->data, (unsigned)path->slots[0]);
+
+	*size = item_size(item);
+	return leaf_item_data(path->nodes[0]->data, (unsigned)path->slots[0]);
+}
+
+void tree_iter_init(struct tree_iter *it, struct fs_info *fs, const struct tree_root_ptr *root,
+		    const struct btrfs_key *min, const struct btrfs_key *max)
+{
+	it->fs = fs;
+	it->root = *root;
+	it->min = *min;
+	it->max = *max;
+	it->started = 0;
+	tree_path_init(&it->path);
+}
+
+int tree_iter_next(struct tree_iter *it, struct btrfs_key *key, const uint8_t **data, uint32_t *size)
+{
+	int ret;
+
+	if (it->started < 0)
+		return 0;
+	if (!it->started) {
+		it->started = 1;
+		ret = tree_search(it->fs, &it->root, &it->min, &it->path);
+	} else {
+		ret = tree_next(it->fs, &it->path);
+	}
+	if (ret) {
+		it->started = -1;
+		return ret < 0 ? ret : 0;
+	}
+	tree_item_key(&it->path, key);
+	if (key_compare(key, &it->max) > 0) {
+		it->started = -1;
+		return 0;
+	}
+	*data = tree_item_data(&it->path, size);
+	return 1;
+}
+
+void tree_iter_release(struct tree_iter *it)
+{
+	tree_path_release(it->fs, &it->path);
+}
+
+int tree_lookup(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,
+		void *buf, uint32_t *size)
+{
+	struct tree_path path;
+	struct btrfs_key found;
+	const uint8_t *data;
+	uint32_t item_len;
+	int ret;
+
+	tree_path_init(&path);
+	ret = tree_search(fs, root, key, &path);
+	if (ret == 0) {
+		tree_item_key(&path, &found);
+		if (key_compare(&found, key) != 0) {
+			ret = -ENOENT;
+		} else {
+			data = tree_item_data(&path, &item_len);
+			memcpy(buf, data, item_len < *size ? item_len : *size);
+			*size = item_len;
+		}
+	} else if (ret == 1) {
+		ret = -ENOENT;
+	}
+	tree_path_release(fs, &path);
+	return ret;
+}
