@@ -87,26 +87,17 @@ static struct fs_device *fs_device_by_devid(struct fs_info *fs, uint64_t devid)
 	return NULL;
 }
 
-/* Open one member path and add it; the first member's superblock becomes fs->super. */
-static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_open_options *opts,
-			 bool first)
+/* Add an opened member device (taking ownership of io); the first member's
+ * superblock becomes fs->super. */
+static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *path,
+			    const struct fs_open_options *opts, bool first)
 {
 	struct super_copy copies[BTRFS_SUPER_MIRROR_MAX];
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
-	struct io_dev *io;
 	struct fs_device *dev;
-	char where[256] = "";
 	const uint8_t *di;
-	int ret, chosen;
+	int chosen;
 
-	ret = device_is_mounted(path, where, sizeof(where));
-	if (ret == 1)
-		return fs_error(fs, -EBUSY, "%s is mounted (through %s): unmount it first", path, where);
-	ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
-	if (ret == -EBUSY)
-		return fs_error(fs, ret, "%s is in use (mounted or opened exclusively): unmount it first", path);
-	if (ret)
-		return fs_error(fs, ret, "cannot open %s: %s", path, strerror(-ret));
 	chosen = super_read_best(io, first ? opts->super_mirror : -1, sb, copies);
 	if (chosen < 0) {
 		int mirror = first && opts->super_mirror >= 0 ? opts->super_mirror : 0;
@@ -147,6 +138,25 @@ static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_o
 			"%s is smaller (%llu bytes) than the filesystem expects (%llu bytes): truncated?",
 			path, (unsigned long long)io_size(io), (unsigned long long)dev->total_bytes);
 	return 0;
+}
+
+/* Open one member path (refusing a mounted one) and add it. */
+static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_open_options *opts,
+			 bool first)
+{
+	struct io_dev *io;
+	char where[256] = "";
+	int ret;
+
+	ret = device_is_mounted(path, where, sizeof(where));
+	if (ret == 1)
+		return fs_error(fs, -EBUSY, "%s is mounted (through %s): unmount it first", path, where);
+	ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
+	if (ret == -EBUSY)
+		return fs_error(fs, ret, "%s is in use (mounted or opened exclusively): unmount it first", path);
+	if (ret)
+		return fs_error(fs, ret, "cannot open %s: %s", path, strerror(-ret));
+	return fs_add_member_io(fs, io, path, opts, first);
 }
 
 /* Add members found by fsid that were not given on the command line. */
@@ -316,18 +326,13 @@ static int fs_load_roots(struct fs_info *fs)
 	return 0;
 }
 
-static int fs_open_steps(struct fs_info *fs, const char *const *paths, unsigned npaths,
-			 const struct fs_open_options *opts)
+/* Everything after the members are added: chunk map, devices, roots. */
+static int fs_open_steps(struct fs_info *fs, const struct fs_open_options *opts, bool may_scan)
 {
 	int ret;
 
-	for (unsigned i = 0; i < npaths; i++) {
-		ret = fs_add_member(fs, paths[i], opts, i == 0);
-		if (ret)
-			return ret;
-	}
 	fs_load_super_fields(fs);
-	if (opts->scan_devices && fs->num_devices < super_num_devices(fs->super)) {
+	if (may_scan && opts->scan_devices && fs->num_devices < super_num_devices(fs->super)) {
 		ret = fs_scan_members(fs, opts);
 		if (ret)
 			return ret;
@@ -353,29 +358,44 @@ static int fs_open_steps(struct fs_info *fs, const char *const *paths, unsigned 
 	return 0;
 }
 
-int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
-	    struct fs_info **out, char *msg, size_t msglen)
+/* Shared body of fs_open and fs_open_devices: exactly one of paths / ios is set. */
+static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigned n,
+			  const struct fs_open_options *opts, struct fs_info **out, char *msg,
+			  size_t msglen)
 {
 	struct fs_open_options defaults;
 	struct fs_info *fs;
-	int ret;
+	int ret = 0;
+	unsigned i;
 
 	*out = NULL;
 	if (!opts) {
 		fs_open_options_init(&defaults);
 		opts = &defaults;
 	}
-	if (npaths == 0) {
-		snprintf(msg, msglen, "no device given");
+	if (n == 0) {
+		if (msg)
+			snprintf(msg, msglen, "no device given");
+		for (i = 0; ios && i < n; i++)
+			io_close(ios[i]);
 		return -EINVAL;
 	}
 	fs = calloc(1, sizeof(*fs));
-	if (!fs)
+	if (!fs) {
+		for (i = 0; ios && i < n; i++)
+			io_close(ios[i]);
 		return -ENOMEM;
+	}
 	fs->note = opts->note;
 	fs->note_arg = opts->note_arg;
 	fs->writable = opts->writable;
-	ret = fs_open_steps(fs, paths, npaths, opts);
+	for (i = 0; i < n && !ret; i++)
+		ret = paths ? fs_add_member(fs, paths[i], opts, i == 0)
+			    : fs_add_member_io(fs, ios[i], ios[i]->path, opts, i == 0);
+	for (; ios && i < n; i++)
+		io_close(ios[i]); /* not reached after an error: still ours to close */
+	if (!ret)
+		ret = fs_open_steps(fs, opts, paths != NULL);
 	if (ret) {
 		if (msg)
 			snprintf(msg, msglen, "%s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
@@ -384,6 +404,18 @@ int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_opti
 	}
 	*out = fs;
 	return 0;
+}
+
+int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
+	    struct fs_info **out, char *msg, size_t msglen)
+{
+	return fs_open_common(paths, NULL, npaths, opts, out, msg, msglen);
+}
+
+int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
+		    struct fs_info **out, char *msg, size_t msglen)
+{
+	return fs_open_common(NULL, ios, n, opts, out, msg, msglen);
 }
 
 void fs_close(struct fs_info *fs)

@@ -84,6 +84,11 @@ void fs_open_options_init(struct fs_open_options *opts);
  * bytes) holds the reason. */
 int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
 	    struct fs_info **out, char *msg, size_t msglen);
+/* The same over already opened devices (memory buffers, write logs, ...);
+ * the ios are owned by the filesystem from then on, even on error. No
+ * mount check and no device scan are done. */
+int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
+		    struct fs_info **out, char *msg, size_t msglen);
 void fs_close(struct fs_info *fs);
 
 /* Record an error message on the context; returns err for tail calls. */
