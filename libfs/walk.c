@@ -130,9 +130,9 @@ int fs_list_trees(struct fs_info *fs, struct fs_tree_list *out)
 	if (ret < 0)
 		goto fail;
 	if (super_log_root(fs->super)) {
-		struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs->super),
-					     fs->generation + 1, super_log_root_level(fs->super) };
-		log.generation = 0; /* the log root's transid is not recorded */
+		/* generation 0: the superblock does not record the log root's transid */
+		struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs->super), 0,
+					     super_log_root_level(fs->super) };
 		if ((ret = tree_list_push(out, &log)))
 			goto fail;
 	}
