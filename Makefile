@@ -88,6 +88,14 @@ check-asan:
 check-valgrind: all unit
 	tests/valgrind.sh $(abspath $(B)) $(UNIT_BINS)
 
+# The sample filesystem (tests/images/make-sample.sh) for trying the tools.
+$(B)/sample.img: tests/images/sample.img.xz
+	@mkdir -p $(dir $@)
+	xz -dc $< > $@
+
+sample: $(B)/sample.img
+.PHONY: sample
+
 # What CI runs: everything.
 check-all: check check-valgrind check-asan
 

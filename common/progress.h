@@ -1,0 +1,51 @@
+/* A progress line on stderr for long phases:
+ *
+ *   checking extents: 1.50GiB / 3.00GiB (50.0%), 120.3MiB/s, ETA 0:13
+ *
+ * Shown when stderr is a terminal (PROGRESS_AUTO), always (PROGRESS_FORCE,
+ * for --progress) or never (PROGRESS_OFF); --quiet hides it in any mode
+ * (the line is drawn through msg_status_line()). Redrawn at most four times
+ * a second. progress_update() and progress_add() may be called from several
+ * threads at once; the other calls are for the thread that owns it.
+ * Every call accepts NULL and then does nothing, so a failed
+ * progress_create() needs no special case. */
+#ifndef BTK_COMMON_PROGRESS_H
+#define BTK_COMMON_PROGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum progress_mode { PROGRESS_AUTO, PROGRESS_FORCE, PROGRESS_OFF };
+
+struct progress;
+
+/* Start a phase of total bytes (0 when unknown: no percentage or ETA).
+ * phase is copied. Returns NULL only when out of memory. */
+struct progress *progress_create(const char *phase, uint64_t total, enum progress_mode mode);
+/* Set the bytes done so far / add to them; redraw if the last draw is more
+ * than a quarter of a second old. */
+void progress_update(struct progress *p, uint64_t done);
+void progress_add(struct progress *p, uint64_t delta);
+/* Start the next phase on a new line, with a fresh clock. */
+void progress_next_phase(struct progress *p, const char *phase, uint64_t total);
+/* Draw the final line (with the elapsed time instead of the ETA), end the
+ * line and free p. */
+void progress_finish(struct progress *p);
+/* Whether lines are drawn at all (mode and terminal). */
+bool progress_enabled(const struct progress *p);
+
+/* What one progress line shows; exposed for the unit tests. */
+struct progress_snapshot {
+	const char *phase;
+	uint64_t done;
+	uint64_t total;       /* 0: unknown */
+	double elapsed;       /* seconds since the phase started */
+	bool finished;        /* show elapsed time instead of the ETA */
+};
+
+/* Format one progress line into buf (len bytes, truncated if short);
+ * returns buf. */
+const char *progress_format(const struct progress_snapshot *s, char *buf, size_t len);
+
+#endif

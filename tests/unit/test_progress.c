@@ -1,0 +1,136 @@
+/* The progress line as the user reads it: phase, sizes, percentage, rate
+ * and ETA; and a progress object that is off does not write anything. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdint.h>
+#include "common/messages.h"
+#include "common/progress.h"
+
+#define MiB (1024ull * 1024)
+#define GiB (1024 * MiB)
+
+static const char *line(const struct progress_snapshot *s)
+{
+	static char buf[256];
+
+	return progress_format(s, buf, sizeof(buf));
+}
+
+Test(progress_format, halfway_with_eta)
+{
+	struct progress_snapshot s = {
+		.phase = "checking extents", .done = 3 * GiB / 2, .total = 3 * GiB, .elapsed = 12.8,
+	};
+
+	/* 1536 MiB in 12.8 s = 120 MiB/s; 1536 MiB to go = 12.8 s -> 0:13 */
+	cr_assert_str_eq(line(&s),
+			 "checking extents: 1.50GiB / 3.00GiB (50.0%), 120.0MiB/s, ETA 0:13");
+}
+
+Test(progress_format, hours_in_eta)
+{
+	struct progress_snapshot s = {
+		.phase = "scan", .done = 100 * MiB, .total = 100 * MiB + 3723ull * MiB, .elapsed = 100,
+	};
+
+	/* 1 MiB/s, 3723 MiB left = 1:02:03 */
+	cr_assert_str_eq(line(&s), "scan: 100.00MiB / 3.73GiB (2.6%), 1.0MiB/s, ETA 1:02:03");
+}
+
+Test(progress_format, nothing_done_yet)
+{
+	struct progress_snapshot s = { .phase = "scan", .done = 0, .total = 8 * MiB, .elapsed = 0 };
+
+	cr_assert_str_eq(line(&s), "scan: 0.00B / 8.00MiB (0.0%), 0.0MiB/s, ETA --:--");
+}
+
+Test(progress_format, done_beyond_total_caps_at_100)
+{
+	struct progress_snapshot s = { .phase = "scan", .done = 9 * MiB, .total = 8 * MiB, .elapsed = 3 };
+
+	cr_assert_str_eq(line(&s), "scan: 9.00MiB / 8.00MiB (100.0%), 3.0MiB/s, ETA 0:00");
+}
+
+Test(progress_format, unknown_total)
+{
+	struct progress_snapshot s = { .phase = "reading", .done = 64 * MiB, .elapsed = 2 };
+
+	cr_assert_str_eq(line(&s), "reading: 64.00MiB, 32.0MiB/s");
+}
+
+Test(progress_format, finished_shows_elapsed)
+{
+	struct progress_snapshot s = {
+		.phase = "checking extents", .done = 3 * GiB, .total = 3 * GiB, .elapsed = 75.2,
+		.finished = true,
+	};
+
+	cr_assert_str_eq(line(&s),
+			 "checking extents: 3.00GiB (100.0%), 40.9MiB/s, done in 1:15");
+	s.total = 0;
+	cr_assert_str_eq(line(&s), "checking extents: 3.00GiB, 40.9MiB/s, done in 1:15");
+}
+
+Test(progress_format, truncates_to_buffer)
+{
+	struct progress_snapshot s = { .phase = "checking extents", .done = 1, .total = 2, .elapsed = 1 };
+	char buf[9];
+
+	cr_assert_str_eq(progress_format(&s, buf, sizeof(buf)), "checking");
+}
+
+Test(progress, off_or_null_writes_nothing, .init = cr_redirect_stderr)
+{
+	struct progress *p = progress_create("phase", 100, PROGRESS_OFF);
+
+	cr_assert_not_null(p);
+	cr_assert_not(progress_enabled(p));
+	progress_update(p, 10);
+	progress_add(p, 10);
+	progress_next_phase(p, "second", 5);
+	progress_finish(p);
+	/* every call is a no-op on NULL */
+	progress_update(NULL, 1);
+	progress_add(NULL, 1);
+	progress_next_phase(NULL, "x", 1);
+	progress_finish(NULL);
+	cr_assert_not(progress_enabled(NULL));
+	fflush(stderr);
+	cr_assert_stderr_eq_str("");
+}
+
+Test(progress, forced_draws_first_and_final_line, .init = cr_redirect_stderr)
+{
+	struct progress *p;
+
+	msg_set_verbosity(MSG_NORMAL);
+	p = progress_create("copy", 4 * MiB, PROGRESS_FORCE);
+	cr_assert(progress_enabled(p));
+	progress_update(p, 1 * MiB);   /* first update draws at once */
+	progress_add(p, 3 * MiB);      /* too soon after: no redraw */
+	progress_finish(p);            /* final line, then a newline */
+	fflush(stderr);
+
+	char out[512] = "";
+	FILE *f = cr_get_redirected_stderr();
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+
+	out[n] = '\0';
+	cr_assert(strncmp(out, "\rcopy: 1.00MiB / 4.00MiB (25.0%), ", 34) == 0, "got: %s", out);
+	cr_assert(strstr(out, "\rcopy: 4.00MiB (100.0%), ") != NULL, "got: %s", out);
+	cr_assert(strstr(out, ", done in 0:00\n") != NULL, "got: %s", out);
+	cr_assert_null(strstr(out, "4.00MiB / 4.00MiB"), "the second update should not redraw: %s", out);
+}
+
+Test(progress, quiet_hides_forced_line, .init = cr_redirect_stderr)
+{
+	struct progress *p;
+
+	msg_set_verbosity(MSG_QUIET);
+	p = progress_create("copy", 4 * MiB, PROGRESS_FORCE);
+	cr_assert_not(progress_enabled(p));
+	progress_update(p, 1 * MiB);
+	progress_finish(p);
+	fflush(stderr);
+	cr_assert_stderr_eq_str("");
+}

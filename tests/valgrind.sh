@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Run the unit tests and a few btk-inspect runs under valgrind memcheck:
+# zero errors and zero leaks (definite, indirect, possible) required.
+#
+#   tests/valgrind.sh BUILD_DIR UNIT_BIN...
+#
+# Criterion runs every test in a worker process that it forks and then
+# re-executes, and it ignores how a worker exits once its test has reported.
+# So valgrind must follow exec (--trace-children=yes), and the verdict comes
+# from every process's own log ("ERROR SUMMARY: 0 errors"), not from the
+# exit status of the runner alone. A log without a summary (a process that
+# died before valgrind could finish) counts as a failure too.
+set -uo pipefail
+
+if [ $# -lt 1 ]; then
+    echo "usage: $0 BUILD_DIR UNIT_BIN..." >&2
+    exit 2
+fi
+build=$(cd "$1" && pwd) || exit 2
+shift
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+if ! command -v valgrind >/dev/null; then
+    echo "valgrind.sh: valgrind is not installed (scripts/install-deps installs it)" >&2
+    exit 1
+fi
+
+logroot=$build/valgrind
+rm -rf "$logroot"
+mkdir -p "$logroot"
+
+failed=0
+runs=0
+
+# run NAME CMD... : run CMD under valgrind, logs in $logroot/NAME/
+run() {
+    local name=$1 dir=$logroot/$1 status log bad=0
+    shift
+    mkdir -p "$dir"
+    runs=$((runs + 1))
+    valgrind --leak-check=full --show-leak-kinds=definite,indirect,possible \
+        --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 \
+        --trace-children=yes --num-callers=40 --log-file="$dir/%p.log" \
+        "$@" >"$dir/stdout" 2>"$dir/stderr" </dev/null
+    status=$?
+    for log in "$dir"/*.log; do
+        [ -e "$log" ] || continue
+        if ! grep -q 'ERROR SUMMARY: ' "$log"; then
+            echo "   $(basename "$log"): no error summary (process killed?)"
+            bad=1
+        elif ! grep -q 'ERROR SUMMARY: 0 errors' "$log"; then
+            bad=1
+        fi
+    done
+    if [ "$status" -ne 0 ] || [ "$bad" -ne 0 ]; then
+        echo "FAIL $name (exit status $status)"
+        for log in "$dir"/*.log; do
+            [ -e "$log" ] && grep -q "ERROR SUMMARY: 0 errors" "$log" && continue
+            echo "---- $log"
+            cat "$log"
+        done
+        echo "---- stderr"
+        tail -n 40 "$dir/stderr"
+        failed=$((failed + 1))
+    else
+        echo "ok   $name"
+    fi
+}
+
+for bin in "$@"; do
+    run "$(basename "$bin")" "$bin" --jobs 1 --short-filename
+done
+
+inspect=$build/btk-inspect
+image=$build/sample.img
+xzimage=$top/tests/images/sample.img.xz
+if [ -e "$xzimage" ] && { [ ! -e "$image" ] || [ "$xzimage" -nt "$image" ]; }; then
+    xz -dc "$xzimage" >"$image.tmp" && mv "$image.tmp" "$image"
+fi
+if [ ! -x "$inspect" ]; then
+    echo "skip btk-inspect runs: $inspect is not built"
+elif [ ! -e "$image" ]; then
+    echo "skip btk-inspect runs: no $image (tests/images/sample.img.xz missing)"
+else
+    run inspect-super "$inspect" super "$image"
+    run inspect-super-json "$inspect" super --format json "$image"
+    run inspect-tree "$inspect" tree "$image"
+    run inspect-tree-jsonl "$inspect" tree --format jsonl "$image"
+    run inspect-map "$inspect" map "$image"
+    run inspect-usage "$inspect" usage "$image"
+    run inspect-usage-json "$inspect" usage --format json "$image"
+fi
+
+if [ "$failed" -ne 0 ]; then
+    echo "valgrind: $failed of $runs runs failed (logs in $logroot)"
+    exit 1
+fi
+echo "valgrind: $runs runs, no errors, no leaks"
