@@ -25,7 +25,7 @@ struct json_object *uuid_json(const uint8_t *uuid)
 {
 	char s[UUID_STR_BUF];
 
-	uuid_unparse_lower(uuid, s);
+	uuid_to_str(uuid, s);
 	return json_object_new_string(s);
 }
 
