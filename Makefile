@@ -52,9 +52,17 @@ MANPAGES := $(wildcard doc/*.8)
 
 all: $(PROG_BINS)
 
+# `make V=1` shows the full commands.
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(LIBFS_A): $(patsubst %.c,$(B)/%.o,$(LIBFS_SRC))
 	@rm -f $@
@@ -110,3 +118,45 @@ clean:
 .PHONY: all unit check check-asan check-valgrind check-all install clean
 .SECONDARY:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+# ---------------------------------------------------------------------------
+# Fuzzing (fuzz/): libFuzzer harnesses, and the replay of the inputs they
+# ever crashed on (tests/images/fuzz/{image,items}/) as a regression test.
+#   make fuzz                  clang + libFuzzer + ASan/UBSan: $(B)/fuzz/fuzz_*
+#   make check-fuzz-regress    $(CC) + ASan/UBSan replay of the kept inputs
+# Run a fuzzer:  $(B)/fuzz/fuzz_image -max_total_time=600 CORPUS_DIR tests/images/fuzz/image
+FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
+FUZZ_HARNESSES := image items
+FUZZ_LIB_SRC = $(LIBFS_SRC) $(COMMON_SRC) inspect/item_json.c
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) $(DEP_CFLAGS) -g -O1 \
+	-DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(B))/fuzz/base.img"'
+FUZZ_BASE := $(B)/fuzz/base.img
+
+$(FUZZ_BASE): tests/images/fuzz/base.img.xz
+	@mkdir -p $(dir $@)
+	xz -dc $< > $@.tmp && mv $@.tmp $@
+
+$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_SRC) $(wildcard libfs/*.h inspect/*.h common/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
+
+$(B)/fuzz/replay_%: fuzz/replay.c fuzz/fuzz_%.c $(FUZZ_LIB_SRC) $(wildcard libfs/*.h inspect/*.h common/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ fuzz/replay.c fuzz/fuzz_$*.c $(FUZZ_LIB_SRC) $(LIBS)
+
+fuzz: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES)) $(FUZZ_BASE)
+
+fuzz-replay: $(addprefix $(B)/fuzz/replay_,$(FUZZ_HARNESSES)) $(FUZZ_BASE)
+
+check-fuzz-regress: fuzz-replay
+	@set -e; for h in $(FUZZ_HARNESSES); do \
+		echo "== replay_$$h tests/images/fuzz/$$h"; \
+		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		BTK_FUZZ_BASE=$(abspath $(FUZZ_BASE)) $(B)/fuzz/replay_$$h tests/images/fuzz/$$h 2>$(B)/fuzz/replay_$$h.log \
+			|| { tail -n 60 $(B)/fuzz/replay_$$h.log; exit 1; }; \
+		echo "   $$(grep -c '^replay: ' $(B)/fuzz/replay_$$h.log) inputs, no sanitizer report"; \
+	done
+
+.PHONY: fuzz fuzz-replay check-fuzz-regress
+# ------------------------------------------------------------ end of fuzzing

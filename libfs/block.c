@@ -84,7 +84,7 @@ static void lru_push_front(struct block_cache *c, struct tree_block *b)
 	c->lru.lru_next = b;
 }
 
-static void cache_remove(struct block_cache *c, struct tree_block *b)
+static void cache_unhash(struct block_cache *c, struct tree_block *b)
 {
 	struct tree_block **pp = &c->buckets[hash_bytenr(c, b->bytenr)];
 
@@ -92,6 +92,12 @@ static void cache_remove(struct block_cache *c, struct tree_block *b)
 		pp = &(*pp)->hash_next;
 	if (*pp)
 		*pp = b->hash_next;
+	b->hash_next = NULL;
+}
+
+static void cache_remove(struct block_cache *c, struct tree_block *b)
+{
+	cache_unhash(c, b);
 	lru_unlink(b);
 	c->bytes -= b->len;
 	free(b->data);
@@ -132,12 +138,26 @@ void block_cache_get_stats(struct fs_info *fs, struct block_cache_stats *out)
 	out->bytes = fs->cache->bytes;
 }
 
+/* Blocks taken out of the cache by block_forget live until their last put. */
+static bool block_is_hashed(struct block_cache *c, const struct tree_block *b)
+{
+	for (struct tree_block *x = c->buckets[hash_bytenr(c, b->bytenr)]; x; x = x->hash_next)
+		if (x == b)
+			return true;
+	return false;
+}
+
 void block_put(struct fs_info *fs, struct tree_block *b)
 {
 	if (!b)
 		return;
 	if (b->refs > 0)
 		b->refs--;
+	if (b->refs == 0 && b->lru_next == NULL) {
+		free(b->data);
+		free(b);
+		return;
+	}
 	if (b->refs == 0 && fs->cache->bytes > fs->cache->budget)
 		cache_shrink(fs->cache);
 }
@@ -358,4 +378,61 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	cache_shrink(c);
 	*out = b;
 	return 0;
+}
+
+/* Insert a fresh block, displacing an unreferenced cached copy of the same address. */
+static void cache_insert(struct block_cache *c, struct tree_block *b)
+{
+	size_t h = hash_bytenr(c, b->bytenr);
+
+	b->hash_next = c->buckets[h];
+	c->buckets[h] = b;
+	lru_push_front(c, b);
+	c->bytes += b->len;
+	if (c->bytes > c->stats.peak_bytes)
+		c->stats.peak_bytes = c->bytes;
+}
+
+int block_create(struct fs_info *fs, uint64_t bytenr, struct tree_block **out)
+{
+	struct block_cache *c = fs->cache;
+	struct tree_block *old = cache_lookup(c, bytenr);
+	struct tree_block *b;
+
+	*out = NULL;
+	if (old) {
+		if (old->refs)
+			return fs_error(fs, -EEXIST, "block %llu is still in use",
+					(unsigned long long)bytenr);
+		cache_remove(c, old);
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->data = calloc(1, fs->nodesize);
+	if (!b->data) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->bytenr = bytenr;
+	b->len = fs->nodesize;
+	b->refs = 1;
+	cache_insert(c, b);
+	*out = b;
+	return 0;
+}
+
+void block_forget(struct fs_info *fs, struct tree_block *b)
+{
+	struct block_cache *c = fs->cache;
+
+	if (!b)
+		return;
+	if (block_is_hashed(c, b)) {
+		cache_unhash(c, b);
+		lru_unlink(b);
+		c->bytes -= b->len;
+		b->lru_next = b->lru_prev = NULL;
+	}
+	block_put(fs, b);
 }

@@ -3,6 +3,7 @@
 #ifndef BTK_BLOCK_H
 #define BTK_BLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "libfs/fs.h"
 
@@ -11,6 +12,7 @@ struct tree_block {
 	uint32_t len;
 	int refs;
 	int mirror;               /* copy the data came from (0-based) */
+	bool dirty;               /* created or changed by the open transaction */
 	uint8_t *data;
 	struct tree_block *hash_next;
 	struct tree_block *lru_prev, *lru_next;
@@ -61,6 +63,12 @@ enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirr
 enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
 				const struct block_expect *expect);
 void block_put(struct fs_info *fs, struct tree_block *block);
+/* A new zeroed block at bytenr, in the cache with one reference (for the
+ * write path: the caller fills the header and marks it dirty). */
+int block_create(struct fs_info *fs, uint64_t bytenr, struct tree_block **out);
+/* Take a block out of the cache (its extent was freed); drops the caller's
+ * reference. Other holders keep a valid but uncached block. */
+void block_forget(struct fs_info *fs, struct tree_block *block);
 
 /* Header accessors on a cached block. */
 static inline unsigned block_level(const struct tree_block *b) { return header_level(b->data); }

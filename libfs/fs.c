@@ -23,11 +23,14 @@ void fs_open_options_init(struct fs_open_options *opts)
 
 int fs_error(struct fs_info *fs, int err, const char *fmt, ...)
 {
+	char buf[sizeof(fs->errmsg)];
 	va_list ap;
 
+	/* Format aside: callers wrap the previous message by passing fs->errmsg. */
 	va_start(ap, fmt);
-	vsnprintf(fs->errmsg, sizeof(fs->errmsg), fmt, ap);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	memcpy(fs->errmsg, buf, sizeof(buf));
 	return err;
 }
 
@@ -96,34 +99,39 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	struct fs_device *dev;
 	const uint8_t *di;
-	int chosen;
+	int chosen, ret;
 
+	/* On errors io is closed only after the message is made: path may be io->path. */
 	chosen = super_read_best(io, first ? opts->super_mirror : -1, sb, copies);
 	if (chosen < 0) {
 		int mirror = first && opts->super_mirror >= 0 ? opts->super_mirror : 0;
-		io_close(io);
 		if (copies[0].status && !strcmp(copies[0].why, "no btrfs magic") && mirror == 0 &&
 		    copies[1].status && copies[2].status)
-			return fs_error(fs, -EINVAL, "%s: not a btrfs filesystem (no valid superblock)", path);
-		if (copies[mirror].status == -ENXIO)
-			return fs_error(fs, -EINVAL, "%s: superblock copy %d lies beyond the end of the device",
-					path, mirror);
-		return fs_error(fs, -EUCLEAN, "%s: no valid superblock (copy %d: %s)", path, mirror,
-				copies[mirror].why);
+			ret = fs_error(fs, -EINVAL, "%s: not a btrfs filesystem (no valid superblock)", path);
+		else if (copies[mirror].status == -ENXIO)
+			ret = fs_error(fs, -EINVAL, "%s: superblock copy %d lies beyond the end of the device",
+				       path, mirror);
+		else
+			ret = fs_error(fs, -EUCLEAN, "%s: no valid superblock (copy %d: %s)", path, mirror,
+				       copies[mirror].why);
+		io_close(io);
+		return ret;
 	}
 	note_super_copies(fs, path, chosen, copies);
 	if (first) {
 		memcpy(fs->super, sb, sizeof(sb));
 		fs->super_mirror = chosen;
 	} else if (memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) != 0) {
+		ret = fs_error(fs, -EINVAL, "%s belongs to another filesystem (different fsid)", path);
 		io_close(io);
-		return fs_error(fs, -EINVAL, "%s belongs to another filesystem (different fsid)", path);
+		return ret;
 	}
 	di = super_dev_item_ptr(sb);
 	if (fs_device_by_devid(fs, dev_item_devid(di))) {
+		ret = fs_error(fs, -EINVAL, "%s: device id %llu given twice", path,
+			       (unsigned long long)dev_item_devid(di));
 		io_close(io);
-		return fs_error(fs, -EINVAL, "%s: device id %llu given twice", path,
-				(unsigned long long)dev_item_devid(di));
+		return ret;
 	}
 	dev = fs_add_device(fs, dev_item_devid(di), dev_item_uuid_ptr(di));
 	if (!dev) {

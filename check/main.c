@@ -1,0 +1,192 @@
+/* btk-check: read-only consistency check of an unmounted btrfs filesystem.
+ * Exit codes follow fsck(8). */
+#include <argp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check/check.h"
+#include "common/messages.h"
+#include "common/sizes.h"
+#include "libfs/ebitmap.h"
+
+struct check_args {
+	struct check_options opts;
+	struct cli_common_options common;
+	bool repair;
+	char **paths;
+	unsigned npaths;
+};
+
+enum { OPT_MEMORY_LIMIT = 256, OPT_CHECK_DATA_CSUM, OPT_REPAIR };
+
+static const struct argp_option check_options[] = {
+	{ "memory-limit", OPT_MEMORY_LIMIT, "SIZE", 0,
+	  "Memory budget (default: a quarter of RAM, at most 4GiB)", 0 },
+	{ "jobs", 'j', "N", 0, "Threads for reading and checksumming (default: cores)", 0 },
+	{ "format", 'f', "FORMAT", 0, "Output: text (default) or json", 0 },
+	{ "super", 's', "N", 0, "Use superblock copy N (0, 1 or 2)", 0 },
+	{ "check-data-csum", OPT_CHECK_DATA_CSUM, NULL, 0, "Also read and verify every data block (not yet)", 0 },
+	{ "repair", OPT_REPAIR, NULL, 0, "Repair what can be repaired safely (not yet)", 0 },
+	{ 0 }
+};
+
+static uint64_t default_memory_limit(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t quarter = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : (1ULL << 30);
+
+	return quarter < (4ULL << 30) ? quarter : (4ULL << 30);
+}
+
+static error_t check_parse(int key, char *arg, struct argp_state *state)
+{
+	struct check_args *a = state->input;
+	uint64_t v;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &a->common;
+		break;
+	case OPT_MEMORY_LIMIT:
+		if (size_parse(arg, &v) || v < (16ULL << 20))
+			argp_error(state, "invalid --memory-limit '%s' (at least 16M)", arg);
+		a->opts.memory_limit = v;
+		break;
+	case 'j':
+		if (u64_parse(arg, &v) || v == 0 || v > 256)
+			argp_error(state, "invalid --jobs '%s'", arg);
+		a->opts.jobs = (unsigned)v;
+		break;
+	case 'f':
+		cli_argp_format(state, arg, CLI_FORMAT_MASK(CLI_FORMAT_TEXT) | CLI_FORMAT_MASK(CLI_FORMAT_JSON),
+				&a->opts.format);
+		break;
+	case 's':
+		if (strlen(arg) != 1 || arg[0] < '0' || arg[0] > '2')
+			argp_error(state, "--super takes 0, 1 or 2");
+		a->opts.super_mirror = arg[0] - '0';
+		break;
+	case OPT_CHECK_DATA_CSUM: a->opts.check_data_csum = true; break;
+	case OPT_REPAIR: a->repair = true; break;
+	case ARGP_KEY_ARGS:
+		a->paths = state->argv + state->next;
+		a->npaths = (unsigned)(state->argc - state->next);
+		break;
+	case ARGP_KEY_NO_ARGS: argp_usage(state); break;
+	default: return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static void print_summary(struct check_ctx *ctx)
+{
+	char s1[SIZE_BUF_LEN];
+
+	if (ctx->opts->format == CLI_FORMAT_JSON) {
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "errors", json_object_new_uint64(ctx->errors));
+		json_object_object_add(o, "warnings", json_object_new_uint64(ctx->warnings));
+		json_object_object_add(o, "tree_blocks", json_object_new_uint64(ctx->stats.tree_blocks));
+		json_object_object_add(o, "tree_bytes", json_object_new_uint64(ctx->stats.tree_bytes));
+		json_object_object_add(o, "items", json_object_new_uint64(ctx->stats.items));
+		json_object_object_add(o, "trees", json_object_new_uint64(ctx->stats.trees));
+		json_object_object_add(o, "bytes_used", json_object_new_uint64(super_bytes_used(ctx->fs->super)));
+		json_object_object_add(o, "problems", json_object_get(ctx->json_problems));
+		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+		json_object_put(o);
+		return;
+	}
+	printf("trees checked: %" PRIu64 ", tree blocks: %" PRIu64 " (%s), items: %" PRIu64 "\n",
+	       ctx->stats.trees, ctx->stats.tree_blocks,
+	       size_format(ctx->stats.tree_bytes, s1, sizeof(s1), SIZE_HUMAN), ctx->stats.items);
+	printf("bytes used: %s\n", size_format(super_bytes_used(ctx->fs->super), s1, sizeof(s1), SIZE_HUMAN));
+	if (ctx->errors || ctx->warnings)
+		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)\n", ctx->errors, ctx->warnings);
+	else
+		printf("no problems found\n");
+}
+
+static int run_phases(struct check_ctx *ctx)
+{
+	static const struct {
+		const char *name;
+		int (*run)(struct check_ctx *);
+	} phases[] = {
+		{ "superblocks", check_superblocks },
+		{ "tree blocks", check_tree_blocks },
+		{ "chunks and devices", check_chunks },
+	};
+
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		int ret;
+		if (cli_cancelled())
+			return FSCK_EXIT_CANCELLED;
+		progress_next_phase(ctx->progress, phases[i].name,
+				    !strcmp(phases[i].name, "tree blocks") ? super_bytes_used(ctx->fs->super) : 0);
+		msg_verbose("checking %s", phases[i].name);
+		ret = phases[i].run(ctx);
+		if (ret) {
+			msg_errno(ret, "%s", phases[i].name);
+			return FSCK_EXIT_ERROR;
+		}
+	}
+	return cli_cancelled() ? FSCK_EXIT_CANCELLED : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_common_argp, 0, NULL, 0 }, { 0 } };
+	static const struct argp argp = { check_options, check_parse, "DEVICE...",
+		"Check an unmounted btrfs filesystem (read-only). Exit status: 0 clean, 4 errors "
+		"left uncorrected, 8 operational error, 16 usage error, 32 cancelled.",
+		children, NULL, NULL };
+	struct check_args a = { .opts = { .super_mirror = -1, .format = CLI_FORMAT_TEXT } };
+	struct check_ctx ctx = { 0 };
+	struct fs_open_options fo;
+	char msg[600];
+	int ret;
+
+	cli_init("btk-check", FSCK_EXIT_USAGE);
+	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	if (a.repair) {
+		msg_error("--repair is not implemented yet; nothing was changed");
+		return FSCK_EXIT_USAGE;
+	}
+	if (a.opts.check_data_csum) {
+		msg_error("--check-data-csum is not implemented yet");
+		return FSCK_EXIT_USAGE;
+	}
+	if (!a.opts.memory_limit)
+		a.opts.memory_limit = default_memory_limit();
+	if (!a.opts.jobs)
+		a.opts.jobs = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	a.opts.progress = cli_progress_mode(&a.common);
+	cli_enable_cancel();
+
+	fs_open_options_init(&fo);
+	fo.super_mirror = a.opts.super_mirror;
+	fo.note = msg_fs_note;
+	/* the tree-block cache takes at most an eighth of the budget */
+	fo.cache_bytes = a.opts.memory_limit / 8 < (256ULL << 20) ? a.opts.memory_limit / 8 : (256ULL << 20);
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
+	if (ret) {
+		msg_error("%s", msg);
+		return FSCK_EXIT_ERROR;
+	}
+	ctx.opts = &a.opts;
+	ctx.json_problems = json_object_new_array();
+	ctx.progress = progress_create("checking", 0, a.opts.progress);
+	ret = run_phases(&ctx);
+	progress_finish(ctx.progress);
+	if (ret == 0 || ret == FSCK_EXIT_CANCELLED)
+		print_summary(&ctx);
+	if (ret == 0 && ctx.errors)
+		ret = FSCK_EXIT_UNCORRECTED;
+	json_object_put(ctx.json_problems);
+	ebitmap_destroy(ctx.visited);
+	fs_close(ctx.fs);
+	return ret;
+}

@@ -1,0 +1,265 @@
+/* Chunks <-> dev extents <-> devices, the system chunk array against the
+ * chunk tree, and chunks <-> block group items. All of these are small
+ * (one entry per chunk stripe), so they are checked in memory. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/check.h"
+#include "libfs/blockgroups.h"
+#include "libfs/tree.h"
+#include "libfs/volumes.h"
+
+struct dev_extent_rec {
+	uint64_t devid, physical, length, chunk_offset;
+	bool matched;
+};
+
+struct dev_rec {
+	uint64_t devid, total_bytes, bytes_used, extent_sum;
+};
+
+/* Bytes each stripe of a chunk occupies on its device. */
+static uint64_t chunk_stripe_size(const struct chunk *c)
+{
+	uint64_t p = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	unsigned data = 1;
+
+	if (p == BTRFS_BLOCK_GROUP_RAID0)
+		data = c->num_stripes;
+	else if (p == BTRFS_BLOCK_GROUP_RAID10)
+		data = c->num_stripes / c->sub_stripes;
+	else if (p == BTRFS_BLOCK_GROUP_RAID5)
+		data = c->num_stripes - 1u;
+	else if (p == BTRFS_BLOCK_GROUP_RAID6)
+		data = c->num_stripes - 2u;
+	return data ? c->length / data : c->length;
+}
+
+static int load_dev_extents(struct check_ctx *ctx, struct dev_extent_rec **out, size_t *n)
+{
+	struct btrfs_key min = { 0, BTRFS_DEV_EXTENT_KEY, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
+	struct dev_extent_rec *v = NULL;
+	size_t count = 0, cap = 0;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, ctx->fs, &ctx->fs->dev_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (key.type != BTRFS_DEV_EXTENT_KEY)
+			continue;
+		if (size < sizeof(struct btrfs_dev_extent)) {
+			report_problem(ctx, PR_ITEM_MALFORMED, "dev extent (%" PRIu64 ", %" PRIu64 ") is %u bytes",
+				       key.objectid, key.offset, size);
+			continue;
+		}
+		if (count == cap) {
+			struct dev_extent_rec *nv;
+			cap = cap ? cap * 2 : 256;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				ret = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[count++] = (struct dev_extent_rec){ key.objectid, key.offset, dev_extent_length(data),
+						      dev_extent_chunk_offset(data), false };
+	}
+	tree_iter_release(&it);
+	if (ret < 0) {
+		free(v);
+		return ret;
+	}
+	*out = v;
+	*n = count;
+	return 0;
+}
+
+static struct dev_extent_rec *find_dev_extent(struct dev_extent_rec *v, size_t n, uint64_t devid,
+					      uint64_t physical)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].devid < devid || (v[mid].devid == devid && v[mid].physical < physical))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && v[lo].devid == devid && v[lo].physical == physical ? &v[lo] : NULL;
+}
+
+static void check_stripes(struct check_ctx *ctx, struct dev_extent_rec *ext, size_t n)
+{
+	const struct chunk_map *map = ctx->fs->chunks;
+
+	for (size_t i = 0; i < map->count; i++) {
+		const struct chunk *c = map->chunks[i];
+		uint64_t stripe_size = chunk_stripe_size(c);
+		for (unsigned s = 0; s < c->num_stripes; s++) {
+			struct dev_extent_rec *e = find_dev_extent(ext, n, c->stripes[s].devid, c->stripes[s].physical);
+			if (!e) {
+				report_problem(ctx, PR_CHUNK_NO_DEV_EXTENT,
+					       "chunk %" PRIu64 " stripe %u (devid %" PRIu64 " physical %" PRIu64 ")",
+					       c->logical, s, c->stripes[s].devid, c->stripes[s].physical);
+				continue;
+			}
+			e->matched = true;
+			if (e->chunk_offset != c->logical || e->length != stripe_size)
+				report_problem(ctx, PR_DEV_EXTENT_MISMATCH,
+					       "dev extent devid %" PRIu64 " physical %" PRIu64 ": chunk %" PRIu64
+					       " length %" PRIu64 ", chunk expects %" PRIu64 " length %" PRIu64,
+					       e->devid, e->physical, e->chunk_offset, e->length, c->logical, stripe_size);
+		}
+	}
+}
+
+static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n)
+{
+	struct dev_rec *v = calloc(ctx->fs->num_devices ? ctx->fs->num_devices : 1, sizeof(*v));
+	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	size_t count = 0;
+
+	if (!v)
+		return NULL;
+	tree_iter_init(&it, ctx->fs, &ctx->fs->chunk_root, &min, &max);
+	while (tree_iter_next(&it, &key, &data, &size) == 1 && count < ctx->fs->num_devices) {
+		if (size < sizeof(struct btrfs_dev_item))
+			continue;
+		v[count++] = (struct dev_rec){ key.offset, dev_item_total_bytes(data), dev_item_bytes_used(data), 0 };
+	}
+	tree_iter_release(&it);
+	*n = count;
+	return v;
+}
+
+static void check_dev_extents(struct check_ctx *ctx, struct dev_extent_rec *ext, size_t n)
+{
+	size_t ndev = 0;
+	struct dev_rec *devs = load_devices(ctx, &ndev);
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct dev_rec *d = NULL;
+		if (!ext[i].matched)
+			report_problem(ctx, PR_DEV_EXTENT_NO_CHUNK, "dev extent devid %" PRIu64 " physical %" PRIu64
+				       " length %" PRIu64 " (chunk %" PRIu64 ")",
+				       ext[i].devid, ext[i].physical, ext[i].length, ext[i].chunk_offset);
+		if (i && ext[i - 1].devid == ext[i].devid &&
+		    ext[i - 1].physical + ext[i - 1].length > ext[i].physical)
+			report_problem(ctx, PR_DEV_EXTENT_OVERLAP, "devid %" PRIu64 ": dev extents at %" PRIu64
+				       " and %" PRIu64 " overlap", ext[i].devid, ext[i - 1].physical, ext[i].physical);
+		for (size_t k = 0; devs && k < ndev; k++)
+			if (devs[k].devid == ext[i].devid)
+				d = &devs[k];
+		if (!d)
+			continue;
+		d->extent_sum += ext[i].length;
+		if (ext[i].physical + ext[i].length > d->total_bytes)
+			report_problem(ctx, PR_DEV_EXTENT_BEYOND_DEVICE, "devid %" PRIu64 ": dev extent at %" PRIu64
+				       " ends beyond the device size %" PRIu64, d->devid, ext[i].physical, d->total_bytes);
+	}
+	for (size_t k = 0; devs && k < ndev; k++) {
+		total += devs[k].total_bytes;
+		if (devs[k].bytes_used != devs[k].extent_sum)
+			report_problem(ctx, PR_DEV_BYTES_USED, "devid %" PRIu64 ": bytes_used %" PRIu64
+				       ", dev extents sum to %" PRIu64, devs[k].devid, devs[k].bytes_used,
+				       devs[k].extent_sum);
+	}
+	if (devs && ndev == ctx->fs->num_devices && total != super_total_bytes(ctx->fs->super))
+		report_problem(ctx, PR_SUPER_TOTAL_BYTES, "superblock total_bytes %" PRIu64
+			       ", devices sum to %" PRIu64, super_total_bytes(ctx->fs->super), total);
+	free(devs);
+}
+
+/* Every chunk of the system chunk array must be in the chunk tree, byte for
+ * byte, and every SYSTEM chunk of the tree must be in the array. */
+static void check_sys_chunk_array(struct check_ctx *ctx)
+{
+	struct fs_info *fs = ctx->fs;
+	const uint8_t *array = super_sys_chunk_array_ptr(fs->super);
+	uint32_t size = super_sys_chunk_array_size(fs->super), pos = 0;
+	size_t in_array = 0, system_chunks = 0;
+
+	while (pos + sizeof(struct btrfs_disk_key) + sizeof(struct btrfs_chunk) <= size) {
+		struct btrfs_key key;
+		uint8_t item[4096];
+		uint32_t isize, tsize = sizeof(item);
+
+		key_from_disk(&key, array + pos);
+		pos += sizeof(struct btrfs_disk_key);
+		isize = (uint32_t)chunk_item_size(chunk_num_stripes(array + pos));
+		if (isize > size - pos)
+			break;
+		in_array++;
+		if (tree_lookup(fs, &fs->chunk_root, &key, item, &tsize) != 0 || tsize != isize ||
+		    memcmp(item, array + pos, isize) != 0)
+			report_problem(ctx, PR_SYS_CHUNK_NOT_IN_TREE, "system chunk %" PRIu64
+				       " of the superblock array is missing or different in the chunk tree", key.offset);
+		pos += isize;
+	}
+	for (size_t i = 0; i < fs->chunks->count; i++)
+		if (fs->chunks->chunks[i]->type & BTRFS_BLOCK_GROUP_SYSTEM)
+			system_chunks++;
+	if (system_chunks > in_array)
+		report_problem(ctx, PR_SYS_CHUNK_MISSING, "%zu system chunk(s) in the chunk tree, %zu in the "
+			       "superblock array", system_chunks, in_array);
+}
+
+static void check_block_groups(struct check_ctx *ctx)
+{
+	struct block_group_list bgs;
+	uint64_t used = 0;
+
+	if (fs_read_block_groups(ctx->fs, &bgs) != 0) {
+		report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "cannot read block group items: %s", ctx->fs->errmsg);
+		return;
+	}
+	for (size_t i = 0; i < bgs.count; i++) {
+		const struct block_group *bg = &bgs.groups[i];
+		const struct chunk *c = chunk_map_lookup(ctx->fs->chunks, bg->start);
+		if (bg->missing) {
+			report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "chunk %" PRIu64 " length %" PRIu64, bg->start,
+				       bg->length);
+			continue;
+		}
+		used += bg->used;
+		if (c && bg->flags != c->type)
+			report_problem(ctx, PR_BLOCK_GROUP_FLAGS, "block group %" PRIu64 ": flags 0x%" PRIx64
+				       ", chunk type 0x%" PRIx64, bg->start, bg->flags, c->type);
+	}
+	if (used != super_bytes_used(ctx->fs->super))
+		report_problem(ctx, PR_SUPER_BYTES_USED, "superblock bytes_used %" PRIu64
+			       ", block groups sum to %" PRIu64, super_bytes_used(ctx->fs->super), used);
+	block_group_list_free(&bgs);
+}
+
+int check_chunks(struct check_ctx *ctx)
+{
+	struct dev_extent_rec *ext = NULL;
+	size_t n = 0;
+	int ret;
+
+	check_sys_chunk_array(ctx);
+	if (ctx->fs->dev_root.bytenr) {
+		ret = load_dev_extents(ctx, &ext, &n);
+		if (ret == -ENOMEM)
+			return ret;
+		if (ret)
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "dev tree: %s", ctx->fs->errmsg);
+		check_stripes(ctx, ext, n);
+		check_dev_extents(ctx, ext, n);
+		free(ext);
+	}
+	check_block_groups(ctx);
+	return 0;
+}

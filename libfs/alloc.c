@@ -1,0 +1,240 @@
+/* Tree-block allocation for the write path. Each metadata block group's
+ * used space is read lazily from the committed extent tree (which the
+ * transaction never changes in place), plus the stripes that hold
+ * superblock copies. Blocks freed by the transaction are pinned: they stay
+ * unusable until the commit, so the old tree stays intact on disk. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libfs/ebitmap.h"
+#include "libfs/trans_internal.h"
+#include "libfs/tree.h"
+#include "libfs/volumes.h"
+
+static bool group_fits_tree(const struct alloc_group *g, uint64_t root)
+{
+	if (root == BTRFS_CHUNK_TREE_OBJECTID)
+		return g->flags & BTRFS_BLOCK_GROUP_SYSTEM;
+	return g->flags & BTRFS_BLOCK_GROUP_METADATA;
+}
+
+int alloc_init(struct trans *t)
+{
+	struct chunk_map *map = t->fs->chunks;
+
+	t->pinned = ebitmap_create(t->fs->sectorsize);
+	t->groups = calloc(map->count ? map->count : 1, sizeof(*t->groups));
+	if (!t->pinned || !t->groups)
+		return -ENOMEM;
+	for (size_t i = 0; i < map->count; i++) {
+		const struct chunk *c = map->chunks[i];
+		if (!(c->type & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM)))
+			continue;
+		t->groups[t->ngroups++] = (struct alloc_group){
+			.start = c->logical, .length = c->length, .flags = c->type, .cursor = c->logical };
+	}
+	return 0;
+}
+
+void alloc_release(struct trans *t)
+{
+	for (size_t i = 0; i < t->ngroups; i++)
+		ebitmap_destroy(t->groups[i].used);
+	free(t->groups);
+	t->groups = NULL;
+	t->ngroups = 0;
+	ebitmap_destroy(t->pinned);
+	t->pinned = NULL;
+}
+
+struct alloc_group *alloc_group_of(struct trans *t, uint64_t bytenr)
+{
+	for (size_t i = 0; i < t->ngroups; i++)
+		if (bytenr >= t->groups[i].start && bytenr - t->groups[i].start < t->groups[i].length)
+			return &t->groups[i];
+	return NULL;
+}
+
+/* Logical address of the byte that physical `phys` of stripe s holds. */
+static uint64_t stripe_physical_to_logical(const struct chunk *c, unsigned s, uint64_t phys)
+{
+	uint64_t off = phys - c->stripes[s].physical;
+	uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	uint64_t row = off / c->stripe_len, in = off % c->stripe_len;
+
+	if (profile == BTRFS_BLOCK_GROUP_RAID0)
+		return c->logical + (row * c->num_stripes + s) * c->stripe_len + in;
+	if (profile == BTRFS_BLOCK_GROUP_RAID10) {
+		unsigned groups = c->num_stripes / c->sub_stripes;
+		return c->logical + (row * groups + s / c->sub_stripes) * c->stripe_len + in;
+	}
+	return c->logical + off;
+}
+
+/* Superblock copies inside a chunk's stripes make whole stripes unusable. */
+static int exclude_super_stripes(struct trans *t, struct alloc_group *g)
+{
+	const struct chunk *c = chunk_map_lookup(t->fs->chunks, g->start);
+	uint64_t profile;
+
+	if (!c)
+		return 0;
+	profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	for (unsigned s = 0; s < c->num_stripes; s++) {
+		uint64_t stripe_size = c->length;
+		if (profile == BTRFS_BLOCK_GROUP_RAID0)
+			stripe_size = c->length / c->num_stripes;
+		else if (profile == BTRFS_BLOCK_GROUP_RAID10)
+			stripe_size = c->length / (c->num_stripes / c->sub_stripes);
+		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+			uint64_t sb = btrfs_super_offset(m), logical, start, end;
+			int ret;
+			if (sb < c->stripes[s].physical || sb - c->stripes[s].physical >= stripe_size)
+				continue;
+			logical = stripe_physical_to_logical(c, s, sb);
+			start = logical - (logical - c->logical) % c->stripe_len;
+			end = start + c->stripe_len;
+			if (end > g->start + g->length)
+				end = g->start + g->length;
+			ret = ebitmap_set(g->used, start, end - start);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+/* Read the group's extents from the committed extent tree. */
+static int group_load(struct trans *t, struct alloc_group *g)
+{
+	struct fs_info *fs = t->fs;
+	struct btrfs_key min = { g->start, 0, 0 }, max = { g->start + g->length - 1, 255, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	uint64_t pstart, plen, from;
+	int ret;
+
+	if (g->used)
+		return 0;
+	g->used = ebitmap_create(fs->sectorsize);
+	if (!g->used)
+		return -ENOMEM;
+	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		uint64_t len;
+		if (key.type == BTRFS_EXTENT_ITEM_KEY)
+			len = key.offset;
+		else if (key.type == BTRFS_METADATA_ITEM_KEY)
+			len = fs->nodesize;
+		else
+			continue;
+		if (key.objectid < g->start || len > g->start + g->length - key.objectid) {
+			ret = fs_error(fs, -EUCLEAN, "extent %llu+%llu crosses block group %llu",
+				       (unsigned long long)key.objectid, (unsigned long long)len,
+				       (unsigned long long)g->start);
+			break;
+		}
+		ret = ebitmap_set(g->used, key.objectid, len);
+		if (ret)
+			break;
+	}
+	tree_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	ret = exclude_super_stripes(t, g);
+	if (ret)
+		return ret;
+	/* blocks this transaction freed before the group was loaded */
+	for (from = g->start; ebitmap_next_set(t->pinned, from, &pstart, &plen) == 1; from = pstart + plen) {
+		if (pstart >= g->start + g->length)
+			break;
+		ret = ebitmap_clear(g->used, pstart, plen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* First nodesize-aligned free block at or after the cursor, wrapping once. */
+static int group_find_free(struct trans *t, struct alloc_group *g, uint64_t *bytenr)
+{
+	uint32_t ns = t->fs->nodesize;
+	uint64_t end = g->start + g->length;
+
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t pos = pass ? g->start : g->cursor;
+		uint64_t limit = pass ? g->cursor : end;
+		uint64_t fstart, flen;
+
+		while (pos < limit && ebitmap_next_clear(g->used, pos, limit, &fstart, &flen) == 1) {
+			uint64_t a = (fstart + ns - 1) / ns * ns;
+			while (a + ns <= fstart + flen) {
+				if (ebitmap_test(t->pinned, a, ns) == 0) {
+					*bytenr = a;
+					return 0;
+				}
+				a += ns;
+			}
+			pos = fstart + flen;
+		}
+	}
+	return -ENOSPC;
+}
+
+int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr)
+{
+	for (size_t i = 0; i < t->ngroups; i++) {
+		struct alloc_group *g = &t->groups[i];
+		int ret;
+
+		if (!group_fits_tree(g, root))
+			continue;
+		if ((g->flags & BTRFS_BLOCK_GROUP_PROFILE_MASK) &
+		    (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))
+			continue; /* no parity writes in this version */
+		ret = group_load(t, g);
+		if (ret)
+			return ret;
+		ret = group_find_free(t, g, bytenr);
+		if (ret == -ENOSPC)
+			continue;
+		if (ret)
+			return ret;
+		ret = ebitmap_set(g->used, *bytenr, t->fs->nodesize);
+		if (ret)
+			return ret;
+		g->cursor = *bytenr + t->fs->nodesize;
+		g->used_delta += t->fs->nodesize;
+		g->fst_stale = true;
+		t->bytes_used_delta += t->fs->nodesize;
+		t->alloc_events++;
+		return 0;
+	}
+	return fs_error(t->fs, -ENOSPC, "no free space for a new %s tree block (a new chunk would be needed)",
+			root == BTRFS_CHUNK_TREE_OBJECTID ? "system" : "metadata");
+}
+
+int alloc_free_tree_block(struct trans *t, uint64_t bytenr)
+{
+	struct alloc_group *g = alloc_group_of(t, bytenr);
+	int ret;
+
+	if (!g)
+		return fs_error(t->fs, -EUCLEAN, "freed tree block %llu is in no metadata block group",
+				(unsigned long long)bytenr);
+	ret = ebitmap_set(t->pinned, bytenr, t->fs->nodesize);
+	if (ret)
+		return ret;
+	if (g->used) {
+		ret = ebitmap_clear(g->used, bytenr, t->fs->nodesize);
+		if (ret)
+			return ret;
+	}
+	g->used_delta -= t->fs->nodesize;
+	g->fst_stale = true;
+	t->bytes_used_delta -= t->fs->nodesize;
+	t->alloc_events++;
+	return 0;
+}

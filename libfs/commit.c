@@ -1,0 +1,374 @@
+/* Commit: bring the derived metadata in step (extent references, root items,
+ * block group items, the free-space tree) until nothing changes any more,
+ * then write every dirty block to every copy, flush, write the superblocks,
+ * flush. The superblock write is the commit point. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libfs/blockgroups.h"
+#include "libfs/csum.h"
+#include "libfs/ebitmap.h"
+#include "libfs/super.h"
+#include "libfs/trans_internal.h"
+#include "libfs/volumes.h"
+
+#define COMMIT_MAX_ROUNDS 64
+
+/* Root items of changed trees (the root and chunk trees live in the superblock). */
+static int update_root_items(struct trans *t)
+{
+	for (size_t i = 0; i < t->nroots; i++) {
+		struct trans_root *r = &t->roots[i];
+		struct btrfs_key key = { r->ptr.objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+		struct tree_path path;
+		uint8_t *item;
+		uint32_t size;
+		int ret;
+
+		if (!r->changed || r->deleted || r->ptr.objectid == BTRFS_ROOT_TREE_OBJECTID ||
+		    r->ptr.objectid == BTRFS_CHUNK_TREE_OBJECTID)
+			continue;
+		r->changed = false;
+		tree_path_init(&path);
+		ret = trans_item_for_update(t, BTRFS_ROOT_TREE_OBJECTID, &key, &item, &size, &path);
+		if (ret == 0 && size < BTRFS_ROOT_ITEM_V1_SIZE)
+			ret = fs_error(t->fs, -EUCLEAN, "root item %llu too small",
+				       (unsigned long long)r->ptr.objectid);
+		if (ret == 0) {
+			root_item_set_bytenr(item, r->ptr.bytenr);
+			root_item_set_generation(item, r->ptr.generation);
+			root_item_set_level(item, r->ptr.level);
+			root_item_set_bytes_used(item, root_item_bytes_used(item) + (uint64_t)r->bytes_delta);
+			r->bytes_delta = 0;
+			if (size >= offsetof(struct btrfs_root_item, uuid))
+				root_item_set_generation_v2(item, r->ptr.generation);
+		}
+		tree_path_release(t->fs, &path);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int update_block_group_items(struct trans *t)
+{
+	const struct tree_root_ptr *bgroot = fs_block_group_tree(t->fs);
+	uint64_t tree = bgroot == &t->fs->block_group_root ? BTRFS_BLOCK_GROUP_TREE_OBJECTID
+							  : BTRFS_EXTENT_TREE_OBJECTID;
+
+	for (size_t i = 0; i < t->ngroups; i++) {
+		struct alloc_group *g = &t->groups[i];
+		struct btrfs_key key = { g->start, BTRFS_BLOCK_GROUP_ITEM_KEY, g->length };
+		struct tree_path path;
+		uint8_t *item;
+		uint32_t size;
+		int ret;
+
+		if (g->used_delta == g->written_delta)
+			continue;
+		tree_path_init(&path);
+		ret = trans_item_for_update(t, tree, &key, &item, &size, &path);
+		if (ret == 0 && size < sizeof(struct btrfs_block_group_item))
+			ret = -EUCLEAN;
+		if (ret == 0) {
+			block_group_set_used(item, block_group_used(item) + (uint64_t)(g->used_delta - g->written_delta));
+			g->written_delta = g->used_delta;
+		}
+		tree_path_release(t->fs, &path);
+		if (ret)
+			return ret == -ENOENT ? fs_error(t->fs, -EUCLEAN, "block group %llu has no item",
+							 (unsigned long long)g->start) : ret;
+	}
+	return 0;
+}
+
+/* Delete every free-space-tree item of a group. */
+static int fst_clear_group(struct trans *t, struct alloc_group *g)
+{
+	for (;;) {
+		struct btrfs_key key = { g->start, 0, 0 }, found;
+		struct tree_path path;
+		int ret;
+
+		tree_path_init(&path);
+		ret = trans_search(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, -1, &path);
+		if (ret < 0) {
+			tree_path_release(t->fs, &path);
+			return ret;
+		}
+		if (path.slots[0] >= (int)block_nritems(path.nodes[0])) {
+			ret = tree_next(t->fs, &path);
+			if (ret) {
+				tree_path_release(t->fs, &path);
+				return ret < 0 ? ret : 0;
+			}
+		}
+		tree_item_key(&path, &found);
+		tree_path_release(t->fs, &path);
+		if (found.objectid >= g->start + g->length)
+			return 0;
+		ret = trans_delete_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &found);
+		if (ret)
+			return ret;
+	}
+}
+
+/* Rewrite a group's free-space-tree entries as extents from the allocator's map. */
+static int fst_rewrite_group(struct trans *t, struct alloc_group *g)
+{
+	uint8_t info[sizeof(struct btrfs_free_space_info)];
+	uint64_t from = g->start, end = g->start + g->length, s, l;
+	uint32_t count = 0;
+	struct btrfs_key key;
+	int ret;
+
+	g->fst_stale = false;
+	ret = fst_clear_group(t, g);
+	if (ret)
+		return ret;
+	while (from < end && ebitmap_next_clear(g->used, from, end, &s, &l) == 1) {
+		key = (struct btrfs_key){ s, BTRFS_FREE_SPACE_EXTENT_KEY, l };
+		ret = trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, NULL, 0);
+		if (ret)
+			return ret;
+		count++;
+		from = s + l;
+	}
+	free_space_info_set_extent_count(info, count);
+	free_space_info_set_flags(info, 0);
+	key = (struct btrfs_key){ g->start, BTRFS_FREE_SPACE_INFO_KEY, g->length };
+	return trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, info, sizeof(info));
+}
+
+static int update_free_space_tree(struct trans *t)
+{
+	if (!(t->fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) || !t->fs->free_space_root.bytenr)
+		return 0;
+	for (size_t i = 0; i < t->ngroups; i++) {
+		struct alloc_group *g = &t->groups[i];
+		int ret;
+		if (!g->fst_stale || !g->used)
+			continue;
+		ret = fst_rewrite_group(t, g);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int commit_stabilize(struct trans *t)
+{
+	for (int round = 0; round < COMMIT_MAX_ROUNDS; round++) {
+		uint64_t events = t->alloc_events;
+		int ret;
+
+		if ((ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
+		    (ret = update_block_group_items(t)) || (ret = update_free_space_tree(t)))
+			return ret;
+		if (t->alloc_events == events && t->nrefs == 0)
+			return 0;
+	}
+	return fs_error(t->fs, -ELOOP, "commit did not settle after %d rounds", COMMIT_MAX_ROUNDS);
+}
+
+/* Write one block to every copy of it. */
+static int write_block_copies(struct trans *t, struct tree_block *b)
+{
+	struct phys_copy copies[MAX_COPIES];
+	uint64_t contig;
+	int n = volumes_map(t->fs, b->bytenr, b->len, copies, &contig);
+
+	if (n < 0)
+		return n;
+	if (contig < b->len)
+		return fs_error(t->fs, -EUCLEAN, "tree block %llu crosses a stripe", (unsigned long long)b->bytenr);
+	for (int i = 0; i < n; i++) {
+		int ret;
+		if (!copies[i].dev)
+			return fs_error(t->fs, -ENODEV, "device %llu is missing", (unsigned long long)copies[i].devid);
+		ret = io_write(copies[i].dev->io, b->data, b->len, copies[i].physical);
+		if (ret)
+			return fs_error(t->fs, ret, "writing tree block %llu to device %llu: %s",
+					(unsigned long long)b->bytenr, (unsigned long long)copies[i].devid,
+					strerror(-ret));
+	}
+	return 0;
+}
+
+static int flush_devices(struct trans *t)
+{
+	for (unsigned i = 0; i < t->fs->num_devices; i++) {
+		struct fs_device *d = &t->fs->devices[i];
+		int ret = d->io ? io_flush(d->io) : 0;
+		if (ret)
+			return fs_error(t->fs, ret, "flushing %s: %s", d->path, strerror(-ret));
+	}
+	return 0;
+}
+
+/* Rotate the backup roots: the slot after the newest takes this commit's roots. */
+static void fill_backup_roots(struct trans *t, uint8_t *sb)
+{
+	uint8_t *backups = super_super_roots_ptr(sb);
+	int newest = 0;
+	uint8_t *b;
+	struct tree_root_ptr r;
+
+	for (int i = 1; i < BTRFS_NUM_BACKUP_ROOTS; i++)
+		if (backup_tree_root_gen(backups + i * sizeof(struct btrfs_root_backup)) >
+		    backup_tree_root_gen(backups + newest * sizeof(struct btrfs_root_backup)))
+			newest = i;
+	b = backups + ((newest + 1) % BTRFS_NUM_BACKUP_ROOTS) * sizeof(struct btrfs_root_backup);
+	memset(b, 0, sizeof(struct btrfs_root_backup));
+#define BACKUP(field, id)                                                      \
+	if (trans_get_root(t, id, &r) == 0) {                                  \
+		backup_set_##field(b, r.bytenr);                               \
+		backup_set_##field##_gen(b, r.generation);                     \
+		backup_set_##field##_level(b, r.level);                        \
+	}
+	BACKUP(tree_root, BTRFS_ROOT_TREE_OBJECTID)
+	BACKUP(chunk_root, BTRFS_CHUNK_TREE_OBJECTID)
+	BACKUP(extent_root, BTRFS_EXTENT_TREE_OBJECTID)
+	BACKUP(fs_root, BTRFS_FS_TREE_OBJECTID)
+	BACKUP(dev_root, BTRFS_DEV_TREE_OBJECTID)
+	BACKUP(csum_root, BTRFS_CSUM_TREE_OBJECTID)
+#undef BACKUP
+	backup_set_total_bytes(b, super_total_bytes(sb));
+	backup_set_bytes_used(b, super_bytes_used(sb));
+	backup_set_num_devices(b, super_num_devices(sb));
+}
+
+/* The device's own dev item, refreshed from the chunk tree of this commit. */
+static int device_super(struct trans *t, const struct fs_device *d, uint8_t *sb)
+{
+	struct tree_root_ptr chunk;
+	struct btrfs_key key = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, d->devid };
+	uint8_t item[sizeof(struct btrfs_dev_item)];
+	uint32_t size = sizeof(item);
+	int ret;
+
+	memcpy(sb, t->super, BTRFS_SUPER_INFO_SIZE);
+	ret = trans_get_root(t, BTRFS_CHUNK_TREE_OBJECTID, &chunk);
+	if (ret == 0)
+		ret = tree_lookup(t->fs, &chunk, &key, item, &size);
+	if (ret)
+		return fs_error(t->fs, ret, "device %llu has no dev item", (unsigned long long)d->devid);
+	memcpy(super_dev_item_ptr(sb), item, sizeof(item));
+	return 0;
+}
+
+static int write_superblocks(struct trans *t)
+{
+	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
+
+	for (unsigned i = 0; i < t->fs->num_devices; i++) {
+		struct fs_device *d = &t->fs->devices[i];
+		int ret = device_super(t, d, sb);
+		if (ret)
+			return ret;
+		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+			uint64_t off = btrfs_super_offset(m);
+			if (off + BTRFS_SUPER_INFO_SIZE > io_size(d->io))
+				break;
+			super_set_bytenr(sb, off);
+			ret = super_update_csum(sb);
+			if (!ret)
+				ret = io_write(d->io, sb, sizeof(sb), off);
+			if (ret)
+				return fs_error(t->fs, ret, "writing superblock %d of %s: %s", m, d->path,
+						strerror(-ret));
+		}
+	}
+	return 0;
+}
+
+/* After the commit the in-memory view follows the new filesystem. */
+static void adopt_new_state(struct trans *t)
+{
+	struct fs_info *fs = t->fs;
+	struct {
+		uint64_t id;
+		struct tree_root_ptr *dst;
+	} map[] = {
+		{ BTRFS_ROOT_TREE_OBJECTID, &fs->tree_root }, { BTRFS_CHUNK_TREE_OBJECTID, &fs->chunk_root },
+		{ BTRFS_EXTENT_TREE_OBJECTID, &fs->extent_root }, { BTRFS_DEV_TREE_OBJECTID, &fs->dev_root },
+		{ BTRFS_FS_TREE_OBJECTID, &fs->fs_root }, { BTRFS_CSUM_TREE_OBJECTID, &fs->csum_root },
+		{ BTRFS_QUOTA_TREE_OBJECTID, &fs->quota_root }, { BTRFS_UUID_TREE_OBJECTID, &fs->uuid_root },
+		{ BTRFS_FREE_SPACE_TREE_OBJECTID, &fs->free_space_root },
+		{ BTRFS_BLOCK_GROUP_TREE_OBJECTID, &fs->block_group_root },
+		{ BTRFS_RAID_STRIPE_TREE_OBJECTID, &fs->raid_stripe_root },
+	};
+
+	for (size_t i = 0; i < t->nroots; i++)
+		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
+			if (t->roots[i].ptr.objectid == map[k].id) {
+				*map[k].dst = t->roots[i].ptr;
+				if (t->roots[i].deleted)
+					map[k].dst->bytenr = 0;
+			}
+	memcpy(fs->super, t->super, BTRFS_SUPER_INFO_SIZE);
+	fs->generation = t->transid;
+	fs->incompat = super_incompat_flags(t->super);
+	fs->compat_ro = super_compat_ro_flags(t->super);
+	for (size_t i = 0; i < t->ndirty; i++)
+		t->dirty[i]->dirty = false;
+}
+
+int commit_write(struct trans *t)
+{
+	struct tree_root_ptr root, chunk;
+	uint8_t csum[BTRFS_CSUM_SIZE];
+	int ret;
+
+	for (size_t i = 0; i < t->ndirty; i++) {
+		struct tree_block *b = t->dirty[i];
+		header_set_flags(b->data, header_flags(b->data) | BTRFS_HEADER_FLAG_WRITTEN);
+		csum_compute(t->fs->csum_type, b->data + BTRFS_CSUM_SIZE, b->len - BTRFS_CSUM_SIZE, csum);
+		memcpy(header_csum_ptr(b->data), csum, BTRFS_CSUM_SIZE);
+		ret = write_block_copies(t, b);
+		if (ret)
+			return ret;
+	}
+	ret = flush_devices(t);
+	if (ret)
+		return ret;
+	if ((ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &root)) ||
+	    (ret = trans_get_root(t, BTRFS_CHUNK_TREE_OBJECTID, &chunk)))
+		return ret;
+	super_set_generation(t->super, t->transid);
+	super_set_root(t->super, root.bytenr);
+	super_set_root_level(t->super, root.level);
+	super_set_chunk_root(t->super, chunk.bytenr);
+	super_set_chunk_root_level(t->super, chunk.level);
+	super_set_chunk_root_generation(t->super, chunk.generation);
+	super_set_bytes_used(t->super, super_bytes_used(t->super) + (uint64_t)t->bytes_used_delta);
+	fill_backup_roots(t, t->super);
+	ret = write_superblocks(t);
+	if (ret)
+		return ret;
+	ret = flush_devices(t);
+	if (ret)
+		return ret;
+	adopt_new_state(t);
+	return 0;
+}
+
+int trans_commit(struct trans *t)
+{
+	int ret = commit_stabilize(t);
+
+	if (!ret)
+		ret = commit_write(t);
+	if (ret) {
+		trans_abort(t);
+		return ret;
+	}
+	for (size_t i = 0; i < t->ndirty; i++) {
+		block_put(t->fs, t->dirty[i]);
+		t->dirty[i] = NULL;
+	}
+	t->ndirty = 0;
+	trans_abort(t); /* frees what is left; nothing dirty remains */
+	return 0;
+}

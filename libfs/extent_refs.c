@@ -1,0 +1,173 @@
+/* Extent-tree references of tree blocks, applied at commit. Copying a block
+ * queues a reference for the new block and a drop for the old one; applying
+ * them changes the extent tree, which copies more blocks and queues more
+ * references, until none are left. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libfs/trans_internal.h"
+#include "libfs/tree.h"
+
+/* Trees whose blocks are never shared between roots. */
+static bool tree_never_shared(uint64_t root)
+{
+	return root != BTRFS_FS_TREE_OBJECTID && root != BTRFS_TREE_RELOC_OBJECTID &&
+	       root != BTRFS_DATA_RELOC_TREE_OBJECTID &&
+	       !(root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID);
+}
+
+/* The committed extent item of a tree block: 0 with refs/flags, -ENOENT. */
+static int committed_tree_block_refs(struct trans *t, const struct tree_block *b, uint64_t *refs,
+				     uint64_t *flags)
+{
+	struct fs_info *fs = t->fs;
+	uint8_t item[sizeof(struct btrfs_extent_item)];
+	uint32_t size = sizeof(item);
+	struct btrfs_key key = { b->bytenr, BTRFS_METADATA_ITEM_KEY, block_level(b) };
+	int ret = tree_lookup(fs, &fs->extent_root, &key, item, &size);
+
+	if (ret == -ENOENT) {
+		key = (struct btrfs_key){ b->bytenr, BTRFS_EXTENT_ITEM_KEY, fs->nodesize };
+		size = sizeof(item);
+		ret = tree_lookup(fs, &fs->extent_root, &key, item, &size);
+	}
+	if (ret)
+		return ret;
+	if (size < sizeof(item))
+		return fs_error(fs, -EUCLEAN, "extent item of block %llu too small",
+				(unsigned long long)b->bytenr);
+	*refs = extent_refs(item);
+	*flags = extent_flags(item);
+	return 0;
+}
+
+int extent_block_exclusive(struct trans *t, const struct tree_block *b, uint64_t root)
+{
+	uint64_t refs = 0, flags = 0;
+	int ret;
+
+	if (header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC)
+		return fs_error(t->fs, -EOPNOTSUPP, "tree block %llu belongs to a relocation tree",
+				(unsigned long long)b->bytenr);
+	if (tree_never_shared(root)) {
+		if (block_owner(b) != root)
+			return fs_error(t->fs, -EUCLEAN, "tree block %llu of tree %llu has owner %llu",
+					(unsigned long long)b->bytenr, (unsigned long long)root,
+					(unsigned long long)block_owner(b));
+		return 0;
+	}
+	if (block_owner(b) != root)
+		return fs_error(t->fs, -EOPNOTSUPP,
+				"tree block %llu of subvolume %llu is shared with a snapshot: "
+				"modifying shared subvolume trees is not supported yet",
+				(unsigned long long)b->bytenr, (unsigned long long)root);
+	ret = committed_tree_block_refs(t, b, &refs, &flags);
+	if (ret)
+		return ret == -ENOENT ? fs_error(t->fs, -EUCLEAN, "tree block %llu has no extent item",
+						 (unsigned long long)b->bytenr) : ret;
+	if (refs != 1 || (flags & BTRFS_BLOCK_FLAG_FULL_BACKREF))
+		return fs_error(t->fs, -EOPNOTSUPP,
+				"tree block %llu of subvolume %llu is shared (%llu references): "
+				"modifying shared subvolume trees is not supported yet",
+				(unsigned long long)b->bytenr, (unsigned long long)root, (unsigned long long)refs);
+	return 0;
+}
+
+static int ref_add(struct trans *t, const struct delayed_ref *r)
+{
+	struct fs_info *fs = t->fs;
+	uint8_t item[sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info) +
+		     sizeof(struct btrfs_extent_inline_ref)];
+	uint8_t *p = item;
+	struct btrfs_key key;
+	bool skinny = fs->incompat & BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA;
+	int ret;
+
+	memset(item, 0, sizeof(item));
+	extent_set_refs(p, 1);
+	extent_set_generation(p, t->transid);
+	extent_set_flags(p, BTRFS_EXTENT_FLAG_TREE_BLOCK);
+	p += sizeof(struct btrfs_extent_item);
+	if (skinny) {
+		key = (struct btrfs_key){ r->bytenr, BTRFS_METADATA_ITEM_KEY, r->level };
+	} else {
+		/* the block is one of this transaction's, in the cache */
+		struct tree_block *b;
+		struct btrfs_key first = { 0, 0, 0 };
+		ret = block_read(fs, r->bytenr, &BLOCK_EXPECT_ANY, &b);
+		if (ret)
+			return ret;
+		if (block_nritems(b))
+			block_key(b, 0, &first);
+		block_put(fs, b);
+		key = (struct btrfs_key){ r->bytenr, BTRFS_EXTENT_ITEM_KEY, fs->nodesize };
+		key_to_disk(tree_block_info_key_ptr(p), &first);
+		tree_block_info_set_level(p, r->level);
+		p += sizeof(struct btrfs_tree_block_info);
+	}
+	inline_ref_set_type(p, BTRFS_TREE_BLOCK_REF_KEY);
+	inline_ref_set_offset(p, r->root);
+	p += sizeof(struct btrfs_extent_inline_ref);
+	ret = trans_insert_item(t, BTRFS_EXTENT_TREE_OBJECTID, &key, item, (uint32_t)(p - item));
+	if (ret == -EEXIST)
+		return fs_error(fs, -EUCLEAN, "tree block %llu already has an extent item",
+				(unsigned long long)r->bytenr);
+	return ret;
+}
+
+static int ref_drop(struct trans *t, const struct delayed_ref *r)
+{
+	struct fs_info *fs = t->fs;
+	struct btrfs_key key = { r->bytenr, BTRFS_METADATA_ITEM_KEY, r->level };
+	struct btrfs_key keyed_ref = { r->bytenr, BTRFS_TREE_BLOCK_REF_KEY, r->root };
+	uint8_t *data;
+	uint32_t size;
+	struct tree_path path;
+	int ret;
+
+	tree_path_init(&path);
+	ret = trans_item_for_update(t, BTRFS_EXTENT_TREE_OBJECTID, &key, &data, &size, &path);
+	if (ret == -ENOENT) {
+		key = (struct btrfs_key){ r->bytenr, BTRFS_EXTENT_ITEM_KEY, fs->nodesize };
+		ret = trans_item_for_update(t, BTRFS_EXTENT_TREE_OBJECTID, &key, &data, &size, &path);
+	}
+	if (ret) {
+		tree_path_release(fs, &path);
+		return ret == -ENOENT ? fs_error(fs, -EUCLEAN, "freed tree block %llu has no extent item",
+						 (unsigned long long)r->bytenr) : ret;
+	}
+	if (size < sizeof(struct btrfs_extent_item) || extent_refs(data) != 1) {
+		tree_path_release(fs, &path);
+		return fs_error(fs, -EOPNOTSUPP, "tree block %llu has %llu references: shared blocks are "
+				"not supported yet", (unsigned long long)r->bytenr,
+				(unsigned long long)(size >= 8 ? extent_refs(data) : 0));
+	}
+	tree_path_release(fs, &path);
+	ret = trans_delete_item(t, BTRFS_EXTENT_TREE_OBJECTID, &key);
+	if (ret)
+		return ret;
+	/* an old-style keyed reference may stand beside the item */
+	ret = trans_delete_item(t, BTRFS_EXTENT_TREE_OBJECTID, &keyed_ref);
+	if (ret && ret != -ENOENT)
+		return ret;
+	return alloc_free_tree_block(t, r->bytenr);
+}
+
+int extent_refs_run(struct trans *t)
+{
+	while (t->nrefs) {
+		struct delayed_ref *batch = t->refs;
+		size_t n = t->nrefs;
+		int ret = 0;
+
+		t->refs = NULL;
+		t->nrefs = t->refs_cap = 0;
+		for (size_t i = 0; i < n && !ret; i++)
+			ret = batch[i].op == REF_ADD ? ref_add(t, &batch[i]) : ref_drop(t, &batch[i]);
+		free(batch);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}

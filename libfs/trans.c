@@ -1,0 +1,192 @@
+/* Transaction state: roots, dirty blocks, queued extent references. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libfs/ebitmap.h"
+#include "libfs/trans_internal.h"
+
+/* New blocks carry the chunk tree uuid the existing blocks carry. */
+static int trans_read_chunk_tree_uuid(struct trans *t)
+{
+	struct tree_block *b;
+	struct block_expect e = { .generation = t->fs->tree_root.generation, .level = t->fs->tree_root.level };
+	int ret = block_read(t->fs, t->fs->tree_root.bytenr, &e, &b);
+
+	if (ret)
+		return ret;
+	memcpy(t->chunk_tree_uuid, header_chunk_tree_uuid_ptr(b->data), BTRFS_UUID_SIZE);
+	block_put(t->fs, b);
+	return 0;
+}
+
+int trans_start(struct fs_info *fs, struct trans **out)
+{
+	struct trans *t;
+	int ret;
+
+	*out = NULL;
+	if (!fs->writable)
+		return fs_error(fs, -EROFS, "the filesystem was opened read-only");
+	if (fs->missing_devices)
+		return fs_error(fs, -ENODEV, "cannot write with %u device(s) missing", fs->missing_devices);
+	if (super_log_root(fs->super))
+		return fs_error(fs, -EBUSY, "the filesystem has a log tree to replay: mount it once first");
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->fs = fs;
+	t->transid = fs->generation + 1;
+	memcpy(t->super, fs->super, sizeof(t->super));
+	ret = trans_read_chunk_tree_uuid(t);
+	if (!ret)
+		ret = alloc_init(t);
+	if (ret) {
+		trans_abort(t);
+		return ret;
+	}
+	*out = t;
+	return 0;
+}
+
+uint64_t trans_transid(const struct trans *t)
+{
+	return t->transid;
+}
+
+uint8_t *trans_super(struct trans *t)
+{
+	return t->super;
+}
+
+static void trans_free(struct trans *t)
+{
+	for (size_t i = 0; i < t->ndirty; i++)
+		block_put(t->fs, t->dirty[i]);
+	free(t->dirty);
+	free(t->roots);
+	free(t->refs);
+	alloc_release(t);
+	free(t);
+}
+
+void trans_abort(struct trans *t)
+{
+	if (!t)
+		return;
+	/* dirty blocks must not stay in the cache: they were never written */
+	for (size_t i = 0; i < t->ndirty; i++) {
+		t->dirty[i]->dirty = false;
+		block_forget(t->fs, t->dirty[i]);
+		t->dirty[i] = NULL;
+	}
+	t->ndirty = 0;
+	trans_free(t);
+}
+
+struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid)
+{
+	struct trans_root *r;
+
+	for (size_t i = 0; i < t->nroots; i++)
+		if (t->roots[i].ptr.objectid == objectid)
+			return &t->roots[i];
+	if (t->nroots == t->roots_cap) {
+		size_t cap = t->roots_cap ? t->roots_cap * 2 : 16;
+		r = realloc(t->roots, cap * sizeof(*r));
+		if (!r)
+			return NULL;
+		t->roots = r;
+		t->roots_cap = cap;
+	}
+	r = &t->roots[t->nroots];
+	memset(r, 0, sizeof(*r));
+	if (objectid == BTRFS_ROOT_TREE_OBJECTID)
+		r->ptr = t->fs->tree_root;
+	else if (objectid == BTRFS_CHUNK_TREE_OBJECTID)
+		r->ptr = t->fs->chunk_root;
+	else if (fs_find_root(t->fs, objectid, &r->ptr) != 0)
+		return NULL;
+	t->nroots++;
+	return r;
+}
+
+int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out)
+{
+	struct trans_root *r = trans_root_entry(t, objectid);
+
+	if (!r)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	if (r->deleted)
+		return -ENOENT;
+	*out = r->ptr;
+	return 0;
+}
+
+int trans_mark_dirty(struct trans *t, struct tree_block *b)
+{
+	if (b->dirty)
+		return 0;
+	if (t->ndirty == t->dirty_cap) {
+		size_t cap = t->dirty_cap ? t->dirty_cap * 2 : 64;
+		struct tree_block **v = realloc(t->dirty, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->dirty = v;
+		t->dirty_cap = cap;
+	}
+	b->dirty = true;
+	b->refs++;
+	t->dirty[t->ndirty++] = b;
+	return 0;
+}
+
+int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t root, uint8_t level,
+		    const struct btrfs_key *first_key)
+{
+	struct delayed_ref *r;
+
+	if (t->nrefs == t->refs_cap) {
+		size_t cap = t->refs_cap ? t->refs_cap * 2 : 64;
+		r = realloc(t->refs, cap * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		t->refs = r;
+		t->refs_cap = cap;
+	}
+	r = &t->refs[t->nrefs++];
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->bytenr = bytenr;
+	r->root = root;
+	r->level = level;
+	if (first_key)
+		r->first_key = *first_key;
+	return 0;
+}
+
+/* A block this transaction created is gone again: never write it. */
+void trans_forget_dirty(struct trans *t, struct tree_block *b)
+{
+	for (size_t i = 0; i < t->ndirty; i++) {
+		if (t->dirty[i] != b)
+			continue;
+		t->dirty[i] = t->dirty[--t->ndirty];
+		b->dirty = false;
+		block_forget(t->fs, b); /* the transaction's reference */
+		return;
+	}
+}
+
+/* Cancel a queued, not yet applied REF_ADD: 1 if one was found. */
+int trans_remove_pending_add(struct trans *t, uint64_t bytenr)
+{
+	for (size_t i = 0; i < t->nrefs; i++) {
+		if (t->refs[i].op != REF_ADD || t->refs[i].bytenr != bytenr)
+			continue;
+		memmove(&t->refs[i], &t->refs[i + 1], (t->nrefs - i - 1) * sizeof(t->refs[0]));
+		t->nrefs--;
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,61 @@
+/* Copy-on-write transactions: the one way btk modifies a filesystem.
+ *
+ * A transaction copies every tree block it changes to a newly allocated
+ * place (a block already created by this transaction is changed in place),
+ * keeps the extent tree, block group items, the free-space tree and the
+ * superblock counters in step, and commits by writing every dirty block to
+ * every copy, flushing, then writing the superblocks and flushing again.
+ * Until the superblocks are written the old filesystem is untouched: an
+ * error or a crash before that point leaves it as it was.
+ *
+ * Limits of this version: trees shared between subvolumes (snapshots) are
+ * not modified (-EOPNOTSUPP); RAID5/6 metadata is not written. */
+#ifndef BTK_TRANS_H
+#define BTK_TRANS_H
+
+#include <stdint.h>
+#include "libfs/fs.h"
+#include "libfs/tree.h"
+
+struct trans;
+
+/* Begin a transaction on a filesystem opened writable. */
+int trans_start(struct fs_info *fs, struct trans **out);
+/* Make everything durable; the transaction is freed whatever the result. */
+int trans_commit(struct trans *t);
+/* Forget every change; nothing has been written to the devices. */
+void trans_abort(struct trans *t);
+uint64_t trans_transid(const struct trans *t);
+
+/* The current root of a tree as this transaction sees it. */
+int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out);
+
+/* Search for key, copying on write every block on the path, and make room:
+ * ins_len > 0 guarantees that many bytes (item header + data) fit in the
+ * leaf; ins_len < 0 lets underfull blocks be merged. Returns 0 when the key
+ * exists (path at it), 1 when not (path at the insert position), -errno. */
+int trans_search(struct trans *t, uint64_t tree, const struct btrfs_key *key, int ins_len,
+		 struct tree_path *path);
+
+/* Insert one item (key must not exist): -EEXIST if it does. */
+int trans_insert_item(struct trans *t, uint64_t tree, const struct btrfs_key *key, const void *data,
+		      uint32_t size);
+/* Delete the item at key: -ENOENT if absent. */
+int trans_delete_item(struct trans *t, uint64_t tree, const struct btrfs_key *key);
+/* Replace the data of an existing item (size may change). */
+int trans_update_item(struct trans *t, uint64_t tree, const struct btrfs_key *key, const void *data,
+		      uint32_t size);
+/* Pointer to the data of the item at key in a block already copied for this
+ * transaction, to change fields in place. Valid until the next tree operation. */
+int trans_item_for_update(struct trans *t, uint64_t tree, const struct btrfs_key *key, uint8_t **data,
+			  uint32_t *size, struct tree_path *path);
+
+/* Create an empty tree (a leaf, and a root item in the root tree). */
+int trans_create_tree(struct trans *t, uint64_t objectid);
+/* Delete a whole tree: free its blocks and remove its root item. */
+int trans_delete_tree(struct trans *t, uint64_t objectid);
+
+/* The superblock image the commit will write (to change label, flags, ...). */
+uint8_t *trans_super(struct trans *t);
+
+#endif

@@ -1,0 +1,588 @@
+/* Copy-on-write btree changes: search with copy and split, insert, delete,
+ * resize, create and delete trees. Buffer-level work is in ctree_ops.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libfs/ctree_ops.h"
+#include "libfs/trans_internal.h"
+#include "libfs/walk.h"
+
+#define SEARCH_MAX_RESTARTS 64
+
+static uint32_t nodesize(const struct trans *t)
+{
+	return t->fs->nodesize;
+}
+
+/* A fresh, empty, dirty block for tree `root` at `level`, with its extent
+ * reference queued. */
+static int new_tree_block(struct trans *t, struct trans_root *root, unsigned level,
+			  struct tree_block **out)
+{
+	uint64_t bytenr;
+	struct tree_block *b;
+	int ret = alloc_tree_block(t, root->ptr.objectid, &bytenr);
+
+	if (ret)
+		return ret;
+	ret = block_create(t->fs, bytenr, &b);
+	if (ret)
+		return ret;
+	memcpy(header_fsid_ptr(b->data), t->fs->metadata_uuid, BTRFS_FSID_SIZE);
+	memcpy(header_chunk_tree_uuid_ptr(b->data), t->chunk_tree_uuid, BTRFS_UUID_SIZE);
+	header_set_bytenr(b->data, bytenr);
+	header_set_flags(b->data, (uint64_t)BTRFS_MIXED_BACKREF_REV << BTRFS_BACKREF_REV_SHIFT);
+	header_set_generation(b->data, t->transid);
+	header_set_owner(b->data, root->ptr.objectid);
+	header_set_level(b->data, (uint8_t)level);
+	header_set_nritems(b->data, 0);
+	ret = trans_mark_dirty(t, b);
+	if (!ret)
+		ret = trans_queue_ref(t, REF_ADD, bytenr, root->ptr.objectid, (uint8_t)level, NULL);
+	if (ret) {
+		block_put(t->fs, b);
+		return ret;
+	}
+	root->bytes_delta += nodesize(t);
+	*out = b;
+	return 0;
+}
+
+/* The extent of a tree block is released: at once for a block this
+ * transaction made (its reference was never applied, or is dropped), at
+ * commit for a committed block. Drops the caller's reference. */
+static int free_tree_block(struct trans *t, struct trans_root *root, struct tree_block *b)
+{
+	uint64_t bytenr = b->bytenr;
+	unsigned level = block_level(b);
+	int ret = 0;
+
+	root->bytes_delta -= nodesize(t);
+	if (b->dirty) {
+		trans_forget_dirty(t, b);
+		if (trans_remove_pending_add(t, bytenr))
+			ret = alloc_free_tree_block(t, bytenr);
+		else
+			ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)level, NULL);
+	} else {
+		ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)level, NULL);
+	}
+	block_put(t->fs, b);
+	return ret;
+}
+
+static void set_root(struct trans_root *root, const struct tree_block *b)
+{
+	root->ptr.bytenr = b->bytenr;
+	root->ptr.generation = block_generation(b);
+	root->ptr.level = (uint8_t)block_level(b);
+	root->changed = true;
+}
+
+/* Point the parent slot (or the root) at a block of this transaction. */
+static void link_to_parent(struct trans *t, struct trans_root *root, struct tree_path *path, int level,
+			   const struct tree_block *b)
+{
+	if (level == path->root_level) {
+		set_root(root, b);
+		return;
+	}
+	key_ptr_set_blockptr(node_key_ptr(path->nodes[level + 1]->data, (unsigned)path->slots[level + 1]),
+			     b->bytenr);
+	key_ptr_set_generation(node_key_ptr(path->nodes[level + 1]->data, (unsigned)path->slots[level + 1]),
+			       t->transid);
+}
+
+/* Copy path->nodes[level] unless this transaction already owns it. The
+ * parent must already be a block of this transaction. */
+static int cow_block(struct trans *t, struct trans_root *root, struct tree_path *path, int level)
+{
+	struct tree_block *old = path->nodes[level], *nb;
+	uint64_t flags;
+	int ret;
+
+	if (old->dirty)
+		return 0;
+	ret = extent_block_exclusive(t, old, root->ptr.objectid);
+	if (ret)
+		return ret;
+	ret = new_tree_block(t, root, (unsigned)level, &nb);
+	if (ret)
+		return ret;
+	memcpy(nb->data + sizeof(struct btrfs_header), old->data + sizeof(struct btrfs_header),
+	       nodesize(t) - sizeof(struct btrfs_header));
+	header_set_nritems(nb->data, block_nritems(old));
+	flags = header_flags(old->data) & ~(BTRFS_HEADER_FLAG_WRITTEN | BTRFS_HEADER_FLAG_RELOC);
+	header_set_flags(nb->data, flags | ((uint64_t)BTRFS_MIXED_BACKREF_REV << BTRFS_BACKREF_REV_SHIFT));
+	link_to_parent(t, root, path, level, nb);
+	path->nodes[level] = nb;
+	return free_tree_block(t, root, old);
+}
+
+/* Binary search in a block: first slot with key >= key; *exact if equal. */
+static unsigned lower_bound(const struct tree_block *b, const struct btrfs_key *key, int *exact)
+{
+	unsigned lo = 0, hi = block_nritems(b);
+	struct btrfs_key k;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		block_key(b, mid, &k);
+		if (key_compare(&k, key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*exact = 0;
+	if (lo < block_nritems(b)) {
+		block_key(b, lo, &k);
+		*exact = key_compare(&k, key) == 0;
+	}
+	return lo;
+}
+
+/* Update the keys of the ancestors whose subtree now starts with key. */
+static void fixup_low_keys(struct tree_path *path, int level, const struct btrfs_key *key)
+{
+	for (int l = level; l <= path->root_level; l++) {
+		uint8_t *ptr = node_key_ptr(path->nodes[l]->data, (unsigned)path->slots[l]);
+		key_to_disk(key_ptr_key_ptr(ptr), key);
+		if (path->slots[l] != 0)
+			break;
+	}
+}
+
+/* Put a new root node above the current root. */
+static int grow_root(struct trans *t, struct trans_root *root, struct tree_path *path)
+{
+	struct tree_block *top = path->nodes[path->root_level], *nr;
+	struct btrfs_key first;
+	int ret;
+
+	if (path->root_level + 1 >= BTRFS_MAX_LEVEL)
+		return fs_error(t->fs, -EOVERFLOW, "tree %llu would exceed %d levels",
+				(unsigned long long)root->ptr.objectid, BTRFS_MAX_LEVEL);
+	ret = new_tree_block(t, root, (unsigned)path->root_level + 1, &nr);
+	if (ret)
+		return ret;
+	block_key(top, 0, &first);
+	ret = node_insert_ptr(nr->data, nodesize(t), 0, &first, top->bytenr, t->transid);
+	if (ret) {
+		block_put(t->fs, nr);
+		return ret;
+	}
+	path->root_level++;
+	path->nodes[path->root_level] = nr;
+	path->slots[path->root_level] = 0;
+	set_root(root, nr);
+	return 0;
+}
+
+/* Split a full node in two; its parent has room (ensured top-down). */
+static int split_node(struct trans *t, struct trans_root *root, struct tree_path *path, int level)
+{
+	struct tree_block *left, *right;
+	struct btrfs_key first;
+	unsigned n;
+	int ret;
+
+	if (level == path->root_level && (ret = grow_root(t, root, path)))
+		return ret;
+	left = path->nodes[level];
+	n = block_nritems(left);
+	ret = new_tree_block(t, root, (unsigned)level, &right);
+	if (ret)
+		return ret;
+	ret = node_split(left->data, right->data, nodesize(t), n / 2);
+	if (!ret) {
+		block_key(right, 0, &first);
+		ret = node_insert_ptr(path->nodes[level + 1]->data, nodesize(t),
+				      (unsigned)path->slots[level + 1] + 1, &first, right->bytenr, t->transid);
+	}
+	block_put(t->fs, right);
+	return ret;
+}
+
+/* Split the leaf so the item (new of `size` data bytes, or grown to `size`)
+ * fits; leaves the path at the block and slot that receive it. */
+static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path *path, uint32_t size,
+		      bool extend)
+{
+	struct leaf_split_plan plan;
+	struct tree_block *leaf = path->nodes[0], *nb[2] = { NULL, NULL };
+	unsigned pslot;
+	int ret;
+
+	if (path->root_level == 0 && (ret = grow_root(t, root, path)))
+		return ret;
+	ret = extend ? leaf_choose_split_extend(leaf->data, nodesize(t), (unsigned)path->slots[0], size, &plan)
+		     : leaf_choose_split(leaf->data, nodesize(t), (unsigned)path->slots[0], size, &plan);
+	if (ret)
+		return fs_error(t->fs, ret, "item of %u bytes cannot fit in a %u-byte leaf", size, nodesize(t));
+	for (unsigned i = 0; i < plan.nr_new; i++) {
+		ret = new_tree_block(t, root, 0, &nb[i]);
+		if (ret)
+			goto out;
+	}
+	ret = leaf_split_apply(leaf->data, nb[0] ? nb[0]->data : NULL, nb[1] ? nb[1]->data : NULL,
+			       nodesize(t), &plan);
+	if (ret)
+		goto out;
+	pslot = (unsigned)path->slots[1];
+	for (unsigned i = 0; i < plan.nr_new; i++) {
+		struct btrfs_key first;
+		block_key(nb[i], 0, &first);
+		ret = node_insert_ptr(path->nodes[1]->data, nodesize(t), pslot + 1 + i, &first, nb[i]->bytenr,
+				      t->transid);
+		if (ret)
+			goto out;
+	}
+	if (plan.target > 0) {
+		struct tree_block *target = nb[plan.target - 1];
+		target->refs++;
+		block_put(t->fs, path->nodes[0]);
+		path->nodes[0] = target;
+		path->slots[1] = (int)(pslot + plan.target);
+	}
+	path->slots[0] = (int)plan.slot;
+out:
+	block_put(t->fs, nb[0]);
+	block_put(t->fs, nb[1]);
+	return ret;
+}
+
+static int read_root_block(struct trans *t, struct trans_root *root, struct tree_block **out)
+{
+	struct block_expect e = { .generation = root->ptr.generation, .level = root->ptr.level };
+
+	if (!root->ptr.bytenr || root->deleted)
+		return fs_error(t->fs, -ENOENT, "tree %llu does not exist", (unsigned long long)root->ptr.objectid);
+	return block_read(t->fs, root->ptr.bytenr, &e, out);
+}
+
+static int read_child_block(struct trans *t, struct tree_block *parent, unsigned slot, struct tree_block **out)
+{
+	const uint8_t *ptr = node_key_ptr(parent->data, slot);
+	struct btrfs_key first;
+	struct block_expect e = { .generation = key_ptr_generation(ptr), .level = (int)block_level(parent) - 1,
+				  .first_key = &first };
+
+	key_from_disk(&first, key_ptr_key_ptr(ptr));
+	return block_read(t->fs, key_ptr_blockptr(ptr), &e, out);
+}
+
+/* One descent; 2 means "the tree changed shape, search again". */
+static int search_once(struct trans *t, struct trans_root *root, const struct btrfs_key *key, int ins_len,
+		       bool extend, struct tree_path *path)
+{
+	struct tree_block *b;
+	int level, exact, ret = read_root_block(t, root, &b);
+
+	if (ret)
+		return ret;
+	level = (int)block_level(b);
+	path->root_level = level;
+	path->nodes[level] = b;
+	ret = cow_block(t, root, path, level);
+	if (ret)
+		return ret;
+	for (; level > 0; level--) {
+		unsigned slot;
+		b = path->nodes[level];
+		if (ins_len > 0 && block_nritems(b) + 2 > node_max_ptrs(nodesize(t))) {
+			ret = split_node(t, root, path, level);
+			return ret ? ret : 2;
+		}
+		slot = lower_bound(b, key, &exact);
+		if (!exact && slot > 0)
+			slot--;
+		path->slots[level] = (int)slot;
+		ret = read_child_block(t, b, slot, &path->nodes[level - 1]);
+		if (ret)
+			return ret;
+		ret = cow_block(t, root, path, level - 1);
+		if (ret)
+			return ret;
+	}
+	b = path->nodes[0];
+	path->slots[0] = (int)lower_bound(b, key, &exact);
+	if (ins_len > 0 && (extend ? exact : !exact)) {
+		uint32_t have = leaf_free_space(b->data, nodesize(t));
+		if (have < (uint32_t)ins_len) {
+			uint32_t size = extend ? item_size(leaf_item(b->data, (unsigned)path->slots[0])) + (uint32_t)ins_len
+					       : (uint32_t)ins_len - (uint32_t)sizeof(struct btrfs_item);
+			ret = split_leaf(t, root, path, size, extend);
+			if (ret)
+				return ret;
+		}
+	}
+	return exact ? 0 : 1;
+}
+
+static int search_internal(struct trans *t, uint64_t tree, const struct btrfs_key *key, int ins_len,
+			   bool extend, struct tree_path *path)
+{
+	struct trans_root *root = trans_root_entry(t, tree);
+
+	if (!root)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	for (int i = 0; i < SEARCH_MAX_RESTARTS; i++) {
+		int ret;
+		tree_path_release(t->fs, path);
+		ret = search_once(t, root, key, ins_len, extend, path);
+		if (ret != 2)
+			return ret;
+	}
+	return fs_error(t->fs, -ELOOP, "search in tree %llu did not settle", (unsigned long long)tree);
+}
+
+int trans_search(struct trans *t, uint64_t tree, const struct btrfs_key *key, int ins_len,
+		 struct tree_path *path)
+{
+	return search_internal(t, tree, key, ins_len, false, path);
+}
+
+int trans_insert_item(struct trans *t, uint64_t tree, const struct btrfs_key *key, const void *data,
+		      uint32_t size)
+{
+	struct tree_path path;
+	int ret;
+
+	if (size > leaf_max_item_size(nodesize(t)))
+		return fs_error(t->fs, -EOVERFLOW, "item of %u bytes is larger than a leaf can hold", size);
+	tree_path_init(&path);
+	ret = search_internal(t, tree, key, (int)(size + sizeof(struct btrfs_item)), false, &path);
+	if (ret == 0)
+		ret = -EEXIST;
+	else if (ret == 1) {
+		uint8_t *leaf = path.nodes[0]->data;
+		unsigned slot = (unsigned)path.slots[0];
+		ret = leaf_insert_items(leaf, nodesize(t), slot, key, &size, 1);
+		if (!ret && size && data)
+			memcpy(leaf_item_data(leaf, slot), data, size);
+		if (!ret && slot == 0 && path.root_level > 0)
+			fixup_low_keys(&path, 1, key);
+	}
+	tree_path_release(t->fs, &path);
+	return ret;
+}
+
+/* Make the root's only child the root while the root node has one pointer. */
+static int shrink_root(struct trans *t, struct trans_root *root, struct tree_path *path)
+{
+	while (path->root_level > 0 && block_nritems(path->nodes[path->root_level]) == 1) {
+		struct tree_block *top = path->nodes[path->root_level];
+		struct tree_block *child = path->nodes[path->root_level - 1];
+		int ret;
+
+		set_root(root, child);
+		path->nodes[path->root_level] = NULL;
+		path->root_level--;
+		ret = free_tree_block(t, root, top);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Remove pointer `slot` of the node at `level`, and the node if it empties. */
+static int delete_ptr(struct trans *t, struct trans_root *root, struct tree_path *path, int level)
+{
+	struct tree_block *node = path->nodes[level];
+	unsigned slot = (unsigned)path->slots[level];
+	int ret = node_delete_ptrs(node->data, nodesize(t), slot, 1);
+
+	if (ret)
+		return ret;
+	if (block_nritems(node) == 0) {
+		if (level == path->root_level) {
+			/* the tree is empty now: an empty leaf becomes its root */
+			struct tree_block *leaf;
+			ret = new_tree_block(t, root, 0, &leaf);
+			if (ret)
+				return ret;
+			set_root(root, leaf);
+			block_put(t->fs, leaf);
+			path->nodes[level] = NULL;
+			return free_tree_block(t, root, node);
+		}
+		path->nodes[level] = NULL;
+		ret = free_tree_block(t, root, node);
+		return ret ? ret : delete_ptr(t, root, path, level + 1);
+	}
+	if (slot == 0 && level < path->root_level) {
+		struct btrfs_key first;
+		block_key(node, 0, &first);
+		fixup_low_keys(path, level + 1, &first);
+	}
+	return 0;
+}
+
+int trans_delete_item(struct trans *t, uint64_t tree, const struct btrfs_key *key)
+{
+	struct trans_root *root;
+	struct tree_path path;
+	int ret;
+
+	tree_path_init(&path);
+	ret = search_internal(t, tree, key, -1, false, &path);
+	if (ret == 1)
+		ret = -ENOENT;
+	if (ret)
+		goto out;
+	root = trans_root_entry(t, tree);
+	ret = leaf_delete_items(path.nodes[0]->data, nodesize(t), (unsigned)path.slots[0], 1);
+	if (ret)
+		goto out;
+	if (block_nritems(path.nodes[0]) == 0 && path.root_level > 0) {
+		struct tree_block *leaf = path.nodes[0];
+		path.nodes[0] = NULL;
+		ret = free_tree_block(t, root, leaf);
+		if (!ret)
+			ret = delete_ptr(t, root, &path, 1);
+	} else if (path.slots[0] == 0 && path.root_level > 0 && block_nritems(path.nodes[0])) {
+		struct btrfs_key first;
+		block_key(path.nodes[0], 0, &first);
+		fixup_low_keys(&path, 1, &first);
+	}
+	if (!ret)
+		ret = shrink_root(t, root, &path);
+out:
+	tree_path_release(t->fs, &path);
+	return ret;
+}
+
+int trans_item_for_update(struct trans *t, uint64_t tree, const struct btrfs_key *key, uint8_t **data,
+			  uint32_t *size, struct tree_path *path)
+{
+	int ret = search_internal(t, tree, key, 0, false, path);
+
+	if (ret == 1)
+		return -ENOENT;
+	if (ret)
+		return ret;
+	*data = leaf_item_data(path->nodes[0]->data, (unsigned)path->slots[0]);
+	*size = item_size(leaf_item(path->nodes[0]->data, (unsigned)path->slots[0]));
+	return 0;
+}
+
+int trans_update_item(struct trans *t, uint64_t tree, const struct btrfs_key *key, const void *data,
+		      uint32_t size)
+{
+	struct tree_path path;
+	uint32_t old;
+	int ret;
+
+	tree_path_init(&path);
+	ret = search_internal(t, tree, key, 0, false, &path);
+	if (ret == 1)
+		ret = -ENOENT;
+	if (ret)
+		goto out;
+	old = item_size(leaf_item(path.nodes[0]->data, (unsigned)path.slots[0]));
+	if (size > old) {
+		ret = search_internal(t, tree, key, (int)(size - old), true, &path);
+		if (ret == 1)
+			ret = -ENOENT;
+		if (ret)
+			goto out;
+	}
+	if (size != old)
+		ret = leaf_resize_item(path.nodes[0]->data, nodesize(t), (unsigned)path.slots[0], size);
+	if (!ret)
+		memcpy(leaf_item_data(path.nodes[0]->data, (unsigned)path.slots[0]), data, size);
+out:
+	tree_path_release(t->fs, &path);
+	return ret;
+}
+
+int trans_create_tree(struct trans *t, uint64_t objectid)
+{
+	uint8_t item[sizeof(struct btrfs_root_item)];
+	struct trans_root *root;
+	struct tree_block *leaf;
+	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	uint8_t *inode = item;
+	int ret;
+
+	if (trans_root_entry(t, objectid))
+		return fs_error(t->fs, -EEXIST, "tree %llu exists already", (unsigned long long)objectid);
+	t->fs->errmsg[0] = 0;
+	if (t->nroots == t->roots_cap) {
+		struct trans_root *v = realloc(t->roots, (t->roots_cap + 16) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->roots = v;
+		t->roots_cap += 16;
+	}
+	root = &t->roots[t->nroots++];
+	memset(root, 0, sizeof(*root));
+	root->ptr.objectid = objectid;
+	root->created = true;
+	ret = new_tree_block(t, root, 0, &leaf);
+	if (ret)
+		return ret;
+	set_root(root, leaf);
+	root->changed = false;
+	block_put(t->fs, leaf);
+
+	memset(item, 0, sizeof(item));
+	inode_set_generation(inode, 1);
+	inode_set_size(inode, 3);
+	inode_set_nbytes(inode, nodesize(t));
+	inode_set_nlink(inode, 1);
+	inode_set_mode(inode, 040755);
+	root_item_set_generation(item, t->transid);
+	root_item_set_bytenr(item, root->ptr.bytenr);
+	root_item_set_level(item, 0);
+	root_item_set_refs(item, 1);
+	root_item_set_bytes_used(item, nodesize(t));
+	root_item_set_generation_v2(item, t->transid);
+	root->bytes_delta = 0;
+	return trans_insert_item(t, BTRFS_ROOT_TREE_OBJECTID, &key, item, sizeof(item));
+}
+
+struct free_walk {
+	struct trans *t;
+	struct trans_root *root;
+	int err;
+};
+
+static int free_visited(void *arg, const struct tree_block *b)
+{
+	struct free_walk *w = arg;
+	struct tree_block *ref;
+	int ret = block_read(w->t->fs, b->bytenr, &BLOCK_EXPECT_ANY, &ref);
+
+	if (!ret)
+		ret = free_tree_block(w->t, w->root, ref);
+	if (ret)
+		w->err = ret;
+	return ret;
+}
+
+int trans_delete_tree(struct trans *t, uint64_t objectid)
+{
+	struct trans_root *root = trans_root_entry(t, objectid);
+	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	struct free_walk w = { t, root, 0 };
+	struct tree_walk_ops ops = { free_visited, NULL, &w };
+	uint64_t bad = 0;
+	int ret;
+
+	if (!root)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	if (objectid == BTRFS_ROOT_TREE_OBJECTID || objectid == BTRFS_CHUNK_TREE_OBJECTID ||
+	    objectid == BTRFS_EXTENT_TREE_OBJECTID || objectid == BTRFS_DEV_TREE_OBJECTID)
+		return fs_error(t->fs, -EINVAL, "tree %llu cannot be deleted", (unsigned long long)objectid);
+	ret = tree_walk(t->fs, &root->ptr, &ops, &bad);
+	if (!ret && bad)
+		ret = fs_error(t->fs, -EUCLEAN, "tree %llu has %llu unreadable blocks",
+			       (unsigned long long)objectid, (unsigned long long)bad);
+	if (ret)
+		return w.err ? w.err : ret;
+	root->deleted = true;
+	root->changed = false;
+	return trans_delete_item(t, BTRFS_ROOT_TREE_OBJECTID, &key);
+}
