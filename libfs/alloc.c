@@ -72,36 +72,93 @@ static uint64_t stripe_physical_to_logical(const struct chunk *c, unsigned s, ui
 	return c->logical + off;
 }
 
-/* Superblock copies inside a chunk's stripes make whole stripes unusable. */
-static int exclude_super_stripes(struct trans *t, struct alloc_group *g)
-{
-	const struct chunk *c = chunk_map_lookup(t->fs->chunks, g->start);
-	uint64_t profile;
+static int group_load(struct trans *t, struct alloc_group *g);
 
-	if (!c)
-		return 0;
-	profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+/* The logical ranges of a chunk whose stripes hold a superblock copy: whole
+ * stripe_len pieces that must never hold a tree block. Returns the count. */
+static unsigned chunk_super_ranges(const struct chunk *c, uint64_t *starts, unsigned max)
+{
+	uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	uint64_t stripe_size = c->length;
+	unsigned n = 0;
+
+	if (profile == BTRFS_BLOCK_GROUP_RAID0)
+		stripe_size = c->length / c->num_stripes;
+	else if (profile == BTRFS_BLOCK_GROUP_RAID10)
+		stripe_size = c->length / (c->num_stripes / c->sub_stripes);
 	for (unsigned s = 0; s < c->num_stripes; s++) {
-		uint64_t stripe_size = c->length;
-		if (profile == BTRFS_BLOCK_GROUP_RAID0)
-			stripe_size = c->length / c->num_stripes;
-		else if (profile == BTRFS_BLOCK_GROUP_RAID10)
-			stripe_size = c->length / (c->num_stripes / c->sub_stripes);
-		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
-			uint64_t sb = btrfs_super_offset(m), logical, start, end;
-			int ret;
+		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX && n < max; m++) {
+			uint64_t sb = btrfs_super_offset(m), logical;
 			if (sb < c->stripes[s].physical || sb - c->stripes[s].physical >= stripe_size)
 				continue;
 			logical = stripe_physical_to_logical(c, s, sb);
-			start = logical - (logical - c->logical) % c->stripe_len;
-			end = start + c->stripe_len;
-			if (end > g->start + g->length)
-				end = g->start + g->length;
-			ret = ebitmap_set(g->used, start, end - start);
-			if (ret)
-				return ret;
+			starts[n++] = logical - (logical - c->logical) % c->stripe_len;
 		}
 	}
+	return n;
+}
+
+static uint64_t super_range_len(const struct alloc_group *g, const struct chunk *c, uint64_t start)
+{
+	uint64_t end = start + c->stripe_len;
+
+	return (end > g->start + g->length ? g->start + g->length : end) - start;
+}
+
+static int exclude_super_stripes(struct trans *t, struct alloc_group *g)
+{
+	const struct chunk *c = chunk_map_lookup(t->fs->chunks, g->start);
+	uint64_t starts[3 * 16];
+	unsigned n;
+
+	if (!c)
+		return 0;
+	n = chunk_super_ranges(c, starts, sizeof(starts) / sizeof(starts[0]));
+	for (unsigned i = 0; i < n; i++) {
+		int ret = ebitmap_set(g->used, starts[i], super_range_len(g, c, starts[i]));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct chunk *new_layout)
+{
+	struct alloc_group *g = alloc_group_of(t, old->logical);
+	uint64_t before[3 * 16], after[3 * 16];
+	unsigned nb, na;
+	int ret;
+
+	if (!g)
+		return 0; /* a data chunk: its free space is not tracked here */
+	ret = group_load(t, g);
+	if (ret)
+		return ret;
+	nb = chunk_super_ranges(old, before, sizeof(before) / sizeof(before[0]));
+	na = chunk_super_ranges(new_layout, after, sizeof(after) / sizeof(after[0]));
+	for (unsigned i = 0; i < nb; i++) {
+		bool kept = false;
+		for (unsigned k = 0; k < na; k++)
+			kept |= after[k] == before[i];
+		if (!kept && (ret = ebitmap_clear(g->used, before[i], super_range_len(g, old, before[i]))))
+			return ret;
+	}
+	for (unsigned k = 0; k < na; k++) {
+		bool had = false;
+		uint64_t len = super_range_len(g, new_layout, after[k]);
+		for (unsigned i = 0; i < nb; i++)
+			had |= before[i] == after[k];
+		if (had)
+			continue;
+		if (ebitmap_test(g->used, after[k], len) != 0)
+			return fs_error(t->fs, -EBUSY, "the new stripe of chunk %llu would put a superblock copy "
+					"over metadata at %llu", (unsigned long long)old->logical,
+					(unsigned long long)after[k]);
+		if ((ret = ebitmap_set(g->used, after[k], len)))
+			return ret;
+	}
+	g->fst_stale = true;
+	t->alloc_events++;
 	return 0;
 }
 
@@ -237,4 +294,25 @@ int alloc_free_tree_block(struct trans *t, uint64_t bytenr)
 	t->bytes_used_delta -= t->fs->nodesize;
 	t->alloc_events++;
 	return 0;
+}
+
+int alloc_group_load(struct trans *t, struct alloc_group *g)
+{
+	return group_load(t, g);
+}
+
+int fs_super_stripe_ranges(struct fs_info *fs, uint64_t logical, uint64_t *starts, uint64_t *lens,
+			   unsigned max)
+{
+	const struct chunk *c = chunk_map_lookup(fs->chunks, logical);
+	unsigned n;
+
+	if (!c || c->logical != logical)
+		return -ENOENT;
+	n = chunk_super_ranges(c, starts, max);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t end = starts[i] + c->stripe_len;
+		lens[i] = (end > c->logical + c->length ? c->logical + c->length : end) - starts[i];
+	}
+	return (int)n;
 }

@@ -11,7 +11,9 @@
 #include "libfs/mounted.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
+#include "libfs/undo.h"
 #include "libfs/volumes.h"
+#include "libfs/wlog.h"
 
 void fs_open_options_init(struct fs_open_options *opts)
 {
@@ -90,6 +92,51 @@ static struct fs_device *fs_device_by_devid(struct fs_info *fs, uint64_t devid)
 	return NULL;
 }
 
+/* Stack the write log, then the undo recorder, over an accepted member of a
+ * writable open (the log nearest the device: it records what reaches the
+ * disk). sb is the member's superblock. On error io is closed. */
+static int fs_wrap_member_io(struct fs_info *fs, struct io_dev **io, const char *path,
+			     const struct fs_open_options *opts, const uint8_t *sb,
+			     const struct super_copy *copies)
+{
+	const char *log = opts->write_log_path ? opts->write_log_path : getenv("BTK_WRITE_LOG");
+	const uint8_t *di = super_dev_item_ptr(sb);
+	struct io_dev *wrapped;
+	uint64_t newest = 0;
+	int ret = 0;
+
+	if (!fs->writable)
+		return 0;
+	if (log && *log) {
+		if (!fs->wlog && (ret = wlog_create(log, &fs->wlog)))
+			ret = fs_error(fs, ret, "cannot open the write log %s: %s", log, strerror(-ret));
+		else if ((ret = wlog_add_device(fs->wlog, *io, &wrapped)))
+			ret = fs_error(fs, ret, "%s: cannot log its writes: %s", path, strerror(-ret));
+		else
+			*io = wrapped;
+	}
+	if (!ret && opts->undo_path) {
+		/* "before" is the newest generation on disk, whichever copy is used */
+		for (int i = 0; i < BTRFS_SUPER_MIRROR_MAX; i++)
+			if (copies[i].status == 0 && copies[i].generation > newest)
+				newest = copies[i].generation;
+		if (!fs->undo && (ret = undo_create(opts->undo_path, super_fsid_ptr(sb), newest, &fs->undo)))
+			ret = ret == -EEXIST
+				? fs_error(fs, ret, "undo file %s already exists: move it away or choose "
+					   "another name", opts->undo_path)
+				: fs_error(fs, ret, "cannot create the undo file %s: %s", opts->undo_path,
+					   strerror(-ret));
+		else if ((ret = undo_add_device(fs->undo, dev_item_devid(di), dev_item_uuid_ptr(di), *io,
+						&wrapped)))
+			ret = fs_error(fs, ret, "%s: cannot record its old bytes: %s", path, strerror(-ret));
+		else
+			*io = wrapped;
+	}
+	if (ret)
+		io_close(*io);
+	return ret;
+}
+
 /* Add an opened member device (taking ownership of io); the first member's
  * superblock becomes fs->super. */
 static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *path,
@@ -133,6 +180,9 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 		io_close(io);
 		return ret;
 	}
+	ret = fs_wrap_member_io(fs, &io, path, opts, sb, copies);
+	if (ret)
+		return ret;
 	dev = fs_add_device(fs, dev_item_devid(di), dev_item_uuid_ptr(di));
 	if (!dev) {
 		io_close(io);
@@ -426,6 +476,18 @@ int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_option
 	return fs_open_common(NULL, ios, n, opts, out, msg, msglen);
 }
 
+int fs_finish_undo(struct fs_info *fs)
+{
+	int ret;
+
+	if (!fs->undo)
+		return 0;
+	ret = undo_finish(fs->undo, 0);
+	if (ret)
+		return fs_error(fs, ret, "cannot finish the undo file: %s", strerror(-ret));
+	return 0;
+}
+
 void fs_close(struct fs_info *fs)
 {
 	if (!fs)
@@ -436,6 +498,9 @@ void fs_close(struct fs_info *fs)
 		io_close(fs->devices[i].io);
 		free(fs->devices[i].path);
 	}
+	/* after the devices: closing them pushes their last writes */
+	undo_close(fs->undo);
+	wlog_close(fs->wlog);
 	free(fs->devices);
 	free(fs);
 }

@@ -78,6 +78,13 @@ int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr);
 /* A tree block's extent is gone: its space becomes free after the commit. */
 int alloc_free_tree_block(struct trans *t, uint64_t bytenr);
 struct alloc_group *alloc_group_of(struct trans *t, uint64_t bytenr);
+/* Read a group's used space now (the allocator does it on first use; the
+ * commit needs it for groups where blocks were only freed). */
+int alloc_group_load(struct trans *t, struct alloc_group *g);
+struct chunk;
+/* A chunk's stripes change: the stripes holding superblock copies move with
+ * them, and so does the space the free-space tree must call free. */
+int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct chunk *new_layout);
 
 /* trans.c */
 void trans_forget_dirty(struct trans *t, struct tree_block *b);

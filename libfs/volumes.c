@@ -171,6 +171,32 @@ int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item
 	return chunk_map_insert(fs, c);
 }
 
+int chunk_map_set_stripes(struct fs_info *fs, uint64_t logical, const struct chunk_stripe *stripes,
+			  unsigned n)
+{
+	struct chunk_map *map = fs->chunks;
+	size_t i = chunk_map_find_index(map, logical);
+	struct chunk *old, *c;
+
+	if (i >= map->count || map->chunks[i]->logical != logical || n == 0 || n > MAX_COPIES)
+		return -EINVAL;
+	old = map->chunks[i];
+	c = malloc(sizeof(*c) + n * sizeof(c->stripes[0]));
+	if (!c)
+		return -ENOMEM;
+	memcpy(c, old, sizeof(*c));
+	c->num_stripes = (uint16_t)n;
+	for (unsigned s = 0; s < n; s++) {
+		c->stripes[s] = stripes[s];
+		c->stripes[s].dev = device_by_devid(fs, stripes[s].devid);
+		if (c->stripes[s].dev && !c->stripes[s].dev->io)
+			c->stripes[s].dev = NULL;
+	}
+	map->chunks[i] = c;
+	free(old);
+	return 0;
+}
+
 void chunk_map_free(struct chunk_map *map)
 {
 	if (!map)

@@ -34,7 +34,7 @@ struct phys_copy {
 	uint64_t physical;
 };
 
-#define MAX_COPIES 4
+#define MAX_COPIES 8 /* 4 copies, or the union of old and new stripes during a profile change */
 
 /* Profile descriptions. */
 const char *profile_name(uint64_t type_flags);      /* "single", "DUP", "RAID1", ... */
@@ -45,6 +45,11 @@ unsigned profile_copies(uint64_t type_flags);       /* copies of each byte (1..4
 int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
 const struct chunk *chunk_map_lookup(const struct chunk_map *map, uint64_t logical);
 void chunk_map_free(struct chunk_map *map);
+/* Replace the stripes of the in-memory chunk at logical (the on-disk chunk
+ * item is not touched): used to send writes to the union of old and new
+ * stripes while a profile change is being committed. */
+int chunk_map_set_stripes(struct fs_info *fs, uint64_t logical, const struct chunk_stripe *stripes,
+			  unsigned n);
 
 /* Read the superblock's system chunk array, then the whole chunk tree. */
 int volumes_read_sys_chunk_array(struct fs_info *fs);

@@ -1,0 +1,237 @@
+/* btk-convert profile: change metadata/system profiles in place. */
+#include <argp.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cli.h"
+#include "common/messages.h"
+#include "common/sizes.h"
+#include "convert/convert.h"
+#include "libfs/names.h"
+#include "libfs/trans.h"
+#include "libfs/volumes.h"
+
+struct profile_args {
+	struct profile_targets tg;
+	bool dry_run, yes, no_verify;
+	const char *undo_file;
+	char **paths;
+	unsigned npaths;
+};
+
+enum { OPT_METADATA = 'm', OPT_SYSTEM = 's', OPT_DATA = 'd', OPT_DRY_RUN = 'n', OPT_YES = 'y',
+       OPT_UNDO = 256, OPT_NO_VERIFY };
+
+static const struct argp_option profile_options[] = {
+	{ "metadata", OPT_METADATA, "PROFILE", 0, "New metadata profile: single, dup, raid1, raid1c3, raid1c4", 0 },
+	{ "system", OPT_SYSTEM, "PROFILE", 0, "New system profile (defaults to the metadata one)", 0 },
+	{ "data", OPT_DATA, "PROFILE", 0, "New data profile (not supported yet)", 0 },
+	{ "dry-run", OPT_DRY_RUN, NULL, 0, "Print what would change, per chunk, and write nothing", 0 },
+	{ "yes", OPT_YES, NULL, 0, "Do not ask before removing copies", 0 },
+	{ "no-verify", OPT_NO_VERIFY, NULL, 0, "Skip reading and verifying the copies that stay (unsafe)", 0 },
+	{ "undo-file", OPT_UNDO, "FILE", 0, "Save what is overwritten to FILE, for btk-undo", 0 },
+	{ 0 }
+};
+
+static error_t profile_parse_opt(int key, char *arg, struct argp_state *state)
+{
+	struct profile_args *a = state->input;
+	char msg[300];
+	uint64_t p;
+
+	switch (key) {
+	case OPT_METADATA:
+	case OPT_SYSTEM:
+	case OPT_DATA:
+		if (profile_parse(arg, &p, msg, sizeof(msg)))
+			argp_error(state, "%s", msg);
+		if (key == OPT_METADATA) {
+			a->tg.have_meta = true;
+			a->tg.meta = p;
+		} else if (key == OPT_SYSTEM) {
+			a->tg.have_sys = true;
+			a->tg.sys = p;
+		} else {
+			a->tg.have_data = true;
+			a->tg.data = p;
+		}
+		break;
+	case OPT_DRY_RUN: a->dry_run = true; break;
+	case OPT_YES: a->yes = true; break;
+	case OPT_NO_VERIFY: a->no_verify = true; break;
+	case OPT_UNDO: a->undo_file = arg; break;
+	case ARGP_KEY_ARGS:
+		a->paths = state->argv + state->next;
+		a->npaths = (unsigned)(state->argc - state->next);
+		break;
+	case ARGP_KEY_NO_ARGS: argp_usage(state); break;
+	case ARGP_KEY_END:
+		if (!a->tg.have_meta && !a->tg.have_sys && !a->tg.have_data)
+			argp_error(state, "give at least one of --metadata, --system, --data");
+		if (a->tg.have_meta && !a->tg.have_sys) {
+			a->tg.have_sys = true;
+			a->tg.sys = a->tg.meta;
+		}
+		break;
+	default: return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static void print_plan(const struct chunk_plan *plans, size_t n, uint32_t nodesize)
+{
+	char flags[BG_FLAGS_STR_BUF], sz[SIZE_BUF_LEN];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct chunk_plan *p = &plans[i];
+		block_group_flags_str(p->type & BTRFS_BLOCK_GROUP_TYPE_MASK, flags, sizeof(flags));
+		printf("chunk %" PRIu64 " %s %s -> %s (%s per stripe)\n", p->logical, flags, profile_name(p->type),
+		       profile_name(p->new_profile), size_format(p->stripe_size, sz, sizeof(sz), SIZE_HUMAN));
+		for (unsigned k = 0; k < p->nold; k++) {
+			bool stays = false;
+			for (unsigned j = 0; j < p->nnew; j++)
+				stays |= !p->added[j] && p->new_stripes[j].devid == p->old_stripes[k].devid &&
+					 p->new_stripes[j].physical == p->old_stripes[k].physical;
+			printf("\t%s devid %" PRIu64 " physical %" PRIu64 "\n", stays ? "keep" : "drop",
+			       p->old_stripes[k].devid, p->old_stripes[k].physical);
+		}
+		for (unsigned j = 0; j < p->nnew; j++)
+			if (p->added[j])
+				printf("\tadd  devid %" PRIu64 " physical %" PRIu64 "\n", p->new_stripes[j].devid,
+				       p->new_stripes[j].physical);
+	}
+	(void)nodesize;
+}
+
+/* Dropping copies loses redundancy: say so and ask (or require --yes). */
+static bool confirm_drop(const struct chunk_plan *plans, size_t n, bool yes)
+{
+	bool drops = false;
+	char answer[16];
+
+	for (size_t i = 0; i < n; i++)
+		drops |= profile_copies(plans[i].new_profile) < profile_copies(plans[i].type);
+	if (!drops || yes)
+		return true;
+	msg_warning("this removes copies: a block damaged on the copy that stays can no longer be "
+		    "repaired from another copy");
+	if (!isatty(STDIN_FILENO)) {
+		msg_error("refusing without --yes (no terminal to ask)");
+		return false;
+	}
+	fprintf(stderr, "Remove the copies? [y/N] ");
+	if (!fgets(answer, sizeof(answer), stdin))
+		return false;
+	return answer[0] == 'y' || answer[0] == 'Y';
+}
+
+/* The transaction: every chunk's new stripe set; writes during the commit
+ * go to the union of old and new stripes. */
+static int commit_plans(struct fs_info *fs, const struct chunk_plan *plans, size_t n)
+{
+	struct trans *t;
+	int ret = trans_start(fs, &t);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = chunk_set_stripes(t, plans[i].logical, plans[i].new_profile, plans[i].new_stripes,
+					plans[i].nnew);
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct chunk_stripe u[16];
+		unsigned nu = 0;
+		for (unsigned k = 0; k < plans[i].nold; k++)
+			u[nu++] = (struct chunk_stripe){ plans[i].old_stripes[k].devid, plans[i].old_stripes[k].physical, NULL };
+		for (unsigned k = 0; k < plans[i].nnew; k++)
+			if (plans[i].added[k])
+				u[nu++] = (struct chunk_stripe){ plans[i].new_stripes[k].devid,
+								 plans[i].new_stripes[k].physical, NULL };
+		ret = chunk_map_set_stripes(fs, plans[i].logical, u, nu);
+	}
+	if (ret) {
+		trans_abort(t);
+		volumes_reload(fs);
+		return ret;
+	}
+	ret = trans_commit(t);
+	{
+		int r2 = volumes_reload(fs);
+		if (!ret)
+			ret = r2;
+	}
+	return ret;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+	static const struct argp argp = { profile_options, profile_parse_opt, "DEVICE...",
+		"Change the profile of metadata and system chunks in place, within single, dup, raid1, "
+		"raid1c3 and raid1c4: no block moves, so this takes seconds where a balance takes hours. "
+		"Dropping copies first verifies every block on the copies that stay and repairs it from "
+		"another copy if needed; adding copies first copies every block to new device space.",
+		NULL, NULL, NULL };
+	struct profile_args a = { 0 };
+	struct fs_open_options fo;
+	struct chunk_plan *plans = NULL;
+	struct verify_stats st;
+	struct fs_info *fs;
+	char msg[600] = "";
+	size_t nplans = 0;
+	int ret;
+
+	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	if (a.undo_file) {
+		msg_error("--undo-file is not supported by btk-convert yet");
+		return 1;
+	}
+	fs_open_options_init(&fo);
+	fo.writable = !a.dry_run;
+	fo.allow_missing = false;
+	fo.note = msg_fs_note;
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
+	if (ret) {
+		msg_error("%s", msg);
+		return 1;
+	}
+	ret = profile_plan(fs, &a.tg, &plans, &nplans, msg, sizeof(msg));
+	if (ret) {
+		msg_error("%s", msg);
+		goto out;
+	}
+	if (nplans == 0) {
+		msg_info("nothing to convert: the chunks already have the requested profiles");
+		goto out;
+	}
+	print_plan(plans, nplans, fs->nodesize);
+	if (a.dry_run)
+		goto out;
+	if (!confirm_drop(plans, nplans, a.yes)) {
+		ret = -ECANCELED;
+		goto out;
+	}
+	if (a.no_verify)
+		msg_warning("--no-verify: the copies that stay are not checked; a bad block there becomes "
+			    "unrecoverable");
+	ret = profile_verify_and_copy(fs, plans, nplans, !a.no_verify, &st, msg, sizeof(msg));
+	if (ret) {
+		msg_error("%s", msg);
+		goto out;
+	}
+	msg_info("verified %" PRIu64 " tree blocks (%.1f MiB read in %.2fs, %.1f MiB/s), repaired %" PRIu64
+		 ", wrote %.1f MiB of new copies", st.blocks, (double)st.bytes_read / 1048576.0, st.seconds,
+		 st.seconds > 0 ? (double)st.bytes_read / 1048576.0 / st.seconds : 0.0, st.repaired,
+		 (double)st.bytes_written / 1048576.0);
+	ret = commit_plans(fs, plans, nplans);
+	if (ret)
+		msg_error("conversion failed, the filesystem is unchanged: %s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+	else
+		msg_info("converted %zu chunk(s)", nplans);
+out:
+	free(plans);
+	fs_close(fs);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,36 @@
+/* Changing a chunk's stripes and profile inside a transaction, without
+ * moving its logical address range: the chunk item, the block group flags,
+ * the dev extents, the devices' bytes_used and, for system chunks, the
+ * superblock's system chunk array all change together at commit. */
+#ifndef BTK_CHUNK_EDIT_H
+#define BTK_CHUNK_EDIT_H
+
+#include <stdint.h>
+#include "libfs/trans.h"
+#include "libfs/volumes.h"
+
+struct stripe_place {
+	uint64_t devid;
+	uint64_t physical;
+};
+
+/* Give the chunk at `logical` the profile bits `profile` (BTRFS_BLOCK_GROUP_*
+ * profile flags, 0 for single) and exactly the stripes given. Stripes kept
+ * from the old set keep their dev extents; dropped ones lose them; new ones
+ * get them (their device space must be free and already hold the data). */
+int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
+		      const struct stripe_place *stripes, unsigned nstripes);
+
+/* Bytes each stripe of a chunk of this length and geometry occupies on its device. */
+uint64_t chunk_stripe_size_of(uint64_t length, uint64_t type, unsigned num_stripes, unsigned sub_stripes);
+
+/* Free device space: the first gap of at least len bytes on devid at or
+ * above 1 MiB that no dev extent (committed, or in `avoid`) covers.
+ * -ENOSPC when there is none. */
+int device_find_free(struct fs_info *fs, uint64_t devid, uint64_t len, const struct stripe_place *avoid,
+		     const uint64_t *avoid_len, unsigned navoid, uint64_t *physical);
+
+/* Re-read the chunk map from the (committed) chunk tree and system chunk array. */
+int volumes_reload(struct fs_info *fs);
+
+#endif
