@@ -125,38 +125,73 @@ clean:
 #   make fuzz                  clang + libFuzzer + ASan/UBSan: $(B)/fuzz/fuzz_*
 #   make check-fuzz-regress    $(CC) + ASan/UBSan replay of the kept inputs
 # Run a fuzzer:  $(B)/fuzz/fuzz_image -max_total_time=600 CORPUS_DIR tests/images/fuzz/image
+# The library sources are compiled here for each flavour (not taken from
+# $(B)/*.o) and archived, so a harness links only what it uses.
 FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
 FUZZ_HARNESSES := image items
 FUZZ_LIB_SRC = $(LIBFS_SRC) $(COMMON_SRC) inspect/item_json.c
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) $(DEP_CFLAGS) -g -O1 \
-	-DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(B))/fuzz/base.img"'
+# the filesystems fuzz_image patches (tests/images/fuzz/make-base.sh)
 FUZZ_BASE := $(B)/fuzz/base.img
+FUZZ_RAID_BASE := $(B)/fuzz/raid-1.img $(B)/fuzz/raid-2.img $(B)/fuzz/raid-3.img
+fuzz_colon_list = $(subst $(eval) ,:,$(strip $(abspath $(1))))
+FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) $(DEP_CFLAGS) -g -O1 \
+	-DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(FUZZ_BASE))"' \
+	-DBTK_FUZZ_RAID_DEFAULT='"$(call fuzz_colon_list,$(FUZZ_RAID_BASE))"'
 
-$(FUZZ_BASE): tests/images/fuzz/base.img.xz
+$(B)/fuzz/%.img: tests/images/fuzz/%.img.xz
 	@mkdir -p $(dir $@)
 	xz -dc $< > $@.tmp && mv $@.tmp $@
 
-$(B)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_SRC) $(wildcard libfs/*.h inspect/*.h common/*.h)
+$(B)/fuzz/clang/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -MMD -MP -c -o $@ $<
 
-$(B)/fuzz/replay_%: fuzz/replay.c fuzz/fuzz_%.c $(FUZZ_LIB_SRC) $(wildcard libfs/*.h inspect/*.h common/*.h)
+$(B)/fuzz/cc/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ fuzz/replay.c fuzz/fuzz_$*.c $(FUZZ_LIB_SRC) $(LIBS)
+	$(CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -MMD -MP -c -o $@ $<
 
-fuzz: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES)) $(FUZZ_BASE)
+$(B)/fuzz/lib-clang.a: $(patsubst %.c,$(B)/fuzz/clang/%.o,$(FUZZ_LIB_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
 
-fuzz-replay: $(addprefix $(B)/fuzz/replay_,$(FUZZ_HARNESSES)) $(FUZZ_BASE)
+$(B)/fuzz/lib-cc.a: $(patsubst %.c,$(B)/fuzz/cc/%.o,$(FUZZ_LIB_SRC))
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/fuzz/fuzz_%: $(B)/fuzz/clang/fuzz/fuzz_%.o $(B)/fuzz/lib-clang.a
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LIBS)
+
+$(B)/fuzz/replay_%: $(B)/fuzz/cc/fuzz/replay.o $(B)/fuzz/cc/fuzz/fuzz_%.o $(B)/fuzz/lib-cc.a
+	$(CC) $(FUZZ_SAN) -o $@ $^ $(LIBS)
+
+fuzz: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES)) $(FUZZ_BASE) $(FUZZ_RAID_BASE)
+
+fuzz-replay: $(addprefix $(B)/fuzz/replay_,$(FUZZ_HARNESSES)) $(FUZZ_BASE) $(FUZZ_RAID_BASE)
 
 check-fuzz-regress: fuzz-replay
 	@set -e; for h in $(FUZZ_HARNESSES); do \
 		echo "== replay_$$h tests/images/fuzz/$$h"; \
 		ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		BTK_FUZZ_BASE=$(abspath $(FUZZ_BASE)) $(B)/fuzz/replay_$$h tests/images/fuzz/$$h 2>$(B)/fuzz/replay_$$h.log \
+		BTK_FUZZ_BASE=$(abspath $(FUZZ_BASE)) BTK_FUZZ_RAID_BASE=$(call fuzz_colon_list,$(FUZZ_RAID_BASE)) \
+		$(B)/fuzz/replay_$$h tests/images/fuzz/$$h 2>$(B)/fuzz/replay_$$h.log \
 			|| { tail -n 60 $(B)/fuzz/replay_$$h.log; exit 1; }; \
 		echo "   $$(grep -c '^replay: ' $(B)/fuzz/replay_$$h.log) inputs, no sanitizer report"; \
 	done
 
 .PHONY: fuzz fuzz-replay check-fuzz-regress
 # ------------------------------------------------------------ end of fuzzing
+
+# ---------------------------------------------------------------------------
+# Test tools (tests/tools/): programs the pytest suite drives.
+#   btk-wlog-replay   count / replay crash states of a write log (libfs/wlog.h)
+TEST_TOOLS := $(B)/tests/tools/btk-wlog-replay
+
+$(B)/tests/tools/btk-wlog-replay: $(B)/tests/tools/wlog_replay.o $(COMMON_A) $(LIBFS_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+test-tools: $(TEST_TOOLS)
+check: test-tools
+
+.PHONY: test-tools
+# -------------------------------------------------------- end of test tools

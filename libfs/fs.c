@@ -137,6 +137,49 @@ static int fs_wrap_member_io(struct fs_info *fs, struct io_dev **io, const char 
 	return ret;
 }
 
+static bool uuid_is_zero(const uint8_t *u)
+{
+	static const uint8_t zero[BTRFS_UUID_SIZE];
+
+	return memcmp(u, zero, BTRFS_UUID_SIZE) == 0;
+}
+
+/* The fsids a superblock may go by: its fsid, its metadata fsid, and during
+ * an interrupted fsid change (btk-tune) the one its metadata_uuid field
+ * records. */
+static unsigned super_fsid_names(const uint8_t *sb, const uint8_t *out[3])
+{
+	unsigned n = 0;
+
+	out[n++] = super_fsid_ptr(sb);
+	out[n++] = super_metadata_fsid(sb);
+	if ((super_flags(sb) & (BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) &&
+	    !uuid_is_zero(super_metadata_uuid_ptr(sb)))
+		out[n++] = super_metadata_uuid_ptr(sb);
+	return n;
+}
+
+/* Members share the fsid; with fs_open_options.fsid_change, devices caught
+ * in the middle of an fsid change (one of them flagged) may share any name. */
+static bool same_filesystem(const uint8_t *a, const uint8_t *b, bool fsid_change)
+{
+	const uint8_t *na[3], *nb[3];
+	unsigned ca, cb;
+	uint64_t changing = BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2;
+
+	if (memcmp(super_fsid_ptr(a), super_fsid_ptr(b), BTRFS_FSID_SIZE) == 0)
+		return true;
+	if (!fsid_change || !((super_flags(a) | super_flags(b)) & changing))
+		return false;
+	ca = super_fsid_names(a, na);
+	cb = super_fsid_names(b, nb);
+	for (unsigned i = 0; i < ca; i++)
+		for (unsigned k = 0; k < cb; k++)
+			if (memcmp(na[i], nb[k], BTRFS_FSID_SIZE) == 0)
+				return true;
+	return false;
+}
+
 /* Add an opened member device (taking ownership of io); the first member's
  * superblock becomes fs->super. */
 static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *path,
@@ -168,7 +211,7 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 	if (first) {
 		memcpy(fs->super, sb, sizeof(sb));
 		fs->super_mirror = chosen;
-	} else if (memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) != 0) {
+	} else if (!same_filesystem(fs->super, sb, opts->fsid_change)) {
 		ret = fs_error(fs, -EINVAL, "%s belongs to another filesystem (different fsid)", path);
 		io_close(io);
 		return ret;
@@ -259,6 +302,12 @@ static void fs_load_super_fields(struct fs_info *fs)
 	fs->compat_ro = super_compat_ro_flags(sb);
 	memcpy(fs->fsid, super_fsid_ptr(sb), BTRFS_FSID_SIZE);
 	memcpy(fs->metadata_uuid, super_metadata_fsid(sb), BTRFS_FSID_SIZE);
+	/* an fsid rewrite under way: blocks carry the old fsid or the new one */
+	fs->fsid_alt_valid = fs->fsid_change && (super_flags(sb) & BTRFS_SUPER_FLAG_CHANGING_FSID) &&
+			     !(fs->incompat & BTRFS_FEATURE_INCOMPAT_METADATA_UUID) &&
+			     !uuid_is_zero(super_metadata_uuid_ptr(sb));
+	if (fs->fsid_alt_valid)
+		memcpy(fs->fsid_alt, super_metadata_uuid_ptr(sb), BTRFS_FSID_SIZE);
 	fs->chunk_root = (struct tree_root_ptr){ BTRFS_CHUNK_TREE_OBJECTID, super_chunk_root(sb),
 						 super_chunk_root_generation(sb),
 						 super_chunk_root_level(sb) };
@@ -447,6 +496,7 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	fs->note = opts->note;
 	fs->note_arg = opts->note_arg;
 	fs->writable = opts->writable;
+	fs->fsid_change = opts->fsid_change;
 	for (i = 0; i < n && !ret; i++)
 		ret = paths ? fs_add_member(fs, paths[i], opts, i == 0)
 			    : fs_add_member_io(fs, ios[i], ios[i]->path, opts, i == 0);

@@ -14,6 +14,8 @@
 
 struct block_cache;
 struct chunk_map;
+struct undo_file;
+struct wlog_writer;
 
 enum fs_note_level { FS_NOTE_INFO, FS_NOTE_WARNING, FS_NOTE_ERROR };
 
@@ -43,6 +45,19 @@ struct fs_open_options {
 	uint64_t cache_bytes;      /* tree-block cache budget; 0 = default (32 MiB) */
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
+	/* Writable opens only. undo_path: save the old bytes of everything the
+	 * operation overwrites there (libfs/undo.h; the file must not exist).
+	 * write_log_path: log every write and flush (libfs/wlog.h; appended to
+	 * if it exists); NULL falls back to $BTK_WRITE_LOG, for crash tests. */
+	const char *undo_path;
+	const char *write_log_path;
+	/* For btk-tune's fsid changes (doc/btk-tune.8, "FSID CHANGE"): open a
+	 * filesystem whose fsid or metadata_uuid change was interrupted. Member
+	 * devices may then carry either the old or the new fsid, and while the
+	 * superblock has CHANGING_FSID set, tree blocks may carry the fsid or
+	 * the one its metadata_uuid field records (fs_info.fsid_alt). Writing
+	 * (trans_start) is refused on such a filesystem without this option. */
+	bool fsid_change;
 };
 
 struct fs_info {
@@ -58,6 +73,11 @@ struct fs_info {
 	uint64_t compat_ro;
 	uint8_t fsid[BTRFS_FSID_SIZE];          /* super fsid */
 	uint8_t metadata_uuid[BTRFS_FSID_SIZE]; /* what tree blocks carry */
+	/* Also accepted in tree blocks while an fsid rewrite is under way
+	 * (fs_open_options.fsid_change): the other of old and new fsid. */
+	uint8_t fsid_alt[BTRFS_FSID_SIZE];
+	bool fsid_alt_valid;
+	bool fsid_change;                       /* opened with that option */
 
 	struct fs_device *devices;
 	unsigned num_devices;
@@ -76,6 +96,8 @@ struct fs_info {
 	char errmsg[512];
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
+	struct undo_file *undo;     /* with fs_open_options.undo_path */
+	struct wlog_writer *wlog;   /* with a write log */
 };
 
 void fs_open_options_init(struct fs_open_options *opts);
@@ -90,6 +112,12 @@ int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_opti
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
 		    struct fs_info **out, char *msg, size_t msglen);
 void fs_close(struct fs_info *fs);
+/* Seal the undo file after the operation's last successful commit: flushes
+ * every device and records the generation now on disk, so btk-undo accepts
+ * the file only while that generation is current. Without this call the
+ * file stays unfinished (it still rolls back a failed or crashed run). 0
+ * when there is no undo file; else 0 or -errno with fs->errmsg set. */
+int fs_finish_undo(struct fs_info *fs);
 
 /* Record an error message on the context; returns err for tail calls. */
 int fs_error(struct fs_info *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -28,7 +28,9 @@
  *     synced, so the writes it covered never happened) is ignored.
  * In both cases a superblock whose generation the operation wrote must be
  * byte-identical to what it wrote (same checksum). UNDO_FORCE skips these
- * generation checks, never the validation of the file. */
+ * generation checks, never the validation of the file.
+ *
+ * Not thread-safe: one thread writes through the recorder at a time. */
 #ifndef BTK_UNDO_H
 #define BTK_UNDO_H
 

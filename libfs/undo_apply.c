@@ -235,9 +235,9 @@ static int scan_parse_payload(struct undo_scan *s, const uint8_t *p, uint64_t le
 /* Read the batch at pos into *payload. 0 ok; 1 not a complete valid batch
  * (why says what: a torn write or damage, the caller decides); <0 error. */
 static int scan_read_batch(struct undo_scan *s, uint64_t pos, uint64_t end, uint64_t seq,
-			   struct batch_ref *ref, uint8_t **payload, char *why, size_t whylen)
+			   struct batch_ref *ref, uint8_t h[UNDO_BATCH_HEADER_SIZE], uint8_t **payload,
+			   char *why, size_t whylen)
 {
-	uint8_t h[UNDO_BATCH_HEADER_SIZE];
 	uint64_t len;
 	int ret;
 
@@ -246,7 +246,7 @@ static int scan_read_batch(struct undo_scan *s, uint64_t pos, uint64_t end, uint
 		snprintf(why, whylen, "truncated batch header");
 		return 1;
 	}
-	ret = read_all(s->fd, h, sizeof(h), pos);
+	ret = read_all(s->fd, h, UNDO_BATCH_HEADER_SIZE, pos);
 	if (ret)
 		return scan_fail(s, ret, "cannot read the undo file: %s", strerror(-ret));
 	if (get_le32(h + UB_MAGIC) != UNDO_BATCH_MAGIC || undo_crc(h, UB_HEADER_CRC) != get_le32(h + UB_HEADER_CRC)) {
@@ -341,11 +341,11 @@ static int scan_open(const char *path, struct undo_scan *s, char *msg, size_t ms
 	s->sum.finished = has_trailer;
 	end = has_trailer ? s->sum.file_size - UNDO_TRAILER_SIZE : s->sum.file_size;
 	for (pos = UNDO_HEADER_SIZE; pos < end; seq++) {
+		uint8_t h[UNDO_BATCH_HEADER_SIZE], *payload;
 		struct batch_ref ref, *refs;
-		uint8_t *payload;
 		char why[128];
 
-		ret = scan_read_batch(s, pos, end, seq, &ref, &payload, why, sizeof(why));
+		ret = scan_read_batch(s, pos, end, seq, &ref, h, &payload, why, sizeof(why));
 		if (ret < 0)
 			return ret;
 		if (ret == 1) {
@@ -363,8 +363,6 @@ static int scan_open(const char *path, struct undo_scan *s, char *msg, size_t ms
 		}
 		ret = scan_parse_payload(s, payload, ref.payload_len, ref.nrecords, pos);
 		if (!ret && has_trailer) {
-			uint8_t h[UNDO_BATCH_HEADER_SIZE];
-			ret = read_all(s->fd, h, sizeof(h), pos);
 			body_crc = crc32c_btrfs(body_crc, h, sizeof(h));
 			body_crc = crc32c_btrfs(body_crc, payload, ref.payload_len);
 		}
@@ -436,7 +434,7 @@ static int apply_match_devices(struct undo_scan *s, struct io_dev **devs, unsign
 			return scan_fail(s, -ENODEV, "%s (devid %" PRIu64 ", uuid %s) is not a device of this undo file",
 					 devs[i]->path, dev_item_devid(di), u);
 		if (cur[j].given != UINT32_MAX)
-			return scan_fail(s, -ENODEV, "%s and %s are the same device (devid %" PRIu64 ")",
+			return scan_fail(s, -ENODEV, "%s and %s are both devid %" PRIu64 " of the filesystem: give each device once",
 					 devs[cur[j].given]->path, devs[i]->path, dev_item_devid(di));
 		if (io_size(devs[i]) < s->dev_max_end[j])
 			return scan_fail(s, -ENODEV, "%s is smaller (%" PRIu64 " bytes) than the undo file needs "
@@ -480,6 +478,9 @@ static int apply_check_state(struct undo_scan *s, struct io_dev **devs, const st
 		if (!fsid_known)
 			return scan_fail(s, -ESTALE, "%s belongs to another filesystem than the undo file "
 					 "(different fsid)", path);
+		if (s->sum.finished && g != s->sum.generation_after && g == s->sum.generation_before)
+			return scan_fail(s, -ESTALE, "%s: filesystem generation is %" PRIu64 ", the one before the "
+					 "operation: it was rolled back already", path, g);
 		if (s->sum.finished && g != s->sum.generation_after)
 			return scan_fail(s, -ESTALE, "%s: filesystem generation is %" PRIu64 " but the operation "
 					 "ended at %" PRIu64 ": it was modified since, refusing to roll back",
