@@ -38,9 +38,12 @@ ifneq ($(wildcard image/*.c),)
 PROGRAMS += btk-image
 btk-image_SRC := $(wildcard image/*.c)
 endif
-ifneq ($(wildcard tune/*.c),)
-PROGRAMS += btk-tune btk-undo
+ifneq ($(wildcard tune/tune_main.c),)
+PROGRAMS += btk-tune
 btk-tune_SRC := $(filter-out tune/undo_main.c,$(wildcard tune/*.c))
+endif
+ifneq ($(wildcard tune/undo_main.c),)
+PROGRAMS += btk-undo
 btk-undo_SRC := tune/undo_main.c
 endif
 
