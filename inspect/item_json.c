@@ -1074,11 +1074,12 @@ static void decode_untyped(struct json_object *out, const struct item_ctx *c)
 struct json_object *item_fields_json(const struct btrfs_key *key, const uint8_t *data, uint32_t size,
 				     unsigned csum_size, uint64_t owner_tree, int *malformed)
 {
+	static const uint8_t no_data[1];
 	struct json_object *out = json_object_new_object();
 	int ignored;
 	struct item_ctx c = {
 		.key = key,
-		.data = data,
+		.data = data ? data : no_data, /* decoders do pointer arithmetic on it */
 		.size = data ? size : 0,
 		.csum_size = csum_size,
 		.owner_tree = owner_tree,

@@ -229,7 +229,8 @@ enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8
 		return BLOCK_BAD_CSUM;
 	if (header_bytenr(buf) != bytenr)
 		return BLOCK_BAD_BYTENR;
-	if (memcmp(header_fsid_ptr(buf), fs->metadata_uuid, BTRFS_FSID_SIZE) != 0)
+	if (memcmp(header_fsid_ptr(buf), fs->metadata_uuid, BTRFS_FSID_SIZE) != 0 &&
+	    !(fs->fsid_alt_valid && memcmp(header_fsid_ptr(buf), fs->fsid_alt, BTRFS_FSID_SIZE) == 0))
 		return BLOCK_BAD_FSID;
 	level = header_level(buf);
 	if (level >= BTRFS_MAX_LEVEL || (expect && expect->level >= 0 && (int)level != expect->level))

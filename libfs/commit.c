@@ -141,15 +141,27 @@ static int fst_rewrite_group(struct trans *t, struct alloc_group *g)
 	return trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, info, sizeof(info));
 }
 
+/* The flag and the tree as this transaction will commit them: a transaction
+ * may create the free-space tree (btk-tune) or delete it. A group whose blocks
+ * were only freed was never loaded by the allocator: load it now. */
 static int update_free_space_tree(struct trans *t)
 {
-	if (!(t->fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) || !t->fs->free_space_root.bytenr)
+	struct tree_root_ptr fst;
+	int ret;
+
+	if (!(super_compat_ro_flags(t->super) & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE))
 		return 0;
+	ret = trans_get_root(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &fst);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
 	for (size_t i = 0; i < t->ngroups; i++) {
 		struct alloc_group *g = &t->groups[i];
-		int ret;
-		if (!g->fst_stale || !g->used)
+		if (!g->fst_stale)
 			continue;
+		if (!g->used && (ret = alloc_group_load(t, g)))
+			return ret;
 		ret = fst_rewrite_group(t, g);
 		if (ret)
 			return ret;
@@ -157,11 +169,32 @@ static int update_free_space_tree(struct trans *t)
 	return 0;
 }
 
+/* The kernel reads the root tree expecting the superblock's generation
+ * (else "parent transid verify failed"): every commit writes a new root of
+ * the root tree, also one that changes nothing but superblock fields. */
+static int cow_root_tree(struct trans *t)
+{
+	struct btrfs_key key = { 0, 0, 0 };
+	struct tree_root_ptr root;
+	struct tree_path path;
+	int ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &root);
+
+	if (ret || root.generation == t->transid)
+		return ret;
+	tree_path_init(&path);
+	ret = trans_search(t, BTRFS_ROOT_TREE_OBJECTID, &key, 0, &path);
+	tree_path_release(t->fs, &path);
+	return ret < 0 ? ret : 0;
+}
+
 int commit_stabilize(struct trans *t)
 {
+	int ret = cow_root_tree(t);
+
+	if (ret)
+		return ret;
 	for (int round = 0; round < COMMIT_MAX_ROUNDS; round++) {
 		uint64_t events = t->alloc_events;
-		int ret;
 
 		if ((ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
 		    (ret = update_block_group_items(t)) || (ret = update_free_space_tree(t)))
@@ -336,6 +369,10 @@ int commit_write(struct trans *t)
 	if ((ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &root)) ||
 	    (ret = trans_get_root(t, BTRFS_CHUNK_TREE_OBJECTID, &chunk)))
 		return ret;
+	/* A uuid tree the kernel trusted stays trusted (no rescan at mount): no
+	 * transaction changes subvolume uuids without rebuilding it. */
+	if (super_uuid_tree_generation(t->super) == t->fs->generation)
+		super_set_uuid_tree_generation(t->super, t->transid);
 	super_set_generation(t->super, t->transid);
 	super_set_root(t->super, root.bytenr);
 	super_set_root_level(t->super, root.level);

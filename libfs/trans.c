@@ -32,6 +32,10 @@ int trans_start(struct fs_info *fs, struct trans **out)
 		return fs_error(fs, -ENODEV, "cannot write with %u device(s) missing", fs->missing_devices);
 	if (super_log_root(fs->super))
 		return fs_error(fs, -EBUSY, "the filesystem has a log tree to replay: mount it once first");
+	if ((super_flags(fs->super) & (BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) &&
+	    !fs->fsid_change)
+		return fs_error(fs, -EBUSY, "an fsid change was interrupted: finish it first (btk-tune --fsid "
+				"or --metadata-uuid)");
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -105,8 +109,14 @@ struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid)
 		r->ptr = t->fs->tree_root;
 	else if (objectid == BTRFS_CHUNK_TREE_OBJECTID)
 		r->ptr = t->fs->chunk_root;
-	else if (fs_find_root(t->fs, objectid, &r->ptr) != 0)
-		return NULL;
+	else {
+		int ret = fs_find_root(t->fs, objectid, &r->ptr);
+		/* callers tell "no such tree" from -ENOMEM by the message */
+		if (ret == -ENOENT)
+			fs_error(t->fs, -ENOENT, "tree %llu does not exist", (unsigned long long)objectid);
+		if (ret)
+			return NULL;
+	}
 	t->nroots++;
 	return r;
 }

@@ -58,4 +58,12 @@ int trans_delete_tree(struct trans *t, uint64_t objectid);
 /* The superblock image the commit will write (to change label, flags, ...). */
 uint8_t *trans_super(struct trans *t);
 
+/* The logical ranges of the chunk starting at `logical` whose stripes hold a
+ * superblock copy: whole stripe_len pieces (clipped to the chunk) that never
+ * hold an extent and that the free-space tree does not count as free. Fills
+ * up to max starts/lens (ranges may repeat when several stripes put a copy at
+ * the same place) and returns how many, or -ENOENT when no chunk starts there. */
+int fs_super_stripe_ranges(struct fs_info *fs, uint64_t logical, uint64_t *starts, uint64_t *lens,
+			   unsigned max);
+
 #endif

@@ -506,17 +506,21 @@ int trans_create_tree(struct trans *t, uint64_t objectid)
 	uint8_t *inode = item;
 	int ret;
 
-	if (trans_root_entry(t, objectid))
+	/* a tree deleted earlier in this transaction may be made anew */
+	root = trans_root_entry(t, objectid);
+	if (root && !root->deleted)
 		return fs_error(t->fs, -EEXIST, "tree %llu exists already", (unsigned long long)objectid);
 	t->fs->errmsg[0] = 0;
-	if (t->nroots == t->roots_cap) {
-		struct trans_root *v = realloc(t->roots, (t->roots_cap + 16) * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		t->roots = v;
-		t->roots_cap += 16;
+	if (!root) {
+		if (t->nroots == t->roots_cap) {
+			struct trans_root *v = realloc(t->roots, (t->roots_cap + 16) * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			t->roots = v;
+			t->roots_cap += 16;
+		}
+		root = &t->roots[t->nroots++];
 	}
-	root = &t->roots[t->nroots++];
 	memset(root, 0, sizeof(*root));
 	root->ptr.objectid = objectid;
 	root->created = true;

@@ -46,6 +46,7 @@ static const struct recipe recipes[] = {
 	{ "small", { NULL } },
 	{ "deep", { "--nodesize", "4096", NULL } },
 	{ "xxhash", { "--csum", "xxhash", NULL } },
+	{ "n64k", { "--nodesize", "65536", NULL } },
 };
 
 static const struct recipe *recipe_by_name(const char *name)

@@ -16,6 +16,7 @@
  *   "small"  - default 16 KiB nodes, crc32c
  *   "deep"   - 4 KiB nodes: the fs tree has level >= 2
  *   "xxhash" - 16 KiB nodes, --csum xxhash
+ *   "n64k"   - 64 KiB nodes
  * Every image is larger than 64 MiB + 4 KiB, so superblock copy 1 exists. */
 
 /* Path of the image of a recipe, building it on first use (under a lock, so
