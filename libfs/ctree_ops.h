@@ -105,17 +105,22 @@ struct leaf_split_plan {
 };
 /* Plan room for a new item of insert_size data bytes at insert_slot
  * (0..nritems). One new leaf whenever possible, cut so that the fuller of the
- * two leaves is as empty as possible. Two new leaves only when neither half can
- * take the item: then it goes alone in new1 (cut[0] == cut[1] == insert_slot),
- * between the items before and after it. An item too big for the half at
- * either edge of the leaf goes alone in its own leaf with one split: at
- * insert_slot == nritems into new1, at insert_slot == 0 into the emptied leaf
- * (all items move to new1). -EINVAL if insert_size > leaf_max_item_size() or
- * the slot is out of range. */
+ * two leaves is as empty as possible (the smallest such cut on a tie). Two new
+ * leaves only when no single cut works, which happens only inside the leaf
+ * (0 < insert_slot < nritems): the item then goes alone in new1, with
+ * cut[0] == cut[1] == insert_slot. At the edges one new leaf always suffices:
+ * at worst the item is alone, in new1 at the end (cut[0] == nritems, nothing
+ * moves) or in the emptied leaf at the front (cut[0] == 0, every item moves to
+ * new1; new leaves always go after the original). -EINVAL if insert_size >
+ * leaf_max_item_size() or insert_slot > nritems. */
 int leaf_choose_split(const uint8_t *leaf, uint32_t nodesize, unsigned insert_slot,
 		      uint32_t insert_size, struct leaf_split_plan *plan);
-/* Plan room to grow item slot to new_size bytes (the same contract; when the
- * item must be alone it is cut out into its own block). */
+/* Plan room to grow item slot to new_size bytes; the same contract. When no
+ * single cut works the item is cut out alone into new1: cut = {slot, slot + 1}.
+ * At the edges one new leaf always suffices (at worst the item alone: kept in
+ * the leaf with cut[0] == 1, or moved to new1 with cut[0] == nritems - 1).
+ * nr_new == 0 when the leaf has new_size - old size free bytes (or the item
+ * does not grow). -EINVAL if new_size > leaf_max_item_size() or no such slot. */
 int leaf_choose_split_extend(const uint8_t *leaf, uint32_t nodesize, unsigned slot,
 			     uint32_t new_size, struct leaf_split_plan *plan);
 /* Carry out a plan on leaf with empty leaves new1 (nr_new >= 1) and new2

@@ -206,8 +206,8 @@ static int split_node(struct trans *t, struct trans_root *root, struct tree_path
 
 /* Split the leaf so the item (new of `size` data bytes, or grown to `size`)
  * fits; leaves the path at the block and slot that receive it. */
-static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path *path, uint32_t size,
-		      bool extend)
+static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path *path,
+		      const struct btrfs_key *key, uint32_t size, bool extend)
 {
 	struct leaf_split_plan plan;
 	struct tree_block *leaf = path->nodes[0], *nb[2] = { NULL, NULL };
@@ -231,8 +231,9 @@ static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path
 		goto out;
 	pslot = (unsigned)path->slots[1];
 	for (unsigned i = 0; i < plan.nr_new; i++) {
-		struct btrfs_key first;
-		block_key(nb[i], 0, &first);
+		struct btrfs_key first = *key; /* a new leaf left empty waits for the new item */
+		if (block_nritems(nb[i]))
+			block_key(nb[i], 0, &first);
 		ret = node_insert_ptr(path->nodes[1]->data, nodesize(t), pslot + 1 + i, &first, nb[i]->bytenr,
 				      t->transid);
 		if (ret)
@@ -312,7 +313,7 @@ static int search_once(struct trans *t, struct trans_root *root, const struct bt
 		if (have < (uint32_t)ins_len) {
 			uint32_t size = extend ? item_size(leaf_item(b->data, (unsigned)path->slots[0])) + (uint32_t)ins_len
 					       : (uint32_t)ins_len - (uint32_t)sizeof(struct btrfs_item);
-			ret = split_leaf(t, root, path, size, extend);
+			ret = split_leaf(t, root, path, key, size, extend);
 			if (ret)
 				return ret;
 		}
@@ -376,6 +377,13 @@ static int shrink_root(struct trans *t, struct trans_root *root, struct tree_pat
 		struct tree_block *child = path->nodes[path->root_level - 1];
 		int ret;
 
+		/* the path's child was deleted: the one left is its sibling */
+		if (!child) {
+			ret = read_child_block(t, top, 0, &child);
+			if (ret)
+				return ret;
+			path->nodes[path->root_level - 1] = child;
+		}
 		set_root(root, child);
 		path->nodes[path->root_level] = NULL;
 		path->root_level--;
