@@ -83,62 +83,103 @@ static int update_block_group_items(struct trans *t)
 	return 0;
 }
 
-/* Delete every free-space-tree item of a group. */
-static int fst_clear_group(struct trans *t, struct alloc_group *g)
-{
-	for (;;) {
-		struct btrfs_key key = { g->start, 0, 0 }, found;
-		struct tree_path path;
-		int ret;
+/* The free-space-tree items of a group as the transaction sees them now. */
+struct fst_items {
+	struct btrfs_key *keys;
+	size_t n, cap;
+	bool bitmaps;          /* any bitmap item, or the info says bitmaps */
+	bool have_info;
+};
 
-		tree_path_init(&path);
-		ret = trans_search(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, -1, &path);
-		if (ret < 0) {
-			tree_path_release(t->fs, &path);
-			return ret;
+static int fst_collect(struct trans *t, struct alloc_group *g, struct fst_items *out)
+{
+	struct btrfs_key min = { g->start, 0, 0 }, max = { g->start + g->length - 1, 255, (uint64_t)-1 }, key;
+	struct tree_root_ptr root;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret = trans_get_root(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &root);
+
+	memset(out, 0, sizeof(*out));
+	if (ret)
+		return ret;
+	tree_iter_init(&it, t->fs, &root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (key.type == BTRFS_FREE_SPACE_INFO_KEY) {
+			out->have_info = true;
+			if (size >= sizeof(struct btrfs_free_space_info) &&
+			    (free_space_info_flags(data) & BTRFS_FREE_SPACE_USING_BITMAPS))
+				out->bitmaps = true;
+			continue;
 		}
-		if (path.slots[0] >= (int)block_nritems(path.nodes[0])) {
-			ret = tree_next(t->fs, &path);
-			if (ret) {
-				tree_path_release(t->fs, &path);
-				return ret < 0 ? ret : 0;
+		if (key.type == BTRFS_FREE_SPACE_BITMAP_KEY)
+			out->bitmaps = true;
+		if (out->n == out->cap) {
+			size_t cap = out->cap ? out->cap * 2 : 64;
+			struct btrfs_key *v = realloc(out->keys, cap * sizeof(*v));
+			if (!v) {
+				ret = -ENOMEM;
+				break;
 			}
+			out->keys = v;
+			out->cap = cap;
 		}
-		tree_item_key(&path, &found);
-		tree_path_release(t->fs, &path);
-		if (found.objectid >= g->start + g->length)
-			return 0;
-		ret = trans_delete_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &found);
-		if (ret)
-			return ret;
+		out->keys[out->n++] = key;
 	}
+	tree_iter_release(&it);
+	if (ret < 0) {
+		free(out->keys);
+		out->keys = NULL;
+	}
+	return ret < 0 ? ret : 0;
 }
 
-/* Rewrite a group's free-space-tree entries as extents from the allocator's map. */
-static int fst_rewrite_group(struct trans *t, struct alloc_group *g)
+/* Bring a group's free-space-tree items in line with the allocator's map,
+ * touching only what differs, so that repeated rounds of the commit loop
+ * settle: an allocation made by this very update changes one extent, and
+ * the next round changes only that one. Bitmap items are replaced by extents. */
+static int fst_sync_group(struct trans *t, struct alloc_group *g)
 {
 	uint8_t info[sizeof(struct btrfs_free_space_info)];
 	uint64_t from = g->start, end = g->start + g->length, s, l;
+	struct btrfs_key info_key = { g->start, BTRFS_FREE_SPACE_INFO_KEY, g->length };
+	struct fst_items have;
+	size_t i = 0;
 	uint32_t count = 0;
-	struct btrfs_key key;
 	int ret;
 
 	g->fst_stale = false;
-	ret = fst_clear_group(t, g);
+	ret = fst_collect(t, g, &have);
 	if (ret)
 		return ret;
-	while (from < end && ebitmap_next_clear(g->used, from, end, &s, &l) == 1) {
-		key = (struct btrfs_key){ s, BTRFS_FREE_SPACE_EXTENT_KEY, l };
-		ret = trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, NULL, 0);
-		if (ret)
-			return ret;
+	/* merge the sorted existing keys with the sorted wanted extents */
+	for (;;) {
+		bool more = from < end && ebitmap_next_clear(g->used, from, end, &s, &l) == 1;
+		struct btrfs_key want = { s, BTRFS_FREE_SPACE_EXTENT_KEY, l };
+		while (i < have.n && (!more || key_compare(&have.keys[i], &want) < 0)) {
+			ret = trans_delete_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &have.keys[i++]);
+			if (ret)
+				goto out;
+		}
+		if (!more)
+			break;
 		count++;
 		from = s + l;
+		if (i < have.n && key_compare(&have.keys[i], &want) == 0) {
+			i++;
+			continue;
+		}
+		ret = trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &want, NULL, 0);
+		if (ret)
+			goto out;
 	}
 	free_space_info_set_extent_count(info, count);
 	free_space_info_set_flags(info, 0);
-	key = (struct btrfs_key){ g->start, BTRFS_FREE_SPACE_INFO_KEY, g->length };
-	return trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &key, info, sizeof(info));
+	ret = have.have_info ? trans_update_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &info_key, info, sizeof(info))
+			     : trans_insert_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &info_key, info, sizeof(info));
+out:
+	free(have.keys);
+	return ret;
 }
 
 /* The flag and the tree as this transaction will commit them: a transaction
@@ -162,7 +203,7 @@ static int update_free_space_tree(struct trans *t)
 			continue;
 		if (!g->used && (ret = alloc_group_load(t, g)))
 			return ret;
-		ret = fst_rewrite_group(t, g);
+		ret = fst_sync_group(t, g);
 		if (ret)
 			return ret;
 	}
