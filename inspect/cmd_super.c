@@ -81,11 +81,14 @@ static int show_device(const struct super_args *a, const char *path)
 	}
 	if (a->all_copies) {
 		struct json_object *list = json_object_new_array();
+		int present = 0, valid = 0;
 		for (int i = 0; i < BTRFS_SUPER_MIRROR_MAX; i++) {
 			struct json_object *o;
 			super_read_copy(io, i, sb, &copies[i]);
 			if (copies[i].status == -ENXIO)
 				continue;
+			present++;
+			valid += copies[i].status == 0;
 			o = copies[i].status == 0 || super_magic(sb) == BTRFS_MAGIC ? super_to_json(sb)
 										 : json_object_new_object();
 			json_object_object_add(o, "mirror", json_object_new_int(i));
@@ -103,10 +106,18 @@ static int show_device(const struct super_args *a, const char *path)
 				json_object_array_add(list, o);
 			}
 		}
-		if (a->format == CLI_FORMAT_JSON)
+		if (a->format == CLI_FORMAT_JSON && present)
 			emit(a, list, NULL);
 		json_object_put(list);
 		io_close(io);
+		if (!present) {
+			msg_error("%s: too small to hold a superblock: not a btrfs filesystem", path);
+			return -EINVAL;
+		}
+		if (!valid) {
+			msg_error("%s: no valid superblock copy: not a btrfs filesystem, or a damaged one", path);
+			return -EUCLEAN;
+		}
 		return 0;
 	}
 	ret = super_read_best(io, a->mirror, sb, copies);

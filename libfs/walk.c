@@ -101,6 +101,37 @@ static int tree_list_push(struct fs_tree_list *list, const struct tree_root_ptr 
 	return 0;
 }
 
+/* The log root tree (from the superblock; its transid is not recorded, so
+ * generation 0) and the per-subvolume log trees its root items point at. */
+static int list_log_trees(struct fs_info *fs, struct fs_tree_list *out)
+{
+	struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs->super), 0,
+				     super_log_root_level(fs->super) };
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret = tree_list_push(out, &log);
+
+	if (ret)
+		return ret;
+	tree_iter_init(&it, fs, &log, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		struct tree_root_ptr r = { key.objectid, 0, 0, 0 };
+		if (key.type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
+			continue;
+		r.bytenr = root_item_bytenr(data);
+		r.generation = root_item_generation(data);
+		r.level = root_item_level(data);
+		if (!r.bytenr || r.level >= BTRFS_MAX_LEVEL)
+			continue;
+		if ((ret = tree_list_push(out, &r)))
+			break;
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
 int fs_list_trees(struct fs_info *fs, struct fs_tree_list *out)
 {
 	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
@@ -130,10 +161,8 @@ int fs_list_trees(struct fs_info *fs, struct fs_tree_list *out)
 	if (ret < 0)
 		goto fail;
 	if (super_log_root(fs->super)) {
-		/* generation 0: the superblock does not record the log root's transid */
-		struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs->super), 0,
-					     super_log_root_level(fs->super) };
-		if ((ret = tree_list_push(out, &log)))
+		ret = list_log_trees(fs, out);
+		if (ret)
 			goto fail;
 	}
 	return 0;

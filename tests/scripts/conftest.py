@@ -1,0 +1,223 @@
+"""Shared fixtures for the btk pytest suite.
+
+- `fs`: one real filesystem per recipe (fsbuild.RECIPES), built once and cached on disk;
+  `fs_dump`: its dump-tree, parsed.
+- `run_btk(tool, *args)`: the one way tests run a btk program.
+- Policy for what cannot run here (no root / loop devices, no btk binary yet):
+  skip_or_fail() skips with the reason, or fails when BTK_REQUIRE_KERNEL_TESTS=1 (CI).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dumptree  # noqa: E402
+import fsbuild  # noqa: E402
+
+REQUIRE = os.environ.get("BTK_REQUIRE_KERNEL_TESTS") == "1"
+BUILD_DIR = Path(os.environ.get("BTK_BUILD_DIR") or fsbuild.REPO / "build")
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+                     "runtime error:", "MemorySanitizer", "ThreadSanitizer")
+
+
+
+def _terminated(signum, frame):
+    # A plain SIGTERM would skip every `finally`: mounts and loop devices would stay behind.
+    raise KeyboardInterrupt(f"terminated by signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _terminated)
+
+
+# ---------------------------------------------------------------- policy
+
+def skip_or_fail(reason: str):
+    """What cannot run here is skipped, except in CI (BTK_REQUIRE_KERNEL_TESTS=1) where it fails."""
+    if REQUIRE:
+        pytest.fail(f"{reason} (BTK_REQUIRE_KERNEL_TESTS=1: this must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_unavailable() -> str | None:
+    """Why kernel tests (mkfs + loop mount as root) cannot run, or None if they can."""
+    if os.geteuid() != 0:
+        return "kernel tests need root (loop devices and mounts)"
+    for tool in ("mkfs.btrfs", "btrfs", "losetup", "mount"):
+        if not shutil.which(tool):
+            return f"kernel tests need {tool}"
+    if not Path("/dev/loop-control").exists():
+        return "no loop device support (/dev/loop-control missing)"
+    if subprocess.run(["losetup", "--find"], capture_output=True).returncode != 0:
+        return "no free loop device"
+    fs = Path("/proc/filesystems").read_text()
+    if "btrfs" not in fs:
+        subprocess.run(["modprobe", "btrfs"], capture_output=True)
+        if "btrfs" not in Path("/proc/filesystems").read_text():
+            return "the kernel has no btrfs"
+    return None
+
+
+def require_kernel():
+    reason = kernel_unavailable()
+    if reason:
+        skip_or_fail(reason)
+
+
+def require_reference_tools():
+    if not shutil.which("mkfs.btrfs") or not shutil.which("btrfs"):
+        skip_or_fail("btrfs-progs (mkfs.btrfs, btrfs) not installed")
+
+
+def btk_path(tool: str) -> Path:
+    return BUILD_DIR / tool
+
+
+def require_btk(tool: str = "btk-inspect") -> Path:
+    path = btk_path(tool)
+    if not os.access(path, os.X_OK):
+        skip_or_fail(f"{path} is not built yet")
+    return path
+
+
+# ---------------------------------------------------------------- running btk
+
+def run_btk(tool: str, *args, timeout: float = 300, check_crash: bool = True) -> subprocess.CompletedProcess:
+    """Run a btk program: captured text output, a timeout, and never a crash or sanitizer report."""
+    path = require_btk(tool)
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    where = f"{tool} {' '.join(map(str, args))}"
+    try:
+        p = subprocess.run([str(path), *map(str, args)], capture_output=True, text=True,
+                           errors="surrogateescape", timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{where} timed out after {timeout}s", pytrace=False)
+    for marker in SANITIZER_MARKERS:
+        assert marker not in p.stderr, f"sanitizer report from {where}:\n{p.stderr[-6000:]}"
+    if check_crash:
+        assert p.returncode >= 0 and p.returncode not in (134, 139), \
+            f"{where} crashed (exit {p.returncode}):\n{p.stderr[-4000:]}"
+    return p
+
+
+def error_lines(stderr: str, tool: str = "btk-inspect") -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(f"{tool}: error:")]
+
+
+def assert_clean_error(p: subprocess.CompletedProcess, pattern: str | None = None):
+    """A failure the user can read: non-zero exit, a '<tool>: error:' line, optional pattern."""
+    tool = Path(p.args[0]).name
+    assert p.returncode != 0, f"expected failure, got exit 0\nstdout: {p.stdout[:2000]}\nstderr: {p.stderr}"
+    assert error_lines(p.stderr, tool), f"no '{tool}: error:' line in stderr:\n{p.stderr}"
+    if pattern:
+        assert re.search(pattern, p.stderr, re.I), f"stderr does not match /{pattern}/:\n{p.stderr}"
+
+
+def parse_jsonl(text: str) -> list[dict]:
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise AssertionError(f"line {n} is not JSON ({e}): {line[:300]}") from None
+    return out
+
+
+# ---------------------------------------------------------------- building filesystems
+
+class Builder:
+    """Builds the recipes this session needs, in parallel (one per core), each at most once."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.needed: list[str] = []
+        self.results: dict[str, object] = {}
+        self.started = False
+
+    def _build_one(self, name):
+        r = fsbuild.RECIPE_BY_NAME[name]
+        try:
+            return fsbuild.build(r)
+        except Exception as e:  # recorded and raised in the test that needs it
+            return e
+
+    def _prebuild(self):
+        names = [n for n in self.needed if not fsbuild.RECIPE_BY_NAME[n].needs_kernel or not kernel_unavailable()]
+        workers = max(1, min(len(names), os.cpu_count() or 2, 4))
+        with ThreadPoolExecutor(workers) as ex:
+            for name, res in zip(names, ex.map(self._build_one, names)):
+                self.results[name] = res
+
+    def get(self, name) -> fsbuild.BuiltFS:
+        r = fsbuild.RECIPE_BY_NAME[name]
+        require_reference_tools()
+        if r.needs_kernel:
+            require_kernel()
+        with self.lock:
+            if not self.started:
+                self.started = True
+                self._prebuild()
+            if name not in self.results:
+                self.results[name] = self._build_one(name)
+        res = self.results[name]
+        if isinstance(res, Exception):
+            pytest.fail(f"building filesystem {name!r} failed: {res}", pytrace=False)
+        return res
+
+
+BUILDER = Builder()
+RECIPE_NAMES = [r.name for r in fsbuild.RECIPES]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Note which recipes the selected tests use (as a parameter), to build them up front."""
+    needed = []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        for value in (cs.params.values() if cs else ()):
+            if isinstance(value, str) and value in fsbuild.RECIPE_BY_NAME and value not in needed:
+                needed.append(value)
+    BUILDER.needed = needed
+
+
+@pytest.fixture(scope="session", params=RECIPE_NAMES)
+def fs(request) -> fsbuild.BuiltFS:
+    """Every recipe's filesystem (cached images: never write to them)."""
+    return BUILDER.get(request.param)
+
+
+def built(name: str) -> fsbuild.BuiltFS:
+    return BUILDER.get(name)
+
+
+@functools.lru_cache(maxsize=None)
+def dump_of(name: str) -> dumptree.DumpTree:
+    return dumptree.dump_tree(BUILDER.get(name).devices)
+
+
+@pytest.fixture(scope="session")
+def fs_dump(fs) -> dumptree.DumpTree:
+    return dump_of(fs.name)
+
+
+@functools.lru_cache(maxsize=None)
+def btk_tree_records(name: str) -> tuple[list[dict], str]:
+    """btk-inspect tree --format jsonl over all devices of a recipe: (records, stderr)."""
+    p = run_btk("btk-inspect", "tree", "--format", "jsonl", *BUILDER.get(name).devices)
+    assert p.returncode == 0, f"btk-inspect tree failed ({p.returncode}):\n{p.stderr[-4000:]}"
+    return parse_jsonl(p.stdout), p.stderr
