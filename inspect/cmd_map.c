@@ -121,11 +121,12 @@ int cmd_map(int argc, char **argv)
 		"Print the chunk map (logical ranges, profiles, stripes), or with --logical the "
 		"device and physical offset of every copy of one logical address.", NULL, NULL, NULL };
 	struct map_args a = { .format = CLI_FORMAT_TEXT };
+	struct inspect_notes notes = { 0 };
 	struct fs_info *fs;
 	int ret = 0;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
-	fs = inspect_open(a.paths, a.npaths, -1, true);
+	fs = inspect_open(a.paths, a.npaths, -1, true, &notes);
 	if (!fs)
 		return 1;
 	if (a.have_logical)
@@ -133,5 +134,5 @@ int cmd_map(int argc, char **argv)
 	else
 		print_chunks(fs, a.format);
 	fs_close(fs);
-	return ret;
+	return inspect_status(ret != 0, &notes);
 }

@@ -68,7 +68,7 @@ static int show_device(const struct super_args *a, const char *path)
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	struct io_dev *io;
 	char where[256];
-	int ret;
+	int ret, damaged = 0;
 
 	if (device_is_mounted(path, where, sizeof(where)) == 1) {
 		msg_error("%s is mounted (through %s): unmount it first", path, where);
@@ -132,10 +132,11 @@ static int show_device(const struct super_args *a, const char *path)
 		return ret;
 	}
 	for (int i = 0; i < BTRFS_SUPER_MIRROR_MAX; i++)
-		if (copies[i].status && copies[i].status != -ENXIO && (a->mirror < 0 || i == a->mirror))
+		if (copies[i].status && copies[i].status != -ENXIO && (a->mirror < 0 || i == a->mirror) &&
+		    ++damaged)
 			msg_warning("%s: superblock copy %d (at %llu) is invalid: %s", path, i,
 				    (unsigned long long)copies[i].offset, copies[i].why);
-	if (ret != 0 && a->mirror < 0)
+	if (ret != 0 && a->mirror < 0 && ++damaged)
 		msg_warning("%s: using superblock copy %d", path, ret);
 	{
 		struct json_object *o = super_to_json(sb);
@@ -145,7 +146,7 @@ static int show_device(const struct super_args *a, const char *path)
 		emit(a, o, a->format == CLI_FORMAT_TEXT ? heading : NULL);
 		json_object_put(o);
 	}
-	return 0;
+	return damaged ? INSPECT_DAMAGED : 0;
 }
 
 int cmd_super(int argc, char **argv)
@@ -157,8 +158,12 @@ int cmd_super(int argc, char **argv)
 	int failed = 0;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
-	for (unsigned i = 0; i < a.npaths; i++)
-		if (show_device(&a, a.paths[i]))
-			failed = 1;
+	for (unsigned i = 0; i < a.npaths; i++) {
+		int r = show_device(&a, a.paths[i]);
+		if (r < 0)
+			failed = INSPECT_ERROR;
+		else if (r == INSPECT_DAMAGED && !failed)
+			failed = INSPECT_DAMAGED;
+	}
 	return failed;
 }

@@ -243,12 +243,13 @@ int cmd_tree(int argc, char **argv)
 	static char outbuf[1 << 16];
 	struct tree_args a = { .format = CLI_FORMAT_TEXT, .mirror = -1 };
 	struct tree_printer p = { .args = &a };
+	struct inspect_notes notes = { 0 };
 	struct fs_info *fs;
 	int ret = 0;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
-	fs = inspect_open(a.paths, a.npaths, a.mirror, false);
+	fs = inspect_open(a.paths, a.npaths, a.mirror, false, &notes);
 	if (!fs)
 		return 1;
 	p.fs = fs;
@@ -282,5 +283,5 @@ int cmd_tree(int argc, char **argv)
 	if (p.malformed_items)
 		msg_warning("%" PRIu64 " malformed item(s)", p.malformed_items);
 	fs_close(fs);
-	return ret || p.bad_blocks ? 1 : 0;
+	return inspect_status(ret || p.bad_blocks, &notes);
 }

@@ -194,11 +194,12 @@ int cmd_usage(int argc, char **argv)
 	struct tree_usage *trees = NULL;
 	struct usage_total *totals = NULL;
 	size_t ntotals = 0;
+	struct inspect_notes notes = { 0 };
 	struct fs_info *fs;
 	int ret, failed = 0;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
-	fs = inspect_open(a.paths, a.npaths, -1, false);
+	fs = inspect_open(a.paths, a.npaths, -1, false, &notes);
 	if (!fs)
 		return 1;
 	ret = fs_list_trees(fs, &list);
@@ -242,5 +243,5 @@ out:
 	block_group_list_free(&bgs);
 	fs_tree_list_free(&list);
 	fs_close(fs);
-	return ret || failed ? 1 : 0;
+	return inspect_status(ret || failed, &notes);
 }

@@ -24,12 +24,32 @@ static void print_usage(FILE *out)
 		     "Inspect an unmounted btrfs filesystem (read-only).\n\nCommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nExit status: 0 success, 1 error, 2 output complete but damage was found and\n"
+		     "worked around (a bad copy of a block or superblock, a missing device).\n");
 	fprintf(out, "\n'btk-inspect COMMAND --help' describes each command's options.\n"
 		     "  -?, --help     give this help list\n"
 		     "  -V, --version  print program version\n");
 }
 
-struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bool chunk_only)
+/* libfs notes go to stderr as usual; warnings and errors are also counted. */
+static void count_note(void *arg, enum fs_note_level level, const char *msg)
+{
+	struct inspect_notes *notes = arg;
+
+	if (level >= FS_NOTE_WARNING)
+		notes->warnings++;
+	msg_fs_note(NULL, level, msg);
+}
+
+int inspect_status(bool failed, const struct inspect_notes *notes)
+{
+	if (failed)
+		return INSPECT_ERROR;
+	return notes->warnings ? INSPECT_DAMAGED : INSPECT_OK;
+}
+
+struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bool chunk_only,
+			     struct inspect_notes *notes)
 {
 	struct fs_open_options opts;
 	struct fs_info *fs;
@@ -39,7 +59,8 @@ struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bo
 	fs_open_options_init(&opts);
 	opts.super_mirror = super_mirror;
 	opts.chunk_only = chunk_only;
-	opts.note = msg_fs_note;
+	opts.note = count_note;
+	opts.note_arg = notes;
 	ret = fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

@@ -25,6 +25,12 @@ def flip(path, offset, length=1, mask=0xFF):
         f.write(bytes(b ^ mask for b in data))
 
 
+def assert_worked_around(p):
+    """Damage btk-inspect read around: complete output, exit 2, the damage named as a warning."""
+    assert p.returncode == 2, f"expected exit 2 (damage worked around), got {p.returncode}:\n{p.stderr}"
+    assert "btk-inspect: warning:" in p.stderr, p.stderr
+
+
 def names_offset(text: str, *offsets: int) -> bool:
     return any(re.search(rf"\b({o}|{o:#x})\b", text, re.I) for o in offsets)
 
@@ -36,11 +42,8 @@ def test_corrupt_primary_super(tmp_path):
     (dev,) = fs.copy_to(tmp_path)
     flip(dev, SUPER0 + 0x100, 8)
     p = run_btk("btk-inspect", "super", "--format", "json", dev)
-    if p.returncode != 0:
-        assert_clean_error(p)
-        return
     # carried on with a backup copy: say which copy was bad, show the good one
-    assert p.stderr.strip(), "a bad primary superblock must be reported on stderr"
+    assert_worked_around(p)
     assert re.search(r"65536|0x10000|copy 0|mirror 0|primary|#0|super(block)? 0", p.stderr, re.I), p.stderr
     (ref,) = dumptree.dump_super(dev, "-s", 1)
     got = json.loads(p.stdout)
@@ -62,9 +65,7 @@ def test_tree_reads_through_backup_super(tmp_path):
     (dev,) = fs.copy_to(tmp_path)
     flip(dev, SUPER0 + 0x100, 8)
     p = run_btk("btk-inspect", "tree", "--format", "jsonl", dev)
-    if p.returncode != 0:
-        assert_clean_error(p)
-        return
+    assert_worked_around(p)
     items, _, _ = split_records(parse_jsonl(p.stdout))
     assert {item_id(i) for i in items} == {item_id(i) for i in dump_of(fs.name).items}
 
@@ -92,7 +93,7 @@ def test_bad_mirror_is_reported_and_the_good_one_used(name, tmp_path):
     nodesize = dumptree.dump_super(dev)[0]["nodesize"]
     flip(dev, copies[0][1] + nodesize // 2)
     p = run_btk("btk-inspect", "tree", "--format", "jsonl", dev)
-    assert p.returncode == 0, f"one good copy is enough:\n{p.stderr}"
+    assert_worked_around(p)  # one good copy is enough for complete output
     items, ptrs, _ = split_records(parse_jsonl(p.stdout))
     assert {item_id(i): (i["key"], i["type"], i["size"]) for i in items} == \
            {item_id(i): (i["key"], i["type"], i["size"]) for i in dump.items}
@@ -121,7 +122,8 @@ def test_missing_device_named(name, tmp_path):
     p = run_btk("btk-inspect", "tree", "--format", "jsonl", fs.devices[0])
     assert dev2["uuid"] in p.stderr.lower(), f"stderr should name the missing device's uuid:\n{p.stderr}"
     assert re.search(r"(devid|device)\W{0,3}2\b", p.stderr, re.I), p.stderr
-    if p.returncode == 0:        # RAID1 reads fine from one device
+    if p.returncode != 1:        # RAID1 reads fine from one device
+        assert_worked_around(p)
         items, _, _ = split_records(parse_jsonl(p.stdout))
         assert len(items) == len(dump.items)
     else:
@@ -135,9 +137,10 @@ def test_truncated_image_metadata_intact(tmp_path):
     (dev,) = fs.copy_to(tmp_path)
     os.truncate(dev, 50 << 20)
     p = run_btk("btk-inspect", "tree", "--format", "jsonl", dev)
-    if p.returncode != 0:
+    if p.returncode == 1:
         assert_clean_error(p)
         return
+    assert_worked_around(p)
     assert re.search(r"smaller|truncat|short|size", p.stderr, re.I), \
         f"a device shorter than its dev_item says must be reported:\n{p.stderr}"
     items, _, _ = split_records(parse_jsonl(p.stdout))
