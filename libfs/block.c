@@ -437,3 +437,18 @@ void block_forget(struct fs_info *fs, struct tree_block *b)
 	}
 	block_put(fs, b);
 }
+
+int block_read_child(struct fs_info *fs, const struct tree_block *parent, unsigned slot,
+		     struct tree_block **out)
+{
+	const uint8_t *ptr = node_key_ptr(parent->data, slot);
+	struct btrfs_key first;
+	struct block_expect e = {
+		.generation = key_ptr_generation(ptr),
+		.level = (int)block_level(parent) - 1,
+		.first_key = &first,
+	};
+
+	key_from_disk(&first, key_ptr_key_ptr(ptr));
+	return block_read(fs, key_ptr_blockptr(ptr), &e, out);
+}

@@ -63,6 +63,10 @@ enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirr
 enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
 				const struct block_expect *expect);
 void block_put(struct fs_info *fs, struct tree_block *block);
+/* Read the child that slot `slot` of node `parent` points at, checking what
+ * the pointer promises: its generation, the level below, its first key. */
+int block_read_child(struct fs_info *fs, const struct tree_block *parent, unsigned slot,
+		     struct tree_block **out);
 /* A new zeroed block at bytenr, in the cache with one reference (for the
  * write path: the caller fills the header and marks it dirty). */
 int block_create(struct fs_info *fs, uint64_t bytenr, struct tree_block **out);

@@ -262,17 +262,6 @@ static int read_root_block(struct trans *t, struct trans_root *root, struct tree
 	return block_read(t->fs, root->ptr.bytenr, &e, out);
 }
 
-static int read_child_block(struct trans *t, struct tree_block *parent, unsigned slot, struct tree_block **out)
-{
-	const uint8_t *ptr = node_key_ptr(parent->data, slot);
-	struct btrfs_key first;
-	struct block_expect e = { .generation = key_ptr_generation(ptr), .level = (int)block_level(parent) - 1,
-				  .first_key = &first };
-
-	key_from_disk(&first, key_ptr_key_ptr(ptr));
-	return block_read(t->fs, key_ptr_blockptr(ptr), &e, out);
-}
-
 /* One descent; 2 means "the tree changed shape, search again". */
 static int search_once(struct trans *t, struct trans_root *root, const struct btrfs_key *key, int ins_len,
 		       bool extend, struct tree_path *path)
@@ -299,7 +288,7 @@ static int search_once(struct trans *t, struct trans_root *root, const struct bt
 		if (!exact && slot > 0)
 			slot--;
 		path->slots[level] = (int)slot;
-		ret = read_child_block(t, b, slot, &path->nodes[level - 1]);
+		ret = block_read_child(t->fs, b, slot, &path->nodes[level - 1]);
 		if (ret)
 			return ret;
 		ret = cow_block(t, root, path, level - 1);
@@ -379,7 +368,7 @@ static int shrink_root(struct trans *t, struct trans_root *root, struct tree_pat
 
 		/* the path's child was deleted: the one left is its sibling */
 		if (!child) {
-			ret = read_child_block(t, top, 0, &child);
+			ret = block_read_child(t->fs, top, 0, &child);
 			if (ret)
 				return ret;
 			path->nodes[path->root_level - 1] = child;

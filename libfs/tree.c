@@ -47,22 +47,6 @@ static unsigned block_lower_bound(const struct tree_block *b, const struct btrfs
 	return lo;
 }
 
-/* Read the child a node slot points at, checking what the pointer promises. */
-static int read_child(struct fs_info *fs, const struct tree_block *parent, unsigned slot,
-		      struct tree_block **out)
-{
-	const uint8_t *ptr = node_key_ptr(parent->data, slot);
-	struct btrfs_key first;
-	struct block_expect e = {
-		.generation = key_ptr_generation(ptr),
-		.level = (int)block_level(parent) - 1,
-		.first_key = &first,
-	};
-
-	key_from_disk(&first, key_ptr_key_ptr(ptr));
-	return block_read(fs, key_ptr_blockptr(ptr), &e, out);
-}
-
 static int read_root(struct fs_info *fs, const struct tree_root_ptr *root, struct tree_block **out)
 {
 	struct block_expect e = { .generation = root->generation, .level = root->level };
@@ -96,7 +80,7 @@ int tree_search(struct fs_info *fs, const struct tree_root_ptr *root, const stru
 		if (!exact && slot > 0)
 			slot--;
 		path->slots[level] = (int)slot;
-		ret = read_child(fs, b, slot, &b);
+		ret = block_read_child(fs, b, slot, &b);
 		if (ret) {
 			tree_path_release(fs, path);
 			return ret;
@@ -129,7 +113,7 @@ int tree_next(struct fs_info *fs, struct tree_path *path)
 	path->slots[level]++;
 	for (; level > 0; level--) {
 		struct tree_block *child;
-		int ret = read_child(fs, path->nodes[level], (unsigned)path->slots[level], &child);
+		int ret = block_read_child(fs, path->nodes[level], (unsigned)path->slots[level], &child);
 		if (ret)
 			return ret;
 		block_put(fs, path->nodes[level - 1]);
@@ -160,7 +144,7 @@ int tree_prev(struct fs_info *fs, struct tree_path *path)
 	path->slots[level]--;
 	for (; level > 0; level--) {
 		struct tree_block *child;
-		int ret = read_child(fs, path->nodes[level], (unsigned)path->slots[level], &child);
+		int ret = block_read_child(fs, path->nodes[level], (unsigned)path->slots[level], &child);
 		if (ret)
 			return ret;
 		block_put(fs, path->nodes[level - 1]);

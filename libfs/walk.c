@@ -12,21 +12,6 @@ struct walk_level {
 	unsigned next_slot;
 };
 
-static int walk_child(struct fs_info *fs, struct tree_block *parent, unsigned slot,
-		      struct tree_block **out)
-{
-	const uint8_t *ptr = node_key_ptr(parent->data, slot);
-	struct btrfs_key first;
-	struct block_expect e = {
-		.generation = key_ptr_generation(ptr),
-		.level = (int)block_level(parent) - 1,
-		.first_key = &first,
-	};
-
-	key_from_disk(&first, key_ptr_key_ptr(ptr));
-	return block_read(fs, key_ptr_blockptr(ptr), &e, out);
-}
-
 int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 	      uint64_t *bad_blocks)
 {
@@ -58,7 +43,7 @@ int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct
 			depth--;
 			continue;
 		}
-		r = walk_child(fs, top->block, top->next_slot++, &child);
+		r = block_read_child(fs, top->block, top->next_slot++, &child);
 		if (r) {
 			const uint8_t *ptr = node_key_ptr(top->block->data, top->next_slot - 1);
 			bad++;
