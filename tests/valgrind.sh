@@ -29,15 +29,21 @@ logroot=$build/valgrind
 rm -rf "$logroot"
 mkdir -p "$logroot"
 
-failed=0
-runs=0
+jobs=$(nproc 2>/dev/null || echo 2)
 
-# run NAME CMD... : run CMD under valgrind, logs in $logroot/NAME/
+# run NAME CMD... : run CMD under valgrind in the background (at most $jobs at
+# once), logs in $logroot/NAME/, verdict in $logroot/NAME/verdict.
 run() {
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n
+    done
+    run_one "$@" &
+}
+
+run_one() {
     local name=$1 dir=$logroot/$1 status log bad=0
     shift
     mkdir -p "$dir"
-    runs=$((runs + 1))
     valgrind --leak-check=full --show-leak-kinds=definite,indirect,possible \
         --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 \
         --trace-children=yes --num-callers=40 --log-file="$dir/%p.log" \
@@ -53,16 +59,20 @@ run() {
         fi
     done
     if [ "$status" -ne 0 ] || [ "$bad" -ne 0 ]; then
-        echo "FAIL $name (exit status $status)"
-        for log in "$dir"/*.log; do
-            [ -e "$log" ] && grep -q "ERROR SUMMARY: 0 errors" "$log" && continue
-            echo "---- $log"
-            cat "$log"
-        done
-        echo "---- stderr"
-        tail -n 40 "$dir/stderr"
-        failed=$((failed + 1))
+        {
+            echo "FAIL $name (exit status $status)"
+            for log in "$dir"/*.log; do
+                [ -e "$log" ] && grep -q "ERROR SUMMARY: 0 errors" "$log" && continue
+                echo "---- $log"
+                cat "$log"
+            done
+            echo "---- stderr"
+            tail -n 40 "$dir/stderr"
+        } >"$dir/report"
+        echo fail >"$dir/verdict"
+        cat "$dir/report"
     else
+        echo ok >"$dir/verdict"
         echo "ok   $name"
     fi
 }
@@ -89,8 +99,14 @@ else
     run inspect-map "$inspect" map "$image"
     run inspect-usage "$inspect" usage "$image"
     run inspect-usage-json "$inspect" usage --format json "$image"
+    [ -x "$build/btk-check" ] && run check "$build/btk-check" "$image"
+    [ -x "$build/btk-check" ] && run check-json "$build/btk-check" --format json "$image"
+    [ -x "$build/btk-convert" ] && run convert-dry-run "$build/btk-convert" profile --metadata single --dry-run "$image"
 fi
+wait
 
+runs=$(find "$logroot" -name verdict | wc -l)
+failed=$(grep -l fail "$logroot"/*/verdict 2>/dev/null | wc -l)
 if [ "$failed" -ne 0 ]; then
     echo "valgrind: $failed of $runs runs failed (logs in $logroot)"
     exit 1
