@@ -28,6 +28,8 @@ struct check_stats {
 	uint64_t copies_verified;  /* extra copies (mirrors) verified */
 	uint64_t items;
 	uint64_t trees;
+	uint64_t extent_items;
+	uint64_t data_bytes;      /* bytes of data extents */
 };
 
 struct check_ctx {
@@ -51,5 +53,6 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 int check_superblocks(struct check_ctx *ctx);
 int check_tree_blocks(struct check_ctx *ctx);
 int check_chunks(struct check_ctx *ctx);
+int check_extents(struct check_ctx *ctx);
 
 #endif

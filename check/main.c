@@ -118,6 +118,7 @@ static int run_phases(struct check_ctx *ctx)
 		{ "superblocks", check_superblocks },
 		{ "tree blocks", check_tree_blocks },
 		{ "chunks and devices", check_chunks },
+		{ "extents and free space", check_extents },
 	};
 
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {

@@ -55,6 +55,20 @@ static const struct problem_def table[] = {
 	  "a block group's flags differ from its chunk's type" },
 	{ PR_DEVICE_MISSING, "device-missing", SEV_ERROR, FIX_NONE,
 	  "a member device of the filesystem is missing" },
+	{ PR_EXTENT_OVERLAP, "extent-overlap", SEV_ERROR, FIX_REFS,
+	  "two extent items overlap" },
+	{ PR_EXTENT_OUTSIDE_CHUNK, "extent-outside-chunk", SEV_ERROR, FIX_REFS,
+	  "an extent item lies outside every chunk" },
+	{ PR_TREE_BLOCK_NOT_ALLOCATED, "tree-block-not-allocated", SEV_ERROR, FIX_REFS,
+	  "a tree block in use has no extent item" },
+	{ PR_TREE_BLOCK_LEAKED, "tree-block-leaked", SEV_ERROR, FIX_REFS,
+	  "an extent item declares a tree block that no tree uses" },
+	{ PR_BLOCK_GROUP_USED, "block-group-used", SEV_ERROR, FIX_RECOMPUTE,
+	  "a block group's used bytes differ from the sum of its extents" },
+	{ PR_FREE_SPACE_MISMATCH, "free-space-mismatch", SEV_ERROR, FIX_RECOMPUTE,
+	  "the free-space tree differs from the space the extents leave free" },
+	{ PR_FREE_SPACE_INFO_COUNT, "free-space-info-count", SEV_ERROR, FIX_RECOMPUTE,
+	  "a free-space info item counts a different number of extents" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

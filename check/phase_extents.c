@@ -1,0 +1,279 @@
+/* Extents: one pass over the extent tree. Every tree block a tree uses must
+ * have an extent item and every tree-block extent item must be used; extents
+ * must not overlap or leave their chunks; each block group's `used` is the sum
+ * of its extents; the free-space tree (when present) is exactly the space that
+ * extents and superblock stripes leave free. Memory: extent bitmaps only. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/check.h"
+#include "libfs/blockgroups.h"
+#include "libfs/ebitmap.h"
+#include "libfs/trans.h"
+#include "libfs/tree.h"
+#include "libfs/volumes.h"
+
+struct extent_scan {
+	struct check_ctx *ctx;
+	struct ebitmap *allocated;    /* every extent, data and metadata */
+	struct ebitmap *tree_blocks;  /* tree-block extents only */
+	struct block_group_list bgs;
+	uint64_t *bg_sum;             /* per block group: bytes of extents */
+	size_t bg_cursor;
+	uint64_t prev_end;
+	uint64_t total;
+};
+
+static struct block_group *bg_for(struct extent_scan *s, uint64_t bytenr, size_t *index)
+{
+	/* extent items come in address order: move a cursor forward */
+	while (s->bg_cursor < s->bgs.count &&
+	       s->bgs.groups[s->bg_cursor].start + s->bgs.groups[s->bg_cursor].length <= bytenr)
+		s->bg_cursor++;
+	if (s->bg_cursor < s->bgs.count && s->bgs.groups[s->bg_cursor].start <= bytenr) {
+		*index = s->bg_cursor;
+		return &s->bgs.groups[s->bg_cursor];
+	}
+	return NULL;
+}
+
+static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool tree_block)
+{
+	struct check_ctx *ctx = s->ctx;
+	struct block_group *bg;
+	size_t idx;
+	int ret;
+
+	ctx->stats.extent_items++;
+	if (start < s->prev_end)
+		report_problem(ctx, PR_EXTENT_OVERLAP, "extent %" PRIu64 "+%" PRIu64 " overlaps the one ending at %"
+			       PRIu64, start, len, s->prev_end);
+	if (start + len > s->prev_end)
+		s->prev_end = start + len;
+	bg = bg_for(s, start, &idx);
+	if (!bg || start + len > bg->start + bg->length) {
+		report_problem(ctx, PR_EXTENT_OUTSIDE_CHUNK, "extent %" PRIu64 "+%" PRIu64, start, len);
+		return 0;
+	}
+	s->bg_sum[idx] += len;
+	s->total += len;
+	if (!tree_block)
+		ctx->stats.data_bytes += len;
+	if ((ret = ebitmap_set(s->allocated, start, len)) < 0)
+		return ret;
+	if (tree_block && (ret = ebitmap_set(s->tree_blocks, start, len)) < 0)
+		return ret;
+	return 0;
+}
+
+static int scan_extent_tree(struct extent_scan *s)
+{
+	struct fs_info *fs = s->ctx->fs;
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (cli_cancelled()) {
+			ret = 0;
+			break;
+		}
+		if (key.type == BTRFS_METADATA_ITEM_KEY) {
+			ret = scan_extent(s, key.objectid, fs->nodesize, true);
+		} else if (key.type == BTRFS_EXTENT_ITEM_KEY) {
+			bool tree = size >= sizeof(struct btrfs_extent_item) &&
+				    (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK);
+			if (size < sizeof(struct btrfs_extent_item))
+				report_problem(s->ctx, PR_ITEM_MALFORMED, "extent item %" PRIu64 " is %u bytes",
+					       key.objectid, size);
+			ret = scan_extent(s, key.objectid, key.offset, tree);
+		} else {
+			continue;
+		}
+		if (ret < 0)
+			break;
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+/* Tree blocks used by the trees against tree-block extent items, both ways. */
+static void compare_tree_blocks(struct extent_scan *s)
+{
+	struct check_ctx *ctx = s->ctx;
+	uint32_t ns = ctx->fs->nodesize;
+	uint64_t from = 0, start, len;
+	unsigned reported = 0;
+
+	while (ebitmap_next_set(ctx->visited, from, &start, &len) == 1 && reported < 1000) {
+		for (uint64_t b = start; b < start + len; b += ns)
+			if (ebitmap_test(s->tree_blocks, b, ns) != EBITMAP_ALL && reported++ < 1000)
+				report_problem(ctx, PR_TREE_BLOCK_NOT_ALLOCATED, "tree block %" PRIu64, b);
+		from = start + len;
+	}
+	/* blocks of unreadable subtrees were never visited: no leak verdict then */
+	if (ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE])
+		return;
+	for (from = 0, reported = 0; ebitmap_next_set(s->tree_blocks, from, &start, &len) == 1 && reported < 1000;
+	     from = start + len)
+		for (uint64_t b = start; b < start + len; b += ns)
+			if (ebitmap_test(ctx->visited, b, ns) != EBITMAP_ALL && reported++ < 1000)
+				report_problem(ctx, PR_TREE_BLOCK_LEAKED, "tree block %" PRIu64 " has an extent item "
+					       "but no tree points at it", b);
+}
+
+static void compare_block_group_used(struct extent_scan *s)
+{
+	for (size_t i = 0; i < s->bgs.count; i++) {
+		const struct block_group *bg = &s->bgs.groups[i];
+		if (!bg->missing && bg->used != s->bg_sum[i])
+			report_problem(s->ctx, PR_BLOCK_GROUP_USED, "block group %" PRIu64 ": used %" PRIu64
+				       ", extents sum to %" PRIu64, bg->start, bg->used, s->bg_sum[i]);
+	}
+}
+
+/* The free-space tree's view of one block group, as a bitmap of free space. */
+static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, struct ebitmap *free_map,
+			  uint64_t *info_count, uint64_t *extent_items, bool *bitmaps)
+{
+	struct fs_info *fs = ctx->fs;
+	struct btrfs_key min = { bg->start, 0, 0 }, max = { bg->start + bg->length - 1, 255, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	*info_count = (uint64_t)-1;
+	*extent_items = 0;
+	*bitmaps = false;
+	tree_iter_init(&it, fs, &fs->free_space_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (key.type == BTRFS_FREE_SPACE_INFO_KEY && size >= sizeof(struct btrfs_free_space_info)) {
+			*info_count = free_space_info_extent_count(data);
+			*bitmaps = free_space_info_flags(data) & BTRFS_FREE_SPACE_USING_BITMAPS;
+		} else if (key.type == BTRFS_FREE_SPACE_EXTENT_KEY) {
+			(*extent_items)++;
+			if (key.offset && key.objectid + key.offset <= bg->start + bg->length &&
+			    (ret = ebitmap_set(free_map, key.objectid, key.offset)) < 0)
+				break;
+		} else if (key.type == BTRFS_FREE_SPACE_BITMAP_KEY) {
+			uint64_t bits = key.offset / fs->sectorsize;
+			for (uint64_t b = 0; b < bits && b / 8 < size; b++)
+				if ((data[b / 8] >> (b % 8)) & 1)
+					if ((ret = ebitmap_set(free_map, key.objectid + b * fs->sectorsize,
+							       fs->sectorsize)) < 0)
+						goto out;
+		}
+	}
+out:
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+/* Count maximal free runs of a bitmap inside [start, end). */
+static uint64_t count_runs(struct ebitmap *eb, uint64_t start, uint64_t end)
+{
+	uint64_t n = 0, s, l;
+
+	while (start < end && ebitmap_next_set(eb, start, &s, &l) == 1 && s < end) {
+		n++;
+		start = s + l;
+	}
+	return n;
+}
+
+static int compare_free_space_tree(struct extent_scan *s)
+{
+	struct check_ctx *ctx = s->ctx;
+	struct fs_info *fs = ctx->fs;
+
+	if (!(fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) || !fs->free_space_root.bytenr)
+		return 0;
+	for (size_t i = 0; i < s->bgs.count && !cli_cancelled(); i++) {
+		const struct block_group *bg = &s->bgs.groups[i];
+		struct ebitmap *fst = ebitmap_create(fs->sectorsize), *want = ebitmap_create(fs->sectorsize);
+		uint64_t starts[48], lens[48], info_count, extent_items, from, fs_s, fs_l;
+		bool bitmaps;
+		int n, ret;
+
+		if (!fst || !want) {
+			ebitmap_destroy(fst);
+			ebitmap_destroy(want);
+			return -ENOMEM;
+		}
+		/* what should be free: the group minus extents minus superblock stripes */
+		ret = ebitmap_set(want, bg->start, bg->length);
+		for (from = bg->start; !ret && ebitmap_next_set(s->allocated, from, &fs_s, &fs_l) == 1 &&
+				       fs_s < bg->start + bg->length; from = fs_s + fs_l)
+			ret = ebitmap_clear(want, fs_s, fs_l);
+		n = fs_super_stripe_ranges(fs, bg->start, starts, lens, 48);
+		for (int k = 0; !ret && k < n; k++)
+			ret = ebitmap_clear(want, starts[k], lens[k]);
+		if (!ret)
+			ret = read_fst_group(ctx, bg, fst, &info_count, &extent_items, &bitmaps);
+		/* superblock stripes may be listed free or not: readers subtract them */
+		for (int k = 0; !ret && k < n; k++)
+			ret = ebitmap_clear(fst, starts[k], lens[k]);
+		if (!ret) {
+			uint64_t a = count_runs(want, bg->start, bg->start + bg->length);
+			bool same = ebitmap_count(want) == ebitmap_count(fst);
+			for (from = bg->start; same && ebitmap_next_set(want, from, &fs_s, &fs_l) == 1; from = fs_s + fs_l)
+				same = ebitmap_test(fst, fs_s, fs_l) == EBITMAP_ALL;
+			if (!same)
+				report_problem(ctx, PR_FREE_SPACE_MISMATCH, "block group %" PRIu64 ": the free-space tree "
+					       "says %" PRIu64 " bytes are free, the extents leave %" PRIu64, bg->start,
+					       ebitmap_count(fst), ebitmap_count(want));
+			else if (info_count == (uint64_t)-1)
+				report_problem(ctx, PR_FREE_SPACE_MISMATCH, "block group %" PRIu64 " has no free-space "
+					       "info item", bg->start);
+			else if (info_count != (bitmaps ? a : extent_items))
+				report_problem(ctx, PR_FREE_SPACE_INFO_COUNT, "block group %" PRIu64 ": info counts %"
+					       PRIu64 " extents, there are %" PRIu64, bg->start, info_count,
+					       bitmaps ? a : extent_items);
+		}
+		ebitmap_destroy(fst);
+		ebitmap_destroy(want);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+int check_extents(struct check_ctx *ctx)
+{
+	struct extent_scan s = { .ctx = ctx };
+	int ret;
+
+	if (!ctx->fs->extent_root.bytenr || !ctx->visited)
+		return 0;
+	ret = fs_read_block_groups(ctx->fs, &s.bgs);
+	if (ret)
+		return 0; /* reported by the chunk phase */
+	s.allocated = ebitmap_create(ctx->fs->sectorsize);
+	s.tree_blocks = ebitmap_create(ctx->fs->sectorsize);
+	s.bg_sum = calloc(s.bgs.count ? s.bgs.count : 1, sizeof(*s.bg_sum));
+	if (!s.allocated || !s.tree_blocks || !s.bg_sum) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = scan_extent_tree(&s);
+	if (ret) {
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", ctx->fs->errmsg);
+		ret = 0;
+		goto out;
+	}
+	compare_tree_blocks(&s);
+	compare_block_group_used(&s);
+	ret = compare_free_space_tree(&s);
+out:
+	free(s.bg_sum);
+	ebitmap_destroy(s.allocated);
+	ebitmap_destroy(s.tree_blocks);
+	block_group_list_free(&s.bgs);
+	return ret;
+}
