@@ -71,12 +71,7 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_CHECK_DATA_CSUM: a->opts.check_data_csum = true; break;
 	case OPT_REPAIR: a->repair = true; break;
-	case ARGP_KEY_ARGS:
-		a->paths = state->argv + state->next;
-		a->npaths = (unsigned)(state->argc - state->next);
-		break;
-	case ARGP_KEY_NO_ARGS: argp_usage(state); break;
-	default: return ARGP_ERR_UNKNOWN;
+	default: return cli_argp_devices(key, state, &a->paths, &a->npaths);
 	}
 	return 0;
 }

@@ -292,3 +292,18 @@ void cli_remove_tempfiles(void)
 	pthread_mutex_unlock(&tempfiles_lock);
 	restore_signals(&old);
 }
+
+error_t cli_argp_devices(int key, struct argp_state *state, char ***paths, unsigned *npaths)
+{
+	switch (key) {
+	case ARGP_KEY_ARGS:
+		*paths = state->argv + state->next;
+		*npaths = (unsigned)(state->argc - state->next);
+		return 0;
+	case ARGP_KEY_NO_ARGS:
+		argp_usage(state);
+		return 0;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+}

@@ -51,6 +51,11 @@ void cli_argp_format(struct argp_state *state, const char *arg, unsigned allowed
 		     enum cli_format *out);
 const char *cli_format_name(enum cli_format format);
 
+/* The positional DEVICE... arguments, inside an argp parser: returns 0 after
+ * taking them for ARGP_KEY_ARGS, calls argp_usage() for ARGP_KEY_NO_ARGS, and
+ * returns ARGP_ERR_UNKNOWN for every other key (so it can end a switch). */
+error_t cli_argp_devices(int key, struct argp_state *state, char ***paths, unsigned *npaths);
+
 /* The common options, as an argp child parser:
  *   -q, --quiet     only errors and warnings, no progress line
  *   -v, --verbose   more messages

@@ -64,11 +64,6 @@ static error_t profile_parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_YES: a->yes = true; break;
 	case OPT_NO_VERIFY: a->no_verify = true; break;
 	case OPT_UNDO: a->undo_file = arg; break;
-	case ARGP_KEY_ARGS:
-		a->paths = state->argv + state->next;
-		a->npaths = (unsigned)(state->argc - state->next);
-		break;
-	case ARGP_KEY_NO_ARGS: argp_usage(state); break;
 	case ARGP_KEY_END:
 		if (!a->tg.have_meta && !a->tg.have_sys && !a->tg.have_data)
 			argp_error(state, "give at least one of --metadata, --system, --data");
@@ -77,7 +72,7 @@ static error_t profile_parse_opt(int key, char *arg, struct argp_state *state)
 			a->tg.sys = a->tg.meta;
 		}
 		break;
-	default: return ARGP_ERR_UNKNOWN;
+	default: return cli_argp_devices(key, state, &a->paths, &a->npaths);
 	}
 	return 0;
 }

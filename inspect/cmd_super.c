@@ -40,12 +40,7 @@ static error_t super_parse(int key, char *arg, struct argp_state *state)
 		a->mirror = arg[0] - '0';
 		break;
 	case 'f': cli_argp_format(state, arg, CLI_FORMAT_MASK(CLI_FORMAT_TEXT) | CLI_FORMAT_MASK(CLI_FORMAT_JSON), &a->format); break;
-	case ARGP_KEY_ARGS:
-		a->paths = state->argv + state->next;
-		a->npaths = (unsigned)(state->argc - state->next);
-		break;
-	case ARGP_KEY_NO_ARGS: argp_usage(state); break;
-	default: return ARGP_ERR_UNKNOWN;
+	default: return cli_argp_devices(key, state, &a->paths, &a->npaths);
 	}
 	return 0;
 }
