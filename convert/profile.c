@@ -179,12 +179,9 @@ int cmd_profile(int argc, char **argv)
 	int ret;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
-	if (a.undo_file) {
-		msg_error("--undo-file is not supported by btk-convert yet");
-		return 1;
-	}
 	fs_open_options_init(&fo);
 	fo.writable = !a.dry_run;
+	fo.undo_path = a.dry_run ? NULL : a.undo_file;
 	fo.allow_missing = false;
 	fo.note = msg_fs_note;
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
@@ -221,10 +218,20 @@ int cmd_profile(int argc, char **argv)
 		 st.seconds > 0 ? (double)st.bytes_read / 1048576.0 / st.seconds : 0.0, st.repaired,
 		 (double)st.bytes_written / 1048576.0);
 	ret = commit_plans(fs, plans, nplans);
-	if (ret)
+	if (ret) {
 		msg_error("conversion failed, the filesystem is unchanged: %s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
-	else
-		msg_info("converted %zu chunk(s)", nplans);
+		goto out;
+	}
+	msg_info("converted %zu chunk(s)", nplans);
+	if (a.undo_file) {
+		ret = fs_finish_undo(fs);
+		if (ret)
+			msg_error("the conversion is done, but finishing the undo file %s failed: %s", a.undo_file,
+				  fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+		else
+			msg_info("undo file %s written: 'btk-undo %s DEVICE...' rolls the conversion back",
+				 a.undo_file, a.undo_file);
+	}
 out:
 	free(plans);
 	fs_close(fs);

@@ -152,3 +152,96 @@ def test_drop_needs_yes_without_terminal(tmp_path):
     p = run_btk("btk-convert", "profile", "--metadata", "single", *devices)
     assert p.returncode != 0 and "--yes" in p.stderr
     assert devices[0].read_bytes() == before
+
+
+# ---------------------------------------------------------------- undo and crashes
+
+import hashlib  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+
+from conftest import BUILD_DIR, require_btk  # noqa: E402
+
+
+def _digest(devices) -> str:
+    h = hashlib.sha256()
+    for d in devices:
+        with open(d, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+@pytest.mark.parametrize("name,args", [("s16k-crc32c-zstd", ["--metadata", "single"]),
+                                       ("mkfs-single", ["--metadata", "single"]),
+                                       ("raid1-2dev", ["--metadata", "dup"])])
+def test_undo_restores_original(tmp_path, name, args):
+    if name != "mkfs-single":
+        require_kernel()
+    devices = built(name).copy_to(tmp_path)
+    before = _digest(devices)
+    undo = tmp_path / "convert.undo"
+    p = run_btk("btk-convert", "profile", *args, "--yes", "--undo-file", undo, *devices)
+    assert p.returncode == 0, p.stderr
+    assert _digest(devices) != before
+    u = run_btk("btk-undo", undo, *devices)
+    assert u.returncode == 0, u.stderr
+    assert _digest(devices) == before
+    assert run_btk("btk-undo", undo, *devices).returncode != 0  # a second time: refused
+
+
+def _wlog_tool():
+    tool = BUILD_DIR / "tests" / "tools" / "btk-wlog-replay"
+    if not os.access(tool, os.X_OK):
+        pytest.fail(f"{tool} is not built (make test-tools)")
+    return tool
+
+
+def _profiles_on_disk(devices) -> dict:
+    out = run_btk("btk-inspect", "map", "--format", "json", *devices).stdout
+    import json
+    return {c["flags"].split("|")[0]: c["profile"] for c in json.loads(out)}
+
+
+@pytest.mark.parametrize("name,args,old,new", [
+    ("mkfs-single", ["--metadata", "single"], "DUP", "single"),
+    ("mkfs-single", ["--metadata", "dup", "--system", "dup"], None, None),  # set below: single -> DUP
+    ("mkfs-2dev-xxhash", ["--metadata", "single"], "RAID1", "single"),
+])
+def test_crash_leaves_old_or_new(tmp_path, name, args, old, new):
+    """Replay every prefix of the conversion's write log (and reordered unflushed writes):
+    each state is entirely the old or entirely the new filesystem and passes btrfs check."""
+    fs = built(name)
+    base = fs.copy_to(tmp_path / "base")
+    if old is None:  # start from single metadata to test adding copies
+        assert run_btk("btk-convert", "profile", "--metadata", "single", "--yes", *base).returncode == 0
+        old, new = "single", "DUP"
+    work = [tmp_path / "work" / d.name for d in base]
+    (tmp_path / "work").mkdir()
+    for s, d in zip(base, work):
+        fsbuild.run(["cp", "--sparse=always", s, d])
+    log = tmp_path / "wlog"
+    env = dict(os.environ, BTK_WRITE_LOG=str(log))
+    p = subprocess.run([str(require_btk("btk-convert")), "profile", *args, "--yes", *map(str, work)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    count = fsbuild.run([_wlog_tool(), log, "count"]).stdout
+    writes = int(re.search(r"writes (\d+)", count).group(1))
+    points = sorted(set(range(0, writes + 1)))
+    states = [(k, None) for k in points] + [(k, seed) for seed in (1, 2) for k in points[::3]]
+    seen = set()
+    for k, seed in states:
+        crash = [tmp_path / "crash" / d.name for d in base]
+        (tmp_path / "crash").mkdir(exist_ok=True)
+        for s, d in zip(base, crash):
+            fsbuild.run(["cp", "--sparse=always", s, d])
+        fsbuild.run([_wlog_tool(), log, "apply", k, *(["--reorder", seed] if seed else []), *crash])
+        chk = run_btk("btk-check", *crash)
+        assert chk.returncode == 0, f"after {k} writes (seed {seed}):\n{chk.stdout}{chk.stderr}"
+        prof = _profiles_on_disk(crash)
+        state = prof.get("METADATA")
+        assert state in (old, new), (k, seed, prof)
+        seen.add(state)
+        if seed is None and k in (0, writes // 2, writes):
+            oracle.reference_check(crash)
+    assert seen == {old, new}
