@@ -416,6 +416,86 @@ static int delete_ptr(struct trans *t, struct trans_root *root, struct tree_path
 	return 0;
 }
 
+/* The leaf sibling at parent slot `pslot`, read and copied for this
+ * transaction (linked into the parent), with a reference for the caller. */
+static int cow_sibling(struct trans *t, struct trans_root *root, struct tree_path *path, unsigned pslot,
+		       struct tree_block **out)
+{
+	struct tree_block *leaf = path->nodes[0];
+	int saved_slot = path->slots[1];
+	int ret = block_read_child(t->fs, path->nodes[1], pslot, &path->nodes[0]);
+
+	if (ret) {
+		path->nodes[0] = leaf;
+		return ret;
+	}
+	path->slots[1] = (int)pslot;
+	ret = cow_block(t, root, path, 0);
+	*out = path->nodes[0];
+	path->nodes[0] = leaf;
+	path->slots[1] = saved_slot;
+	if (ret) {
+		block_put(t->fs, *out);
+		*out = NULL;
+	}
+	return ret;
+}
+
+/* A leaf left less than a quarter full moves all its items into a neighbour
+ * with room (left first, then right), and goes away. */
+static int merge_underfull_leaf(struct trans *t, struct trans_root *root, struct tree_path *path)
+{
+	struct tree_block *leaf = path->nodes[0], *sib = NULL;
+	struct tree_block *parent = path->nodes[1];
+	unsigned n = block_nritems(leaf), pslot = (unsigned)path->slots[1];
+	uint32_t data = leaf_data_size(nodesize(t));
+	int ret;
+
+	if (path->root_level == 0 || n == 0 || data - leaf_free_space(leaf->data, nodesize(t)) >= data / 4)
+		return 0;
+	if (pslot > 0) {
+		ret = cow_sibling(t, root, path, pslot - 1, &sib);
+		if (ret)
+			return ret;
+		if (leaf_push_left_max(sib->data, leaf->data, nodesize(t), 0) >= n) {
+			ret = leaf_push_left(sib->data, leaf->data, nodesize(t), n);
+			block_put(t->fs, sib);
+			goto drop_leaf;
+		}
+		block_put(t->fs, sib);
+	}
+	if (pslot + 1 < block_nritems(parent)) {
+		struct btrfs_key first;
+		ret = cow_sibling(t, root, path, pslot + 1, &sib);
+		if (ret)
+			return ret;
+		if (leaf_push_right_max(leaf->data, sib->data, nodesize(t), 0) >= n) {
+			ret = leaf_push_right(leaf->data, sib->data, nodesize(t), n);
+			if (!ret)
+				block_key(sib, 0, &first);
+			block_put(t->fs, sib);
+			if (ret)
+				return ret;
+			/* the right sibling takes the leaf's place and its first key */
+			path->nodes[0] = NULL;
+			ret = free_tree_block(t, root, leaf);
+			if (!ret)
+				ret = node_delete_ptrs(parent->data, nodesize(t), pslot, 1);
+			if (!ret)
+				fixup_low_keys(path, 1, &first);
+			return ret;
+		}
+		block_put(t->fs, sib);
+	}
+	return 0;
+drop_leaf:
+	if (ret)
+		return ret;
+	path->nodes[0] = NULL;
+	ret = free_tree_block(t, root, leaf);
+	return ret ? ret : delete_ptr(t, root, path, 1);
+}
+
 int trans_delete_item(struct trans *t, uint64_t tree, const struct btrfs_key *key)
 {
 	struct trans_root *root;
@@ -438,10 +518,13 @@ int trans_delete_item(struct trans *t, uint64_t tree, const struct btrfs_key *ke
 		ret = free_tree_block(t, root, leaf);
 		if (!ret)
 			ret = delete_ptr(t, root, &path, 1);
-	} else if (path.slots[0] == 0 && path.root_level > 0 && block_nritems(path.nodes[0])) {
-		struct btrfs_key first;
-		block_key(path.nodes[0], 0, &first);
-		fixup_low_keys(&path, 1, &first);
+	} else if (path.root_level > 0) {
+		if (path.slots[0] == 0) {
+			struct btrfs_key first;
+			block_key(path.nodes[0], 0, &first);
+			fixup_low_keys(&path, 1, &first);
+		}
+		ret = merge_underfull_leaf(t, root, &path);
 	}
 	if (!ret)
 		ret = shrink_root(t, root, &path);
