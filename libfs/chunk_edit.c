@@ -64,9 +64,7 @@ static int add_dev_extent(struct trans *t, uint64_t logical, const struct stripe
 
 static int set_block_group_flags(struct trans *t, uint64_t logical, uint64_t length, uint64_t flags)
 {
-	const struct tree_root_ptr *bgroot = fs_block_group_tree(t->fs);
-	uint64_t tree = bgroot == &t->fs->block_group_root ? BTRFS_BLOCK_GROUP_TREE_OBJECTID
-							  : BTRFS_EXTENT_TREE_OBJECTID;
+	uint64_t tree = trans_block_group_tree(t);
 	struct btrfs_key key = { logical, BTRFS_BLOCK_GROUP_ITEM_KEY, length };
 	struct tree_path path;
 	uint8_t *item;

@@ -53,9 +53,7 @@ static int update_root_items(struct trans *t)
 
 static int update_block_group_items(struct trans *t)
 {
-	const struct tree_root_ptr *bgroot = fs_block_group_tree(t->fs);
-	uint64_t tree = bgroot == &t->fs->block_group_root ? BTRFS_BLOCK_GROUP_TREE_OBJECTID
-							  : BTRFS_EXTENT_TREE_OBJECTID;
+	uint64_t tree = trans_block_group_tree(t);
 
 	for (size_t i = 0; i < t->ngroups; i++) {
 		struct alloc_group *g = &t->groups[i];

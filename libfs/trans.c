@@ -200,3 +200,13 @@ int trans_remove_pending_add(struct trans *t, uint64_t bytenr)
 	}
 	return 0;
 }
+
+uint64_t trans_block_group_tree(struct trans *t)
+{
+	struct tree_root_ptr bgt;
+
+	if ((super_compat_ro_flags(t->super) & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE) &&
+	    trans_get_root(t, BTRFS_BLOCK_GROUP_TREE_OBJECTID, &bgt) == 0)
+		return BTRFS_BLOCK_GROUP_TREE_OBJECTID;
+	return BTRFS_EXTENT_TREE_OBJECTID;
+}

@@ -55,6 +55,11 @@ int trans_create_tree(struct trans *t, uint64_t objectid);
 /* Delete a whole tree: free its blocks and remove its root item. */
 int trans_delete_tree(struct trans *t, uint64_t objectid);
 
+/* The tree that holds block group items as this transaction will commit it:
+ * the block-group tree when the superblock it will write says so, else the
+ * extent tree. */
+uint64_t trans_block_group_tree(struct trans *t);
+
 /* The superblock image the commit will write (to change label, flags, ...). */
 uint8_t *trans_super(struct trans *t);
 

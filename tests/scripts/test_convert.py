@@ -245,3 +245,86 @@ def test_crash_leaves_old_or_new(tmp_path, name, args, old, new):
         if seed is None and k in (0, writes // 2, writes):
             oracle.reference_check(crash)
     assert seen == {old, new}
+
+
+# ---------------------------------------------------------------- block-group tree
+
+def _compat_ro(devices) -> int:
+    import json
+    return json.loads(run_btk("btk-inspect", "super", "--format", "json", devices[0]).stdout)["compat_ro_flags"]
+
+
+BGT = 1 << 3
+
+
+@pytest.mark.parametrize("name", ["s16k-crc32c-zstd", "raid1c3-3dev", "s64k-sha256-zlib"])
+def test_bg_tree_enable_and_revert(tmp_path, name):
+    require_kernel()
+    devices = built(name).copy_to(tmp_path)
+    hashes = oracle.snapshot_hashes(devices)
+    p = run_btk("btk-convert", "bg-tree", *devices)
+    assert p.returncode == 0, p.stderr
+    assert _compat_ro(devices) & BGT
+    oracle.reference_check(devices)
+    tree = run_btk("btk-inspect", "tree", "-t", "block-group", "--format", "jsonl", *devices).stdout
+    assert tree.count('"BLOCK_GROUP_ITEM"') >= 3
+    assert '"BLOCK_GROUP_ITEM"' not in run_btk("btk-inspect", "tree", "-t", "extent", "--format", "jsonl",
+                                               *devices).stdout
+    oracle.kernel_roundtrip(devices, hashes)  # mount, compare, scrub, write more, check
+    hashes = oracle.snapshot_hashes(devices)
+    p = run_btk("btk-convert", "bg-tree", "--revert", *devices)
+    assert p.returncode == 0, p.stderr
+    assert not _compat_ro(devices) & BGT
+    oracle.kernel_roundtrip(devices, hashes, write_more=False)
+    assert run_btk("btk-check", *devices).returncode == 0
+
+
+def test_bg_tree_needs_free_space_tree(tmp_path):
+    img = tmp_path / "nofst.img"
+    fsbuild.run(["truncate", "-s", "256M", img])
+    fsbuild.run(["mkfs.btrfs", "-q", "-f", "-R", "^free-space-tree", img])
+    before = img.read_bytes()
+    p = run_btk("btk-convert", "bg-tree", img)
+    assert p.returncode != 0 and "free-space tree" in p.stderr
+    assert img.read_bytes() == before
+
+
+def test_bg_tree_needs_no_holes(tmp_path):
+    """The kernel refuses a block-group tree without no-holes: so does btk, changing nothing."""
+    require_kernel()
+    devices = built("s4k-xxhash-holes-lzo").copy_to(tmp_path)
+    before = _digest(devices)
+    p = run_btk("btk-convert", "bg-tree", *devices)
+    assert p.returncode != 0 and "no-holes" in p.stderr
+    assert _digest(devices) == before
+
+
+def test_bg_tree_undo_and_crash(tmp_path):
+    """Every write-log prefix of the conversion is the old or the new filesystem; undo restores."""
+    base = built("mkfs-single").copy_to(tmp_path / "base")
+    work = [tmp_path / "work" / d.name for d in base]
+    (tmp_path / "work").mkdir()
+    for s, d in zip(base, work):
+        fsbuild.run(["cp", "--sparse=always", s, d])
+    before = _digest(work)
+    log, undo = tmp_path / "wlog", tmp_path / "bgt.undo"
+    env = dict(os.environ, BTK_WRITE_LOG=str(log))
+    p = subprocess.run([str(require_btk("btk-convert")), "bg-tree", "--undo-file", str(undo), *map(str, work)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    writes = int(re.search(r"writes (\d+)", fsbuild.run([_wlog_tool(), log, "count"]).stdout).group(1))
+    seen = set()
+    for k, seed in [(k, None) for k in range(writes + 1)] + [(k, 7) for k in range(0, writes + 1, 2)]:
+        crash = [tmp_path / "crash" / d.name for d in base]
+        (tmp_path / "crash").mkdir(exist_ok=True)
+        for s, d in zip(base, crash):
+            fsbuild.run(["cp", "--sparse=always", s, d])
+        fsbuild.run([_wlog_tool(), log, "apply", k, *(["--reorder", seed] if seed else []), *crash])
+        chk = run_btk("btk-check", *crash)
+        assert chk.returncode == 0, f"after {k} writes (seed {seed}):\n{chk.stdout}{chk.stderr}"
+        seen.add(bool(_compat_ro(crash) & BGT))
+        if seed is None and k in (0, writes):
+            oracle.reference_check(crash)
+    assert seen == {False, True}
+    assert run_btk("btk-undo", undo, *work).returncode == 0
+    assert _digest(work) == before
