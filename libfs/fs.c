@@ -316,6 +316,8 @@ static void fs_load_super_fields(struct fs_info *fs)
 }
 
 /* Record every device the chunk tree knows; those not opened are missing. */
+static void fs_resolve_stripe_devices(struct fs_info *fs);
+
 static int fs_note_missing_devices(struct fs_info *fs, bool allow_missing)
 {
 	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
@@ -335,6 +337,9 @@ static int fs_note_missing_devices(struct fs_info *fs, bool allow_missing)
 			ret = -ENOMEM;
 			break;
 		}
+		/* the device array moved: stripes must not keep pointing into the old one
+		 * while the iteration reads the next leaf of the chunk tree */
+		fs_resolve_stripe_devices(fs);
 		fs->devices[fs->num_devices - 1].total_bytes = dev_item_total_bytes(data);
 		fs->missing_devices++;
 		uuid_str(dev_item_uuid_ptr(data), u);
