@@ -194,7 +194,7 @@ $(B)/tests/tools/btk-wlog-replay: $(B)/tests/tools/wlog_replay.o $(COMMON_A) $(L
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test-tools: $(TEST_TOOLS)
-check: test-tools
+check: test-tools fuzz-replay
 
 .PHONY: test-tools
 # -------------------------------------------------------- end of test tools

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, SANITIZER_MARKERS
+from conftest import skip_or_fail, BUILD_DIR, SANITIZER_MARKERS
 
 REPO = Path(__file__).resolve().parents[2]
 INPUTS = REPO / "tests/images/fuzz"
@@ -27,7 +27,7 @@ BASES = ("base", "raid-1", "raid-2", "raid-3")
 def replay_binary(harness: str) -> Path:
     path = BUILD_DIR / "fuzz" / f"replay_{harness}"
     if not os.access(path, os.X_OK):
-        pytest.skip(f"{path} is not built (make fuzz-replay)")
+        skip_or_fail(f"{path} is not built (make fuzz-replay; make check builds it)")
     return path
 
 
