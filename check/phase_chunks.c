@@ -20,23 +20,6 @@ struct dev_rec {
 	uint64_t devid, total_bytes, bytes_used, extent_sum;
 };
 
-/* Bytes each stripe of a chunk occupies on its device. */
-static uint64_t chunk_stripe_size(const struct chunk *c)
-{
-	uint64_t p = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
-	unsigned data = 1;
-
-	if (p == BTRFS_BLOCK_GROUP_RAID0)
-		data = c->num_stripes;
-	else if (p == BTRFS_BLOCK_GROUP_RAID10)
-		data = c->num_stripes / c->sub_stripes;
-	else if (p == BTRFS_BLOCK_GROUP_RAID5)
-		data = c->num_stripes - 1u;
-	else if (p == BTRFS_BLOCK_GROUP_RAID6)
-		data = c->num_stripes - 2u;
-	return data ? c->length / data : c->length;
-}
-
 static int load_dev_extents(struct check_ctx *ctx, struct dev_extent_rec **out, size_t *n)
 {
 	struct btrfs_key min = { 0, BTRFS_DEV_EXTENT_KEY, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
@@ -100,7 +83,7 @@ static void check_stripes(struct check_ctx *ctx, struct dev_extent_rec *ext, siz
 
 	for (size_t i = 0; i < map->count; i++) {
 		const struct chunk *c = map->chunks[i];
-		uint64_t stripe_size = chunk_stripe_size(c);
+		uint64_t stripe_size = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
 		for (unsigned s = 0; s < c->num_stripes; s++) {
 			struct dev_extent_rec *e = find_dev_extent(ext, n, c->stripes[s].devid, c->stripes[s].physical);
 			if (!e) {

@@ -165,7 +165,7 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 		p->logical = c->logical;
 		p->length = c->length;
 		p->type = c->type;
-		p->stripe_size = chunk_stripe_size_of(c->length, c->type, c->num_stripes, c->sub_stripes);
+		p->stripe_size = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
 		p->new_profile = (uint64_t)target;
 		p->nold = c->num_stripes;
 		for (unsigned s = 0; s < c->num_stripes; s++)

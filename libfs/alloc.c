@@ -78,14 +78,9 @@ static int group_load(struct trans *t, struct alloc_group *g);
  * stripe_len pieces that must never hold a tree block. Returns the count. */
 static unsigned chunk_super_ranges(const struct chunk *c, uint64_t *starts, unsigned max)
 {
-	uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
-	uint64_t stripe_size = c->length;
+	uint64_t stripe_size = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
 	unsigned n = 0;
 
-	if (profile == BTRFS_BLOCK_GROUP_RAID0)
-		stripe_size = c->length / c->num_stripes;
-	else if (profile == BTRFS_BLOCK_GROUP_RAID10)
-		stripe_size = c->length / (c->num_stripes / c->sub_stripes);
 	for (unsigned s = 0; s < c->num_stripes; s++) {
 		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX && n < max; m++) {
 			uint64_t sb = btrfs_super_offset(m), logical;

@@ -7,21 +7,6 @@
 #include "libfs/chunk_edit.h"
 #include "libfs/trans_internal.h"
 
-uint64_t chunk_stripe_size_of(uint64_t length, uint64_t type, unsigned num, unsigned sub)
-{
-	uint64_t p = type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
-
-	if (p == BTRFS_BLOCK_GROUP_RAID0 && num)
-		return length / num;
-	if (p == BTRFS_BLOCK_GROUP_RAID10 && sub && num / sub)
-		return length / (num / sub);
-	if (p == BTRFS_BLOCK_GROUP_RAID5 && num > 1)
-		return length / (num - 1);
-	if (p == BTRFS_BLOCK_GROUP_RAID6 && num > 2)
-		return length / (num - 2);
-	return length;
-}
-
 static bool stripe_in(const struct stripe_place *v, unsigned n, uint64_t devid, uint64_t physical)
 {
 	for (unsigned i = 0; i < n; i++)
@@ -171,8 +156,8 @@ int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
 		return ret;
 	if (size != chunk_item_size(old->num_stripes))
 		return fs_error(t->fs, -EUCLEAN, "chunk %llu item size does not match", (unsigned long long)logical);
-	stripe_len = chunk_stripe_size_of(old->length, old->type, old->num_stripes, old->sub_stripes);
-	if (chunk_stripe_size_of(old->length, profile, n, 1) != stripe_len)
+	stripe_len = chunk_stripe_size(old->length, old->type, old->num_stripes, old->sub_stripes);
+	if (chunk_stripe_size(old->length, profile, n, 1) != stripe_len)
 		return fs_error(t->fs, -EINVAL, "profile change would change the stripe size");
 	type = (old->type & ~BTRFS_BLOCK_GROUP_PROFILE_MASK) | profile;
 	for (unsigned i = 0; i < old->num_stripes; i++)

@@ -21,9 +21,6 @@ struct stripe_place {
 int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
 		      const struct stripe_place *stripes, unsigned nstripes);
 
-/* Bytes each stripe of a chunk of this length and geometry occupies on its device. */
-uint64_t chunk_stripe_size_of(uint64_t length, uint64_t type, unsigned num_stripes, unsigned sub_stripes);
-
 /* Free device space: the first gap of at least len bytes on devid at or
  * above 1 MiB that no dev extent (committed, or in `avoid`) covers.
  * -ENOSPC when there is none. */

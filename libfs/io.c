@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "libfs/fdio.h"
 #include "libfs/io.h"
 
 struct file_priv {
@@ -18,47 +19,25 @@ struct file_priv {
 static int file_read(struct io_dev *io, void *buf, size_t len, uint64_t off)
 {
 	struct file_priv *fp = io->priv;
-	uint8_t *p = buf;
+	int ret;
 
 	if (off > fp->size || len > fp->size - off)
 		return -ENXIO;
-	while (len) {
-		ssize_t n = pread(fp->fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -ENXIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	ret = fd_read_full(fp->fd, buf, len, off);
+	return ret == -ENODATA ? -ENXIO : ret;
 }
 
 static int file_write(struct io_dev *io, const void *buf, size_t len, uint64_t off)
 {
 	struct file_priv *fp = io->priv;
-	const uint8_t *p = buf;
+	int ret;
 
 	if (!io->writable)
 		return -EROFS;
-	while (len) {
-		ssize_t n = pwrite(fp->fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	if (off > fp->size)
-		fp->size = off;
-	return 0;
+	ret = fd_write_full(fp->fd, buf, len, off);
+	if (!ret && off + len > fp->size)
+		fp->size = off + len;
+	return ret;
 }
 
 static int file_flush(struct io_dev *io)

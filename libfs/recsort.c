@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "libfs/recsort.h"
+#include "libfs/fdio.h"
 
 #define MAX_RECORD (64 * 1024)
 #define MAX_JOBS 64
@@ -321,44 +322,14 @@ static void sort_buffer(struct recsort *rs)
 
 static int write_full(int fd, const void *buf, size_t len, uint64_t off)
 {
-	const unsigned char *p = buf;
-
-	while (len) {
-		ssize_t w = pwrite(fd, p, len, (off_t)off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		p += w;
-		len -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
+	return fd_write_full(fd, buf, len, off);
 }
 
 static int read_full(int fd, void *buf, size_t len, uint64_t off)
 {
-	unsigned char *p = buf;
+	int ret = fd_read_full(fd, buf, len, off);
 
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;   /* the file lost data we wrote */
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
+	return ret == -ENODATA ? -EIO : ret; /* the file lost data we wrote */
 }
 
 /* The spill file: created and unlinked at once, so only the fd knows it. */

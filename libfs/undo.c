@@ -16,6 +16,7 @@
 #include "libfs/super.h"
 #include "libfs/undo.h"
 #include "libfs/undo_format.h"
+#include "libfs/fdio.h"
 
 /* A saved range is cut into records of at most this many bytes. */
 #define UNDO_RECORD_MAX (1U << 20)
@@ -58,20 +59,7 @@ struct undo_file {
 
 static int write_all(int fd, const void *buf, size_t len, uint64_t off)
 {
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return fd_write_full(fd, buf, len, off);
 }
 
 static int sync_fd(int fd)

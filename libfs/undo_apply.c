@@ -18,6 +18,7 @@
 #include "libfs/super.h"
 #include "libfs/undo.h"
 #include "libfs/undo_format.h"
+#include "libfs/fdio.h"
 
 struct batch_ref {
 	uint64_t pos;               /* of the batch header */
@@ -61,22 +62,7 @@ static int scan_fail(struct undo_scan *s, int err, const char *fmt, ...)
 
 static int read_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -ENODATA;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return fd_read_full(fd, buf, len, off);
 }
 
 static void scan_release(struct undo_scan *s)

@@ -34,6 +34,21 @@ unsigned profile_copies(uint64_t flags)
 	}
 }
 
+uint64_t chunk_stripe_size(uint64_t length, uint64_t type, unsigned num, unsigned sub)
+{
+	uint64_t p = type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+
+	if (p == BTRFS_BLOCK_GROUP_RAID0 && num)
+		return length / num;
+	if (p == BTRFS_BLOCK_GROUP_RAID10 && sub && num / sub)
+		return length / (num / sub);
+	if (p == BTRFS_BLOCK_GROUP_RAID5 && num > 1)
+		return length / (num - 1);
+	if (p == BTRFS_BLOCK_GROUP_RAID6 && num > 2)
+		return length / (num - 2);
+	return length;
+}
+
 /* Stripe-count rules per profile; 0 when the geometry is possible. */
 static int chunk_geometry_valid(uint64_t type, unsigned num, unsigned sub)
 {

@@ -39,6 +39,8 @@ struct phys_copy {
 /* Profile descriptions. */
 const char *profile_name(uint64_t type_flags);      /* "single", "DUP", "RAID1", ... */
 unsigned profile_copies(uint64_t type_flags);       /* copies of each byte (1..4; RAID5/6: 1) */
+/* Bytes each stripe of a chunk of this length and geometry occupies on its device. */
+uint64_t chunk_stripe_size(uint64_t length, uint64_t type, unsigned num_stripes, unsigned sub_stripes);
 
 /* Parse a chunk item (from the chunk tree or the sys_chunk_array) into the map.
  * Validates geometry; -EUCLEAN with a message on nonsense. */

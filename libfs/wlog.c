@@ -11,6 +11,7 @@
 #include "libfs/csum.h"
 #include "libfs/endian_access.h"
 #include "libfs/wlog.h"
+#include "libfs/fdio.h"
 
 #define WLOG_MAGIC "BTKWLOG1"
 #define WLOG_VERSION 1U
@@ -83,22 +84,9 @@ void wlog_reader_free(struct wlog_reader *r)
 
 static int read_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	uint8_t *p = buf;
+	int ret = fd_read_full(fd, buf, len, off);
 
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EUCLEAN; /* cut off */
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return ret == -ENODATA ? -EUCLEAN : ret; /* a log cut off is a damaged log */
 }
 
 /* crc32c of len bytes of the file at off, read in pieces. */
