@@ -184,6 +184,11 @@ BUILDER = Builder()
 RECIPE_NAMES = [r.name for r in fsbuild.RECIPES]
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: long kernel-oracle runs (crash replays, big images); the ASan rerun skips them")
+
+
 def pytest_collection_modifyitems(config, items):
     """Note which recipes the selected tests use (as a parameter), to build them up front."""
     needed = []
