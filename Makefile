@@ -91,9 +91,10 @@ check: all unit
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 2 --short-filename; done
 	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q tests/scripts $(PYTEST_ARGS)
 
-# The same suite built with ASan + UBSan in build-asan/.
+# The same suite built with ASan + UBSan in build-asan/, minus the tests marked slow
+# (crash replays and big images: they exercise the reference tools more than btk's code).
 check-asan:
-	$(MAKE) B=build-asan SANITIZE=yes check PYTEST_ARGS="$(PYTEST_ARGS)"
+	$(MAKE) B=build-asan SANITIZE=yes check PYTEST_ARGS="-m 'not slow' $(PYTEST_ARGS)"
 
 # Unit tests and a few tool runs under valgrind memcheck: zero errors, zero leaks.
 check-valgrind: all unit
