@@ -12,6 +12,9 @@
 #include "libfs/fs.h"
 
 struct ebitmap;
+struct refs_state;
+struct recsort;
+struct tree_block;
 
 struct check_options {
 	uint64_t memory_limit;
@@ -30,6 +33,13 @@ struct check_stats {
 	uint64_t trees;
 	uint64_t extent_items;
 	uint64_t data_bytes;      /* bytes of data extents */
+	uint64_t csum_bytes;      /* data bytes the csum tree covers */
+	uint64_t ref_records;     /* reference records sorted (phase_refs.c) */
+	uint64_t spilled_bytes;   /* written to $TMPDIR by the sorters */
+	uint64_t sort_peak_memory;
+	uint64_t data_csum_bytes; /* --check-data-csum: bytes read and verified (all copies) */
+	double data_csum_seconds;
+	uint64_t inodes;          /* inode items of the subvolume trees (phase_fs.c) */
 };
 
 struct check_ctx {
@@ -42,7 +52,15 @@ struct check_ctx {
 	struct progress *progress;
 	struct check_stats stats;
 	struct ebitmap *visited;           /* tree blocks already checked (logical) */
+	struct refs_state *refs;           /* phase_refs.c: records collected during the walk */
+	/* phase_fs.c -> phase_roots.c: dir entries naming subvolumes (root_rec) */
+	struct recsort *subvol_entries;
 };
+
+/* Forget the results of a run (counts, statistics, per-run state) before
+ * checking again after a repair (check/repair.c): per-run state added to
+ * check_ctx must be released here too. */
+void check_ctx_reset(struct check_ctx *ctx);
 
 /* Record one problem: counts it and prints or collects it per output format. */
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
@@ -54,5 +72,13 @@ int check_superblocks(struct check_ctx *ctx);
 int check_tree_blocks(struct check_ctx *ctx);
 int check_chunks(struct check_ctx *ctx);
 int check_extents(struct check_ctx *ctx);
+int check_refs(struct check_ctx *ctx);
+int check_data_csums(struct check_ctx *ctx);
+int check_fs_trees(struct check_ctx *ctx);
+int check_subvolumes(struct check_ctx *ctx);
+/* Called by the tree-block walk for every block reached (first: not reached
+ * before from another tree): collects the references the block makes. */
+int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
+		       bool first);
 
 #endif

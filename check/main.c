@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check/check.h"
+#include "check/repair.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "libfs/ebitmap.h"
@@ -15,12 +16,13 @@
 struct check_args {
 	struct check_options opts;
 	struct cli_common_options common;
-	bool repair;
+	struct repair_options repair;
 	char **paths;
 	unsigned npaths;
 };
 
-enum { OPT_MEMORY_LIMIT = 256, OPT_CHECK_DATA_CSUM, OPT_REPAIR };
+enum { OPT_MEMORY_LIMIT = 256, OPT_CHECK_DATA_CSUM, OPT_REPAIR, OPT_YES, OPT_DRY_RUN, OPT_UNDO_FILE, OPT_NO_UNDO,
+       OPT_REBUILD_FST, OPT_REBUILD_UUID };
 
 static const struct argp_option check_options[] = {
 	{ "memory-limit", OPT_MEMORY_LIMIT, "SIZE", 0,
@@ -28,8 +30,22 @@ static const struct argp_option check_options[] = {
 	{ "jobs", 'j', "N", 0, "Threads for reading and checksumming (default: cores)", 0 },
 	{ "format", 'f', "FORMAT", 0, "Output: text (default) or json", 0 },
 	{ "super", 's', "N", 0, "Use superblock copy N (0, 1 or 2)", 0 },
-	{ "check-data-csum", OPT_CHECK_DATA_CSUM, NULL, 0, "Also read and verify every data block (not yet)", 0 },
-	{ "repair", OPT_REPAIR, NULL, 0, "Repair what can be repaired safely (not yet)", 0 },
+	{ "check-data-csum", OPT_CHECK_DATA_CSUM, NULL, 0, "Also read every checksummed data block, every copy, and verify it against the csum tree", 0 },
+	{ NULL, 0, NULL, 0, "Repair (doc/btk-check.8 lists what each problem's repair does):", 1 },
+	{ "repair", OPT_REPAIR, NULL, 0,
+	  "Repair what can be repaired safely, one class of problems at a time, each committed "
+	  "atomically; asks before each class on a terminal; then checks again", 1 },
+	{ "yes", 'y', NULL, 0, "Answer yes to every repair question (needed when stdin is not a terminal)", 1 },
+	{ "dry-run", OPT_DRY_RUN, NULL, 0,
+	  "With --repair: say what would be written; open the devices read-only and write nothing", 1 },
+	{ "undo-file", OPT_UNDO_FILE, "FILE", 0,
+	  "Save the old contents of everything the repair overwrites in FILE (must not exist), for "
+	  "btk-undo (default: btk-check-FSID-GENERATION.undo in the current directory)", 1 },
+	{ "no-undo", OPT_NO_UNDO, NULL, 0, "Write no undo file", 1 },
+	{ "rebuild-free-space-tree", OPT_REBUILD_FST, NULL, 0,
+	  "Rebuild the free-space tree from the extent tree even if it looks right (implies --repair)", 1 },
+	{ "rebuild-uuid-tree", OPT_REBUILD_UUID, NULL, 0,
+	  "Rebuild the uuid tree from the root items even if it looks right (implies --repair)", 1 },
 	{ 0 }
 };
 
@@ -70,7 +86,23 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 		a->opts.super_mirror = arg[0] - '0';
 		break;
 	case OPT_CHECK_DATA_CSUM: a->opts.check_data_csum = true; break;
-	case OPT_REPAIR: a->repair = true; break;
+	case OPT_REPAIR: a->repair.enabled = true; break;
+	case 'y': a->repair.yes = true; break;
+	case OPT_DRY_RUN: a->repair.dry_run = true; break;
+	case OPT_UNDO_FILE: a->repair.undo_path = arg; break;
+	case OPT_NO_UNDO: a->repair.no_undo = true; break;
+	case OPT_REBUILD_FST: a->repair.rebuild_fst = a->repair.enabled = true; break;
+	case OPT_REBUILD_UUID: a->repair.rebuild_uuid = a->repair.enabled = true; break;
+	case ARGP_KEY_END:
+		if ((a->repair.yes || a->repair.dry_run || a->repair.undo_path || a->repair.no_undo) &&
+		    !a->repair.enabled)
+			argp_error(state, "--yes, --dry-run, --undo-file and --no-undo go with --repair");
+		if (a->repair.undo_path && (a->repair.no_undo || a->repair.dry_run))
+			argp_error(state, "--undo-file makes no sense with --no-undo or --dry-run");
+		if (a->repair.enabled && !a->repair.yes && !a->repair.dry_run && !isatty(STDIN_FILENO))
+			argp_error(state, "--repair asks before each change and stdin is not a terminal: "
+				   "give --yes (or --dry-run)");
+		break;
 	default: return cli_argp_devices(key, state, &a->paths, &a->npaths);
 	}
 	return 0;
@@ -89,6 +121,15 @@ static void print_summary(struct check_ctx *ctx)
 		json_object_object_add(o, "items", json_object_new_uint64(ctx->stats.items));
 		json_object_object_add(o, "trees", json_object_new_uint64(ctx->stats.trees));
 		json_object_object_add(o, "bytes_used", json_object_new_uint64(super_bytes_used(ctx->fs->super)));
+		json_object_object_add(o, "csum_bytes", json_object_new_uint64(ctx->stats.csum_bytes));
+		json_object_object_add(o, "inodes", json_object_new_uint64(ctx->stats.inodes));
+		json_object_object_add(o, "ref_records", json_object_new_uint64(ctx->stats.ref_records));
+		json_object_object_add(o, "sort_spilled_bytes", json_object_new_uint64(ctx->stats.spilled_bytes));
+		json_object_object_add(o, "sort_peak_memory", json_object_new_uint64(ctx->stats.sort_peak_memory));
+		if (ctx->opts->check_data_csum) {
+			json_object_object_add(o, "data_csum_bytes", json_object_new_uint64(ctx->stats.data_csum_bytes));
+			json_object_object_add(o, "data_csum_seconds", json_object_new_double(ctx->stats.data_csum_seconds));
+		}
 		json_object_object_add(o, "problems", json_object_get(ctx->json_problems));
 		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
@@ -98,6 +139,14 @@ static void print_summary(struct check_ctx *ctx)
 	       ctx->stats.trees, ctx->stats.tree_blocks,
 	       size_format(ctx->stats.tree_bytes, s1, sizeof(s1), SIZE_HUMAN), ctx->stats.items);
 	printf("bytes used: %s\n", size_format(super_bytes_used(ctx->fs->super), s1, sizeof(s1), SIZE_HUMAN));
+	printf("csum bytes: %s (data covered by checksums)\n",
+	       size_format(ctx->stats.csum_bytes, s1, sizeof(s1), SIZE_HUMAN));
+	printf("inodes checked: %" PRIu64 " (in all subvolumes)\n", ctx->stats.inodes);
+	if (ctx->opts->check_data_csum)
+		printf("data verified: %s (all copies) in %.2f s, %.1f MiB/s\n",
+		       size_format(ctx->stats.data_csum_bytes, s1, sizeof(s1), SIZE_HUMAN), ctx->stats.data_csum_seconds,
+		       ctx->stats.data_csum_seconds > 0 ?
+			       (double)ctx->stats.data_csum_bytes / 1048576.0 / ctx->stats.data_csum_seconds : 0.0);
 	if (ctx->errors || ctx->warnings)
 		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)\n", ctx->errors, ctx->warnings);
 	else
@@ -114,6 +163,10 @@ static int run_phases(struct check_ctx *ctx)
 		{ "tree blocks", check_tree_blocks },
 		{ "chunks and devices", check_chunks },
 		{ "extents and free space", check_extents },
+		{ "extent references and checksums", check_refs },
+		{ "filesystem trees", check_fs_trees },
+		{ "subvolumes", check_subvolumes },
+		{ "data checksums", check_data_csums },
 	};
 
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
@@ -136,8 +189,9 @@ int main(int argc, char **argv)
 {
 	static const struct argp_child children[] = { { &cli_common_argp, 0, NULL, 0 }, { 0 } };
 	static const struct argp argp = { check_options, check_parse, "DEVICE...",
-		"Check an unmounted btrfs filesystem (read-only). Exit status: 0 clean, 4 errors "
-		"left uncorrected, 8 operational error, 16 usage error, 32 cancelled.",
+		"Check an unmounted btrfs filesystem (read-only), and with --repair repair it. Exit status: "
+		"0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational error, 16 usage "
+		"error, 32 cancelled (sums of these when several apply).",
 		children, NULL, NULL };
 	struct check_args a = { .opts = { .super_mirror = -1, .format = CLI_FORMAT_TEXT } };
 	struct check_ctx ctx = { 0 };
@@ -147,14 +201,6 @@ int main(int argc, char **argv)
 
 	cli_init("btk-check", FSCK_EXIT_USAGE);
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
-	if (a.repair) {
-		msg_error("--repair is not implemented yet; nothing was changed");
-		return FSCK_EXIT_USAGE;
-	}
-	if (a.opts.check_data_csum) {
-		msg_error("--check-data-csum is not implemented yet");
-		return FSCK_EXIT_USAGE;
-	}
 	if (!a.opts.memory_limit)
 		a.opts.memory_limit = default_memory_limit();
 	if (!a.opts.jobs)
@@ -179,8 +225,12 @@ int main(int argc, char **argv)
 	progress_finish(ctx.progress);
 	if (ret == 0 || ret == FSCK_EXIT_CANCELLED)
 		print_summary(&ctx);
-	if (ret == 0 && ctx.errors)
+	if (ret == 0 && a.repair.enabled) {
+		static const struct repair_hooks hooks = { run_phases, print_summary };
+		ret = repair_filesystem(&ctx, &a.repair, a.paths, a.npaths, &fo, &hooks);
+	} else if (ret == 0 && ctx.errors) {
 		ret = FSCK_EXIT_UNCORRECTED;
+	}
 	json_object_put(ctx.json_problems);
 	ebitmap_destroy(ctx.visited);
 	fs_close(ctx.fs);

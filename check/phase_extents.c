@@ -86,8 +86,9 @@ static int scan_extent_tree(struct extent_scan *s)
 		if (key.type == BTRFS_METADATA_ITEM_KEY) {
 			ret = scan_extent(s, key.objectid, fs->nodesize, true);
 		} else if (key.type == BTRFS_EXTENT_ITEM_KEY) {
+			/* not one node long: data with a bad flag (phase_refs.c reports it) */
 			bool tree = size >= sizeof(struct btrfs_extent_item) &&
-				    (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK);
+				    (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK) && key.offset == fs->nodesize;
 			if (size < sizeof(struct btrfs_extent_item))
 				report_problem(s->ctx, PR_ITEM_MALFORMED, "extent item %" PRIu64 " is %u bytes",
 					       key.objectid, size);

@@ -52,10 +52,12 @@ static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct tree_visit *v = arg;
 	struct check_ctx *ctx = v->ctx;
-	int seen = ebitmap_test_and_set(ctx->visited, b->bytenr, ctx->fs->nodesize);
+	int seen = ebitmap_test_and_set(ctx->visited, b->bytenr, ctx->fs->nodesize), ret;
 
 	if (seen < 0)
 		return seen;
+	if ((ret = refs_observe_block(ctx, v->root, b, !seen)) < 0)
+		return ret;
 	if (seen)
 		return 1; /* shared with a tree already checked: skip its subtree */
 	ctx->stats.tree_blocks++;

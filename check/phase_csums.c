@@ -1,0 +1,207 @@
+/* The checksum tree walked alongside the data extents (both in address
+ * order, so memory is one tree path): item sizes are whole checksums, items
+ * do not overlap, every checksummed byte lies in a data extent, and how much
+ * of each data extent has checksums (phase_refs.c decides which extents need
+ * them). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "check/refs.h"
+#include "libfs/tree.h"
+
+struct csum_cursor {
+	struct check_ctx *ctx;
+	struct tree_iter it;
+	bool have;                  /* a current item */
+	bool at_end;
+	uint64_t start, end;        /* the data range it covers */
+	uint64_t pos;               /* bytes before pos are classified */
+	uint64_t outside;           /* bytes of the current item outside every data extent */
+	uint64_t outside_from;
+};
+
+int csum_cursor_create(struct check_ctx *ctx, struct csum_cursor **out)
+{
+	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, (uint64_t)-1 };
+	struct csum_cursor *c = calloc(1, sizeof(*c));
+
+	*out = c;
+	if (!c)
+		return -ENOMEM;
+	c->ctx = ctx;
+	tree_iter_init(&c->it, ctx->fs, &ctx->fs->csum_root, &min, &max);
+	return 0;
+}
+
+/* The current item is classified to its end. */
+static void item_done(struct csum_cursor *c)
+{
+	if (c->outside)
+		refs_report(c->ctx, PR_CSUM_OUTSIDE_EXTENT, "csum item %" PRIu64 "+%" PRIu64 ": %" PRIu64
+			    " bytes from %" PRIu64 " lie in no data extent", c->start, c->end - c->start, c->outside,
+			    c->outside_from);
+	c->have = false;
+}
+
+static int next_item(struct csum_cursor *c)
+{
+	struct check_ctx *ctx = c->ctx;
+	unsigned csize = ctx->fs->csum_size;
+	struct btrfs_key k;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	if (c->at_end)
+		return 0;
+	ret = tree_iter_next(&c->it, &k, &d, &size);
+	if (ret <= 0) {
+		c->at_end = true;
+		if (ret < 0 && ret != -ENOMEM) {
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", ctx->fs->errmsg);
+			ret = 0;
+		}
+		return ret;
+	}
+	if (!csize || size % csize)
+		refs_report(ctx, PR_CSUM_ITEM_SIZE, "csum item %" PRIu64 " is %u bytes, not a multiple of %u",
+			    k.offset, size, csize);
+	c->have = true;
+	c->start = k.offset;
+	c->end = k.offset + (csize ? (uint64_t)(size / csize) * ctx->fs->sectorsize : 0);
+	c->outside = 0;
+	ctx->stats.csum_bytes += c->end - c->start;
+	if (c->start < c->pos)
+		refs_report(ctx, PR_CSUM_OVERLAP, "csum item %" PRIu64 "+%" PRIu64 " overlaps the checksums before "
+			    "it (up to %" PRIu64 ")", c->start, c->end - c->start, c->pos);
+	if (c->pos < c->start)
+		c->pos = c->start;
+	return 1;
+}
+
+/* Bytes [pos, to) of the current item are outside every data extent. */
+static void mark_outside(struct csum_cursor *c, uint64_t to)
+{
+	if (to <= c->pos)
+		return;
+	if (!c->outside)
+		c->outside_from = c->pos;
+	c->outside += to - c->pos;
+	c->pos = to;
+}
+
+int csum_cursor_extent(struct csum_cursor *c, uint64_t start, uint64_t len, uint64_t *covered)
+{
+	uint64_t end = start + len;
+	int ret;
+
+	*covered = 0;
+	for (;;) {
+		if (!c->have && (ret = next_item(c)) <= 0)
+			return ret;
+		if (c->pos < c->start)
+			c->pos = c->start;
+		mark_outside(c, c->end < start ? c->end : start);
+		if (c->pos >= c->end) {
+			item_done(c);
+			continue;
+		}
+		if (c->pos >= end)
+			return 0; /* the item goes on past this extent */
+		uint64_t to = c->end < end ? c->end : end;
+		*covered += to - c->pos;
+		c->pos = to;
+		if (c->pos < c->end)
+			return 0;
+		item_done(c);
+	}
+}
+
+int csum_cursor_finish(struct csum_cursor *c)
+{
+	int ret;
+
+	for (;;) {
+		if (!c->have && (ret = next_item(c)) <= 0)
+			return ret;
+		mark_outside(c, c->end);
+		item_done(c);
+	}
+}
+
+void csum_cursor_destroy(struct csum_cursor *c)
+{
+	if (!c)
+		return;
+	tree_iter_release(&c->it);
+	free(c);
+}
+
+/* Bytes of the sorted, disjoint ranges [base+lo, base+hi) that no csum item
+ * covers: a lookup in the csum tree, for the few extents only partly covered
+ * (a preallocated extent written in places). */
+int csum_missing_bytes(struct check_ctx *ctx, uint64_t base, const struct csum_need *need, size_t n,
+		       uint64_t *missing)
+{
+	struct fs_info *fs = ctx->fs;
+	struct btrfs_key key = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, base + need[0].lo };
+	struct tree_path path;
+	uint64_t covered = 0, pos = base + need[0].lo, end = base + need[n - 1].hi;
+	size_t i = 0;
+	int ret;
+
+	*missing = 0;
+	for (size_t k = 0; k < n; k++)
+		*missing += need[k].hi - need[k].lo;
+	if (!fs->csum_root.bytenr)
+		return 0;
+	tree_path_init(&path);
+	ret = tree_search_le(fs, &fs->csum_root, &key, &path);
+	if (ret == 1) {
+		tree_path_release(fs, &path);
+		key.offset = 0;
+		ret = tree_search(fs, &fs->csum_root, &key, &path);
+	}
+	while (ret == 0) {
+		uint32_t size;
+		uint64_t s, e;
+
+		tree_item_key(&path, &key);
+		tree_item_data(&path, &size);
+		if (key.objectid != BTRFS_EXTENT_CSUM_OBJECTID || key.type != BTRFS_EXTENT_CSUM_KEY) {
+			if (key.objectid > BTRFS_EXTENT_CSUM_OBJECTID ||
+			    (key.objectid == BTRFS_EXTENT_CSUM_OBJECTID && key.type > BTRFS_EXTENT_CSUM_KEY))
+				break;
+			ret = tree_next(fs, &path);
+			continue;
+		}
+		s = key.offset;
+		if (s >= end)
+			break;
+		e = s + (fs->csum_size ? (uint64_t)(size / fs->csum_size) * fs->sectorsize : 0);
+		/* intersect [max(s,pos), e) with the needed ranges from i on */
+		for (s = s > pos ? s : pos; s < e && i < n;) {
+			uint64_t lo = base + need[i].lo, hi = base + need[i].hi;
+			if (hi <= s) {
+				i++;
+				continue;
+			}
+			if (lo >= e)
+				break;
+			uint64_t a = s > lo ? s : lo, b = e < hi ? e : hi;
+			covered += b - a;
+			s = b;
+		}
+		if (e > pos)
+			pos = e;
+		ret = tree_next(fs, &path);
+	}
+	tree_path_release(fs, &path);
+	if (ret == -ENOMEM)
+		return ret;
+	/* an unreadable csum leaf is reported by the tree-block phase: no verdict */
+	*missing = ret < 0 ? 0 : covered < *missing ? *missing - covered : 0;
+	return 0;
+}

@@ -1,0 +1,754 @@
+/* Extent references: what the trees use against what the extent tree
+ * declares, as joins of sorted record streams (libfs/recsort) so memory stays
+ * within the budget whatever the filesystem's size.
+ *
+ * 1. During the tree-block walk (phase_trees.c calls refs_observe_block once
+ *    per block), every child pointer of every node and every file extent of
+ *    every leaf becomes a "child" record keyed by the block that holds it.
+ * 2. One pass over the extent tree joins those records with the holder's
+ *    extent flags (FULL_BACKREF decides between a shared and a keyed
+ *    reference) giving the expected references, and streams the declared
+ *    references (inline and keyed) into a second sorter; the same pass
+ *    checks each extent's refs against the sum of its references and walks
+ *    the checksum tree alongside (phase_csums.c).
+ * 3. A merge-join of expected against declared references. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/refs.h"
+#include "common/sizes.h"
+#include "libfs/block.h"
+#include "libfs/ebitmap.h"
+#include "libfs/recsort.h"
+#include "libfs/tree.h"
+#include "libfs/walk.h"
+
+/* A pointer to a tree block or a data extent, keyed by the block holding it. */
+struct child_rec {
+	uint64_t parent;        /* the node or leaf holding the pointer */
+	uint64_t bytenr;        /* the child block or the data extent */
+	uint64_t owner;         /* header owner of the holder */
+	uint64_t ino;           /* data: inode */
+	uint64_t ref_offset;    /* data: file offset - extent offset */
+	uint64_t file_offset;   /* data: key offset of the file extent item */
+	uint64_t disk_len;      /* data: disk_num_bytes */
+	uint64_t need_lo, need_hi; /* data: the part of the extent that needs checksums */
+	uint32_t kind;          /* CHILD_TREE or CHILD_DATA */
+	uint32_t flags;         /* REF_NEEDS_CSUM */
+};
+enum { CHILD_TREE = 1, CHILD_DATA = 2 };
+#define REF_NEEDS_CSUM 1u
+
+/* One reference, expected or declared. type 0 is the extent itself
+ * (declared side only): a = length, b = flags, c = refs, len = bytes with
+ * checksums. Sorted by (bytenr, type, a, b, c). */
+struct ref_rec {
+	uint64_t bytenr;
+	uint64_t a;             /* root (tree, data, owner refs) or parent (shared refs) */
+	uint64_t b;             /* data ref: inode */
+	uint64_t c;             /* data ref: offset */
+	uint64_t count;
+	uint64_t len;           /* expected data: the file extent's disk_num_bytes */
+	uint64_t from_root;     /* expected: where the user is (for messages) */
+	uint64_t from_where;    /* data: inode; tree: the holder block */
+	uint64_t from_offset;   /* data: file offset */
+	uint64_t need_lo, need_hi; /* REF_NEEDS_CSUM: bytes of the extent that need checksums */
+	uint32_t type;          /* 0 or BTRFS_*_REF_KEY */
+	uint32_t flags;         /* REF_NEEDS_CSUM */
+};
+
+struct refs_state {
+	struct recsort *children;   /* struct child_rec by parent */
+	struct recsort *expected;   /* struct ref_rec */
+	struct recsort *declared;   /* struct ref_rec */
+	/* the tree being walked: the last inode item seen, for NODATASUM */
+	uint64_t walk_root;
+	uint64_t last_ino;
+	bool last_nodatasum;
+	bool last_valid;
+};
+
+/* the join's view of the current extent */
+struct join_state {
+	struct check_ctx *ctx;
+	bool have;                  /* an extent item at bytenr */
+	uint64_t bytenr, len, flags, covered;
+	struct csum_need *need;     /* parts of the extent regular file extents use */
+	size_t nneed, need_cap;
+	uint64_t not_alloc_reported;
+	bool incomplete;            /* some tree was unreadable: expected refs are a lower bound */
+};
+
+void refs_report(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
+{
+	char buf[480];
+	va_list ap;
+
+	if (ctx->counts[code] >= REFS_REPORT_MAX)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	report_problem(ctx, code, "%s", buf);
+}
+
+static int cmp_u64(uint64_t x, uint64_t y)
+{
+	return x < y ? -1 : x > y;
+}
+
+static int child_cmp(const void *x, const void *y, void *arg)
+{
+	(void)arg;
+	return cmp_u64(((const struct child_rec *)x)->parent, ((const struct child_rec *)y)->parent);
+}
+
+static int ref_cmp(const void *x, const void *y, void *arg)
+{
+	const struct ref_rec *p = x, *q = y;
+	int r;
+
+	(void)arg;
+	if ((r = cmp_u64(p->bytenr, q->bytenr)) || (r = cmp_u64(p->type, q->type)) || (r = cmp_u64(p->a, q->a)) ||
+	    (r = cmp_u64(p->b, q->b)))
+		return r;
+	return cmp_u64(p->c, q->c);
+}
+
+static const char *ref_type_name(uint32_t type)
+{
+	switch (type) {
+	case BTRFS_TREE_BLOCK_REF_KEY: return "tree block ref";
+	case BTRFS_SHARED_BLOCK_REF_KEY: return "shared block ref";
+	case BTRFS_EXTENT_DATA_REF_KEY: return "data ref";
+	case BTRFS_SHARED_DATA_REF_KEY: return "shared data ref";
+	case BTRFS_EXTENT_OWNER_REF_KEY: return "owner ref";
+	default: return "ref";
+	}
+}
+
+static int refs_start(struct check_ctx *ctx)
+{
+	struct refs_state *st = calloc(1, sizeof(*st));
+	/* three sorters of an eighth of the budget each; the block cache has another eighth */
+	size_t budget = (size_t)(ctx->opts->memory_limit / 8);
+
+	const char *env = getenv("BTK_CHECK_SORT_BUDGET"); /* tests: force spilling on small images */
+	uint64_t v;
+
+	if (env && !size_parse(env, &v))
+		budget = (size_t)v;
+	if (budget < RECSORT_MIN_BUDGET)
+		budget = RECSORT_MIN_BUDGET;
+	if (!st)
+		return -ENOMEM;
+	st->children = recsort_create(sizeof(struct child_rec), child_cmp, NULL, budget, NULL);
+	st->expected = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, budget, NULL);
+	st->declared = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, budget, NULL);
+	ctx->refs = st;
+	if (!st->children || !st->expected || !st->declared)
+		return -errno ? -errno : -ENOMEM;
+	recsort_set_jobs(st->children, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);
+	recsort_set_jobs(st->expected, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);
+	recsort_set_jobs(st->declared, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);
+	return 0;
+}
+
+static void refs_free(struct check_ctx *ctx)
+{
+	struct refs_state *st = ctx->refs;
+
+	if (!st)
+		return;
+	recsort_destroy(st->children);
+	recsort_destroy(st->expected);
+	recsort_destroy(st->declared);
+	free(st);
+	ctx->refs = NULL;
+}
+
+/* The file extents and inode items of one leaf. Inode items are tracked even
+ * in a leaf already seen from another tree, so the NODATASUM flag is known
+ * for the file extents that follow in key order. */
+static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_block *b, bool first)
+{
+	unsigned n = block_nritems(b);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct btrfs_key k;
+		const uint8_t *d = leaf_item_data(b->data, i);
+		uint32_t size = item_size(leaf_item(b->data, i));
+		struct child_rec c;
+		uint8_t type;
+		int ret;
+
+		block_key(b, i, &k);
+		if (k.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+			st->last_ino = k.objectid;
+			st->last_nodatasum = inode_flags(d) & BTRFS_INODE_NODATASUM;
+			st->last_valid = true;
+			continue;
+		}
+		if (!first || k.type != BTRFS_EXTENT_DATA_KEY || size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
+			continue;
+		type = file_extent_type(d);
+		if (type == BTRFS_FILE_EXTENT_INLINE)
+			continue;
+		if (size < sizeof(struct btrfs_file_extent_item)) {
+			refs_report(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 " inode %" PRIu64 " file extent %" PRIu64
+				    " is %u bytes", block_owner(b), k.objectid, k.offset, size);
+			continue;
+		}
+		if (!file_extent_disk_bytenr(d))
+			continue; /* a hole */
+		c = (struct child_rec){
+			.parent = b->bytenr,
+			.bytenr = file_extent_disk_bytenr(d),
+			.owner = block_owner(b),
+			.ino = k.objectid,
+			.ref_offset = k.offset - file_extent_offset(d),
+			.file_offset = k.offset,
+			.disk_len = file_extent_disk_num_bytes(d),
+			.kind = CHILD_DATA,
+		};
+		if (type == BTRFS_FILE_EXTENT_REG && st->last_valid && st->last_ino == k.objectid &&
+		    !st->last_nodatasum) {
+			/* compressed: checksums cover the compressed bytes, all of them */
+			bool whole = file_extent_compression(d) != 0;
+			c.flags |= REF_NEEDS_CSUM;
+			c.need_lo = whole ? 0 : file_extent_offset(d);
+			c.need_hi = whole ? c.disk_len : c.need_lo + file_extent_num_bytes(d);
+			if (c.need_hi > c.disk_len || c.need_hi < c.need_lo)
+				c.need_hi = c.disk_len;
+		}
+		if ((ret = recsort_add(st->children, &c)) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
+		       bool first)
+{
+	struct refs_state *st;
+	int ret;
+
+	/* log tree blocks and file extents have no extent references */
+	if (root->objectid == BTRFS_TREE_LOG_OBJECTID)
+		return 0;
+	if (!ctx->refs && (ret = refs_start(ctx)) < 0)
+		return ret;
+	st = ctx->refs;
+	if (st->walk_root != root->objectid || b->bytenr == root->bytenr) {
+		st->walk_root = root->objectid;
+		st->last_valid = false;
+	}
+	if (b->bytenr == root->bytenr && first) {
+		struct ref_rec r = { .bytenr = b->bytenr, .type = BTRFS_TREE_BLOCK_REF_KEY, .a = root->objectid,
+				     .count = 1, .from_root = root->objectid };
+		/* a relocation tree's root is its own parent (full backrefs throughout) */
+		if (root->objectid == BTRFS_TREE_RELOC_OBJECTID) {
+			r.type = BTRFS_SHARED_BLOCK_REF_KEY;
+			r.a = b->bytenr;
+		}
+		if ((ret = recsort_add(st->expected, &r)) < 0)
+			return ret;
+	}
+	if (block_level(b) == 0)
+		return observe_leaf(ctx, st, b, first);
+	if (!first)
+		return 0;
+	for (unsigned i = 0; i < block_nritems(b); i++) {
+		struct child_rec c = { .parent = b->bytenr, .bytenr = key_ptr_blockptr(node_key_ptr(b->data, i)),
+				       .owner = block_owner(b), .kind = CHILD_TREE };
+		if ((ret = recsort_add(st->children, &c)) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- pass over the extent tree ------------------------------------------- */
+
+struct extent_pass {
+	struct check_ctx *ctx;
+	struct refs_state *st;
+	struct csum_cursor *csums;
+	const struct child_rec *child;   /* next child record, NULL at the end */
+	int child_ret;
+	/* the extent item whose references are being summed */
+	bool have;
+	uint64_t bytenr, len, flags, refs, sum;
+	bool tree_block;
+};
+
+static int next_child(struct extent_pass *p)
+{
+	const void *r;
+	int ret = recsort_next(p->st->children, &r);
+
+	p->child = ret == 1 ? r : NULL;
+	return ret < 0 ? ret : 0;
+}
+
+/* Expected references for the children held by blocks before `upto`; those
+ * held by `upto` itself use its extent flags. */
+static int emit_children(struct extent_pass *p, uint64_t upto, uint64_t holder_flags)
+{
+	int ret;
+
+	while (p->child && p->child->parent <= upto) {
+		const struct child_rec *c = p->child;
+		bool full = c->parent == upto && (holder_flags & BTRFS_BLOCK_FLAG_FULL_BACKREF);
+		struct ref_rec r = { .bytenr = c->bytenr, .count = 1, .from_root = c->owner, .flags = c->flags,
+				     .need_lo = c->need_lo, .need_hi = c->need_hi };
+
+		if (c->kind == CHILD_TREE) {
+			r.type = full ? BTRFS_SHARED_BLOCK_REF_KEY : BTRFS_TREE_BLOCK_REF_KEY;
+			r.a = full ? c->parent : c->owner;
+			r.from_where = c->parent;
+		} else {
+			r.type = full ? BTRFS_SHARED_DATA_REF_KEY : BTRFS_EXTENT_DATA_REF_KEY;
+			r.a = full ? c->parent : c->owner;
+			if (!full) {
+				r.b = c->ino;
+				r.c = c->ref_offset;
+			}
+			r.len = c->disk_len;
+			r.from_where = c->ino;
+			r.from_offset = c->file_offset;
+		}
+		if ((ret = recsort_add(p->st->expected, &r)) < 0)
+			return ret;
+		if ((ret = next_child(p)) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int add_declared(struct extent_pass *p, uint32_t type, uint64_t a, uint64_t b, uint64_t c, uint64_t count)
+{
+	struct ref_rec r = { .bytenr = p->bytenr, .type = type, .a = a, .b = b, .c = c, .count = count };
+
+	if (type != BTRFS_EXTENT_OWNER_REF_KEY)
+		p->sum += count;
+	return recsort_add(p->st->declared, &r);
+}
+
+/* The extent item just ended: its refs against the sum of its references. */
+static void finish_extent(struct extent_pass *p)
+{
+	if (p->have && p->refs != p->sum)
+		refs_report(p->ctx, PR_EXTENT_REFS_TOTAL, "extent %" PRIu64 "+%" PRIu64 ": refs %" PRIu64
+			    ", its references count %" PRIu64, p->bytenr, p->len, p->refs, p->sum);
+	p->have = false;
+}
+
+static size_t inline_body_size(uint8_t type)
+{
+	switch (type) {
+	case BTRFS_TREE_BLOCK_REF_KEY:
+	case BTRFS_SHARED_BLOCK_REF_KEY:
+	case BTRFS_EXTENT_OWNER_REF_KEY:
+		return 8;
+	case BTRFS_EXTENT_DATA_REF_KEY:
+		return sizeof(struct btrfs_extent_data_ref);
+	case BTRFS_SHARED_DATA_REF_KEY:
+		return 8 + sizeof(struct btrfs_shared_data_ref);
+	default:
+		return 0;
+	}
+}
+
+/* An EXTENT_ITEM or METADATA_ITEM: the extent record, its inline references,
+ * the children of the block, the checksum walk. */
+static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct check_ctx *ctx = p->ctx;
+	uint32_t cur = sizeof(struct btrfs_extent_item);
+	struct ref_rec hdr;
+	int ret;
+
+	finish_extent(p);
+	if (size < sizeof(struct btrfs_extent_item))
+		return 0; /* reported by the extents phase */
+	p->have = true;
+	p->bytenr = k->objectid;
+	p->len = k->type == BTRFS_METADATA_ITEM_KEY ? ctx->fs->nodesize : k->offset;
+	p->flags = extent_flags(d);
+	p->refs = extent_refs(d);
+	p->sum = 0;
+	p->tree_block = k->type == BTRFS_METADATA_ITEM_KEY || (p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK);
+	/* a tree block is one node long: anything else is data whose flags lie */
+	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block && k->offset != ctx->fs->nodesize) {
+		refs_report(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 "+%" PRIu64 " is flagged as a tree block (%#"
+			    PRIx64 ") but is not one node long", p->bytenr, p->len, p->flags);
+		p->tree_block = false;
+	} else if (k->type == BTRFS_METADATA_ITEM_KEY && !(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+		refs_report(ctx, PR_EXTENT_TYPE, "metadata item %" PRIu64 " lacks the tree-block flag", p->bytenr);
+	else if (!!(p->flags & BTRFS_EXTENT_FLAG_DATA) == !!(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+		refs_report(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 " has flags %#" PRIx64 " (not data xor tree block)",
+			    p->bytenr, p->flags);
+	else if ((p->flags & BTRFS_EXTENT_FLAG_DATA) && (p->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF))
+		refs_report(ctx, PR_EXTENT_TYPE, "data extent %" PRIu64 " has the full-backref flag", p->bytenr);
+	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block)
+		cur += sizeof(struct btrfs_tree_block_info);
+	hdr = (struct ref_rec){ .bytenr = p->bytenr, .a = p->len, .b = p->flags, .c = p->refs };
+	if (!p->tree_block && p->csums && (ret = csum_cursor_extent(p->csums, p->bytenr, p->len, &hdr.len)) < 0)
+		return ret;
+	if ((ret = recsort_add(p->st->declared, &hdr)) < 0)
+		return ret;
+	while (cur < size) {
+		uint8_t type = d[cur];
+		size_t body = inline_body_size(type);
+		const uint8_t *q = d + cur + 1;
+
+		if (!body || size - cur - 1 < body) {
+			refs_report(ctx, PR_ITEM_MALFORMED, "extent %" PRIu64 ": bad inline reference of type %u",
+				    p->bytenr, type);
+			break;
+		}
+		if (type == BTRFS_EXTENT_DATA_REF_KEY)
+			ret = add_declared(p, type, data_ref_root(q), data_ref_objectid(q), data_ref_offset(q),
+					   data_ref_count(q));
+		else if (type == BTRFS_SHARED_DATA_REF_KEY)
+			ret = add_declared(p, type, get_le64(q), 0, 0, shared_data_ref_count(q + 8));
+		else
+			ret = add_declared(p, type, get_le64(q), 0, 0, 1);
+		if (ret < 0)
+			return ret;
+		cur += 1 + (uint32_t)body;
+	}
+	if (p->tree_block)
+		return emit_children(p, p->bytenr, p->flags);
+	return 0;
+}
+
+/* A keyed reference item after its extent item. */
+static int keyed_ref(struct extent_pass *p, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	if (!p->have || k->objectid != p->bytenr) {
+		/* a reference without an extent item: the join reports it unused */
+		finish_extent(p);
+		p->bytenr = k->objectid;
+	}
+	switch (k->type) {
+	case BTRFS_TREE_BLOCK_REF_KEY:
+	case BTRFS_SHARED_BLOCK_REF_KEY:
+	case BTRFS_EXTENT_OWNER_REF_KEY:
+		return add_declared(p, k->type, k->offset, 0, 0, 1);
+	case BTRFS_EXTENT_DATA_REF_KEY:
+		if (size < sizeof(struct btrfs_extent_data_ref))
+			break;
+		return add_declared(p, k->type, data_ref_root(d), data_ref_objectid(d), data_ref_offset(d),
+				    data_ref_count(d));
+	case BTRFS_SHARED_DATA_REF_KEY:
+		if (size < sizeof(struct btrfs_shared_data_ref))
+			break;
+		return add_declared(p, k->type, k->offset, 0, 0, shared_data_ref_count(d));
+	}
+	refs_report(p->ctx, PR_ITEM_MALFORMED, "extent %" PRIu64 ": reference item type %u is %u bytes",
+		    k->objectid, k->type, size);
+	return 0;
+}
+
+static int scan_extent_tree(struct extent_pass *p)
+{
+	struct fs_info *fs = p->ctx->fs;
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, k;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	if ((ret = next_child(p)) < 0)
+		return ret;
+	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
+		if (cli_cancelled())
+			break;
+		switch (k.type) {
+		case BTRFS_EXTENT_ITEM_KEY:
+		case BTRFS_METADATA_ITEM_KEY:
+			/* children of blocks before this one: those blocks have no extent item */
+			ret = k.objectid ? emit_children(p, k.objectid - 1, 0) : 0;
+			if (!ret)
+				ret = extent_item(p, &k, d, size);
+			break;
+		case BTRFS_TREE_BLOCK_REF_KEY:
+		case BTRFS_SHARED_BLOCK_REF_KEY:
+		case BTRFS_EXTENT_DATA_REF_KEY:
+		case BTRFS_SHARED_DATA_REF_KEY:
+		case BTRFS_EXTENT_OWNER_REF_KEY:
+			ret = keyed_ref(p, &k, d, size);
+			break;
+		default:
+			ret = 0;
+		}
+		if (ret < 0)
+			break;
+	}
+	tree_iter_release(&it);
+	if (ret < 0) {
+		if (ret != -ENOMEM && ret != -ENOSPC) {
+			report_problem(p->ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs->errmsg);
+			ret = 0;
+		}
+		return ret;
+	}
+	finish_extent(p);
+	return emit_children(p, (uint64_t)-1, 0);
+}
+
+/* ---- the join ------------------------------------------------------------- */
+
+static uint64_t sum_counts(const void *recs, size_t n)
+{
+	const struct ref_rec *r = recs;
+	uint64_t s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += r[i].count;
+	return s;
+}
+
+static int need_cmp(const void *x, const void *y)
+{
+	const struct csum_need *p = x, *q = y;
+
+	return p->lo < q->lo ? -1 : p->lo > q->lo ? 1 : (p->hi > q->hi) - (p->hi < q->hi);
+}
+
+/* The extent is done: do checksums cover what regular file extents use of it? */
+static int finish_join_extent(struct join_state *j)
+{
+	uint64_t missing;
+	size_t n = 0;
+	int ret;
+
+	if (!j->have || !j->nneed || j->covered >= j->len) {
+		j->have = false;
+		j->nneed = 0;
+		return 0;
+	}
+	/* sort and merge the used parts, then look them up */
+	qsort(j->need, j->nneed, sizeof(*j->need), need_cmp);
+	for (size_t i = 0; i < j->nneed; i++) {
+		if (n && j->need[i].lo <= j->need[n - 1].hi) {
+			if (j->need[i].hi > j->need[n - 1].hi)
+				j->need[n - 1].hi = j->need[i].hi;
+		} else {
+			j->need[n++] = j->need[i];
+		}
+	}
+	j->have = false;
+	j->nneed = 0;
+	if ((ret = csum_missing_bytes(j->ctx, j->bytenr, j->need, n, &missing)) < 0)
+		return ret;
+	if (missing)
+		refs_report(j->ctx, PR_CSUM_MISSING, "data extent %" PRIu64 "+%" PRIu64 ": %" PRIu64
+			    " bytes used by checksummed files have no checksum", j->bytenr, j->len, missing);
+	return 0;
+}
+
+/* Remember a part of the current extent that needs checksums. Past a limit
+ * (an extent shared by very many files) the whole extent is required: memory
+ * stays bounded and such extents are never partly written preallocations. */
+static int add_need(struct join_state *j, uint64_t lo, uint64_t hi)
+{
+	if (j->nneed == j->need_cap) {
+		size_t cap = j->need_cap ? j->need_cap * 2 : 16;
+		struct csum_need *p;
+		if (cap > 65536) {
+			j->need[0] = (struct csum_need){ 0, j->len };
+			j->nneed = 1;
+			return 0;
+		}
+		if (!(p = realloc(j->need, cap * sizeof(*p))))
+			return -ENOMEM;
+		j->need = p;
+		j->need_cap = cap;
+	}
+	if (hi > lo)
+		j->need[j->nneed++] = (struct csum_need){ lo, hi };
+	return 0;
+}
+
+/* An expected reference (left) against the extent it names. */
+static int check_user(struct join_state *j, const struct ref_rec *e)
+{
+	bool data = e->type == BTRFS_EXTENT_DATA_REF_KEY || e->type == BTRFS_SHARED_DATA_REF_KEY;
+
+	if (!j->have || e->bytenr != j->bytenr) {
+		/* tree blocks without an extent item are reported by the extents phase */
+		if (!data || j->not_alloc_reported == e->bytenr + 1)
+			return 0;
+		j->not_alloc_reported = e->bytenr + 1;
+		if (j->have && e->bytenr < j->bytenr + j->len)
+			refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 " offset %"
+				    PRIu64 ": disk bytenr %" PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64,
+				    e->from_root, e->from_where, e->from_offset, e->bytenr, j->bytenr, j->len);
+		else
+			refs_report(j->ctx, PR_DATA_EXTENT_NOT_ALLOCATED, "tree %" PRIu64 " inode %" PRIu64
+				    " offset %" PRIu64 ": disk bytenr %" PRIu64 "+%" PRIu64 " has no extent item",
+				    e->from_root, e->from_where, e->from_offset, e->bytenr, e->len);
+		return 0;
+	}
+	if (data && !(j->flags & BTRFS_EXTENT_FLAG_DATA))
+		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64 " offset %" PRIu64
+			    ": file extent points at tree-block extent %" PRIu64, e->from_root, e->from_where,
+			    e->from_offset, e->bytenr);
+	else if (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " points at data extent %"
+			    PRIu64, e->from_root, e->from_where, e->bytenr);
+	else if (data && e->len != j->len)
+		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 " offset %" PRIu64
+			    ": disk length %" PRIu64 ", the extent item's %" PRIu64, e->from_root, e->from_where,
+			    e->from_offset, e->len, j->len);
+	if ((e->flags & REF_NEEDS_CSUM) && j->covered < j->len)
+		return add_need(j, e->need_lo, e->need_hi);
+	return 0;
+}
+
+static void describe(char *buf, size_t n, const struct ref_rec *r)
+{
+	switch (r->type) {
+	case BTRFS_EXTENT_DATA_REF_KEY:
+		snprintf(buf, n, "data ref root %" PRIu64 " inode %" PRIu64 " offset %" PRIu64, r->a, r->b, r->c);
+		break;
+	case BTRFS_SHARED_BLOCK_REF_KEY:
+	case BTRFS_SHARED_DATA_REF_KEY:
+		snprintf(buf, n, "%s parent %" PRIu64, ref_type_name(r->type), r->a);
+		break;
+	default:
+		snprintf(buf, n, "%s root %" PRIu64, ref_type_name(r->type), r->a);
+	}
+}
+
+static int join_group(const struct recjoin_group *g, void *arg)
+{
+	struct join_state *j = arg;
+	struct check_ctx *ctx = j->ctx;
+	/* a side's pointer is stale when it has no records */
+	const struct ref_rec *l = g->nleft ? g->left : NULL, *r = g->nright ? g->right : NULL;
+	const struct ref_rec *any = l ? l : r;
+	char what[160];
+	int ret;
+
+	if (any->type == 0) {
+		if ((ret = finish_join_extent(j)) < 0)
+			return ret;
+		j->have = true;
+		j->bytenr = r->bytenr;
+		j->len = r->a;
+		j->flags = r->b;
+		j->covered = r->len;
+		return 0;
+	}
+	if (j->have && any->bytenr >= j->bytenr + j->len && (ret = finish_join_extent(j)) < 0)
+		return ret;
+	for (size_t i = 0; i < g->nleft; i++)
+		if ((ret = check_user(j, &l[i])) < 0)
+			return ret;
+	describe(what, sizeof(what), any);
+	if (any->type == BTRFS_EXTENT_OWNER_REF_KEY) {
+		if (!(ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA) || !j->have || j->bytenr != any->bytenr ||
+		    !(j->flags & BTRFS_EXTENT_FLAG_DATA) || g->nright > 1)
+			refs_report(ctx, PR_EXTENT_OWNER_REF, "extent %" PRIu64 ": %s", any->bytenr, what);
+		return 0;
+	}
+	switch (g->kind) {
+	case RECJOIN_LEFT_ONLY:
+		if (j->have && j->bytenr == any->bytenr)
+			refs_report(ctx, PR_EXTENT_REF_MISSING, "extent %" PRIu64 ": no %s (used by %s %" PRIu64
+				    " in tree %" PRIu64 ")", any->bytenr, what,
+				    any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY
+					    ? "block" : "inode", any->from_where, any->from_root);
+		break;
+	case RECJOIN_RIGHT_ONLY:
+		if (j->incomplete)
+			break;
+		/* a tree block no tree uses is reported by the extents phase */
+		if (j->have && j->bytenr == any->bytenr && (j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
+		    ebitmap_test(ctx->visited, any->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
+			break;
+		refs_report(ctx, PR_EXTENT_REF_UNUSED, "extent %" PRIu64 ": %s (count %" PRIu64 ") has no user",
+			    any->bytenr, what, sum_counts(r, g->nright));
+		break;
+	case RECJOIN_BOTH: {
+		uint64_t want = sum_counts(l, g->nleft), have = sum_counts(r, g->nright);
+		if (want != have && !(j->incomplete && want < have))
+			refs_report(ctx, PR_EXTENT_REF_COUNT, "extent %" PRIu64 ": %s counts %" PRIu64 ", %" PRIu64
+				    " user(s) found", any->bytenr, what, have, want);
+		break;
+	}
+	}
+	return 0;
+}
+
+static int join_refs(struct check_ctx *ctx)
+{
+	struct refs_state *st = ctx->refs;
+	struct join_state j = {
+		.ctx = ctx,
+		.incomplete = ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE],
+	};
+	struct recjoin join = { .left = st->expected, .right = st->declared, .cmp = ref_cmp, .cmp_left = ref_cmp,
+				.cmp_right = ref_cmp, .group = join_group, .arg = &j };
+	int ret;
+
+	ret = recjoin_run(&join);
+	if (ret >= 0)
+		ret = finish_join_extent(&j);
+	free(j.need);
+	return ret < 0 ? ret : 0;
+}
+
+static void add_sort_stats(struct check_ctx *ctx, const struct recsort *rs)
+{
+	struct recsort_stats s;
+
+	recsort_get_stats(rs, &s);
+	ctx->stats.ref_records += s.records;
+	ctx->stats.spilled_bytes += s.spilled_bytes;
+	if (s.peak_memory > ctx->stats.sort_peak_memory)
+		ctx->stats.sort_peak_memory = s.peak_memory;
+}
+
+int check_refs(struct check_ctx *ctx)
+{
+	struct extent_pass p = { .ctx = ctx };
+	struct refs_state *st;
+	int ret;
+
+	if (!ctx->fs->extent_root.bytenr || !ctx->visited)
+		return 0;
+	/* the tree walk found nothing at all (every root unreadable): start empty */
+	if (!ctx->refs && (ret = refs_start(ctx)) < 0)
+		goto out;
+	st = p.st = ctx->refs;
+	if ((ret = recsort_finish(st->children)) < 0)
+		goto out;
+	if (ctx->fs->csum_root.bytenr && (ret = csum_cursor_create(ctx, &p.csums)) < 0)
+		goto out;
+	ret = scan_extent_tree(&p);
+	if (!ret && p.csums)
+		ret = csum_cursor_finish(p.csums);
+	if (ret < 0 || cli_cancelled())
+		goto out;
+	add_sort_stats(ctx, st->children);
+	recsort_destroy(st->children);
+	st->children = NULL;
+	if ((ret = recsort_finish(st->expected)) < 0 || (ret = recsort_finish(st->declared)) < 0)
+		goto out;
+	ret = join_refs(ctx);
+	add_sort_stats(ctx, st->expected);
+	add_sort_stats(ctx, st->declared);
+out:
+	csum_cursor_destroy(p.csums);
+	refs_free(ctx);
+	return ret;
+}
