@@ -84,6 +84,10 @@ $(foreach p,$(PROGRAMS),$(eval $(call program_rule,$(p))))
 $(B)/tests/unit/test_%: $(B)/tests/unit/test_%.o $(patsubst %.c,$(B)/%.o,$(UNIT_HELPERS)) $(COMMON_A) $(LIBFS_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRITERION_LIBS) $(LIBS)
 
+# Unit tests of image/ modules link the objects they test.
+$(B)/tests/unit/test_sanitize: $(B)/image/sanitize.o $(B)/image/sanitize_map.o $(B)/image/name_forge.o
+$(B)/tests/unit/test_fmt_btrfs_image: $(B)/image/fmt_btrfs_image.o $(B)/image/imgio.o
+
 unit: $(UNIT_BINS)
 
 # Unit tests, then the pytest suite (real filesystems; kernel tests need root).
@@ -134,6 +138,12 @@ clean:
 FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
 FUZZ_HARNESSES := image items
 FUZZ_LIB_SRC = $(LIBFS_SRC) $(COMMON_SRC) inspect/item_json.c
+# fuzz_imgfile: the image readers of btk-image (and the sanitizer behind them)
+ifneq ($(wildcard image/fmt_btk_read.c),)
+FUZZ_HARNESSES += imgfile
+FUZZ_LIB_SRC += image/fmt_btrfs_image.c image/fmt_btk_read.c image/fmt_btk_write.c image/imgio.c \
+	image/sanitize.c image/sanitize_map.c image/name_forge.c
+endif
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # the filesystems fuzz_image patches (tests/images/fuzz/make-base.sh)
 FUZZ_BASE := $(B)/fuzz/base.img
@@ -189,9 +199,18 @@ check-fuzz-regress: fuzz-replay
 # ---------------------------------------------------------------------------
 # Test tools (tests/tools/): programs the pytest suite drives.
 #   btk-wlog-replay   count / replay crash states of a write log (libfs/wlog.h)
-TEST_TOOLS := $(B)/tests/tools/btk-wlog-replay
+#   btk-corrupt       damage an image on purpose (tests/images/corrupt/README.md)
+#   btk-trans-xattr   add xattrs to a file through libfs transactions
+TEST_TOOLS := $(B)/tests/tools/btk-wlog-replay $(B)/tests/tools/btk-corrupt $(B)/tests/tools/btk-trans-xattr
+
+$(B)/tests/tools/btk-corrupt: $(B)/tests/tools/btk_corrupt.o $(B)/tests/tools/btk_corrupt_fields.o \
+		$(COMMON_A) $(LIBFS_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(B)/tests/tools/btk-wlog-replay: $(B)/tests/tools/wlog_replay.o $(COMMON_A) $(LIBFS_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tests/tools/btk-trans-xattr: $(B)/tests/tools/trans_xattr.o $(COMMON_A) $(LIBFS_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test-tools: $(TEST_TOOLS)

@@ -11,6 +11,7 @@
 #include "check/repair.h"
 #include "common/messages.h"
 #include "common/sizes.h"
+#include "libfs/blockgroups.h"
 #include "libfs/ebitmap.h"
 
 struct check_args {
@@ -123,6 +124,7 @@ static void print_summary(struct check_ctx *ctx)
 		json_object_object_add(o, "bytes_used", json_object_new_uint64(super_bytes_used(ctx->fs->super)));
 		json_object_object_add(o, "csum_bytes", json_object_new_uint64(ctx->stats.csum_bytes));
 		json_object_object_add(o, "inodes", json_object_new_uint64(ctx->stats.inodes));
+		json_object_object_add(o, "qgroups_verified", json_object_new_uint64(ctx->stats.qgroups_verified));
 		json_object_object_add(o, "ref_records", json_object_new_uint64(ctx->stats.ref_records));
 		json_object_object_add(o, "sort_spilled_bytes", json_object_new_uint64(ctx->stats.spilled_bytes));
 		json_object_object_add(o, "sort_peak_memory", json_object_new_uint64(ctx->stats.sort_peak_memory));
@@ -142,6 +144,8 @@ static void print_summary(struct check_ctx *ctx)
 	printf("csum bytes: %s (data covered by checksums)\n",
 	       size_format(ctx->stats.csum_bytes, s1, sizeof(s1), SIZE_HUMAN));
 	printf("inodes checked: %" PRIu64 " (in all subvolumes)\n", ctx->stats.inodes);
+	if (ctx->stats.qgroups_verified)
+		printf("qgroups verified: %" PRIu64 " (referenced and exclusive bytes)\n", ctx->stats.qgroups_verified);
 	if (ctx->opts->check_data_csum)
 		printf("data verified: %s (all copies) in %.2f s, %.1f MiB/s\n",
 		       size_format(ctx->stats.data_csum_bytes, s1, sizeof(s1), SIZE_HUMAN), ctx->stats.data_csum_seconds,
@@ -151,6 +155,23 @@ static void print_summary(struct check_ctx *ctx)
 		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)\n", ctx->errors, ctx->warnings);
 	else
 		printf("no problems found\n");
+}
+
+/* The progress total of the tree-block phase: bytes used in metadata and
+ * system block groups (one copy), or the superblock's bytes_used if the
+ * block groups cannot be read. */
+static uint64_t metadata_bytes_used(struct fs_info *fs)
+{
+	struct block_group_list bgs;
+	uint64_t sum = 0;
+
+	if (fs_read_block_groups(fs, &bgs) != 0)
+		return super_bytes_used(fs->super);
+	for (size_t i = 0; i < bgs.count; i++)
+		if (bgs.groups[i].flags & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
+			sum += bgs.groups[i].used;
+	block_group_list_free(&bgs);
+	return sum ? sum : super_bytes_used(fs->super);
 }
 
 static int run_phases(struct check_ctx *ctx)
@@ -166,6 +187,7 @@ static int run_phases(struct check_ctx *ctx)
 		{ "extent references and checksums", check_refs },
 		{ "filesystem trees", check_fs_trees },
 		{ "subvolumes", check_subvolumes },
+		{ "quota groups", check_qgroups },
 		{ "data checksums", check_data_csums },
 	};
 
@@ -174,7 +196,7 @@ static int run_phases(struct check_ctx *ctx)
 		if (cli_cancelled())
 			return FSCK_EXIT_CANCELLED;
 		progress_next_phase(ctx->progress, phases[i].name,
-				    !strcmp(phases[i].name, "tree blocks") ? super_bytes_used(ctx->fs->super) : 0);
+				    !strcmp(phases[i].name, "tree blocks") ? metadata_bytes_used(ctx->fs) : 0);
 		msg_verbose("checking %s", phases[i].name);
 		ret = phases[i].run(ctx);
 		if (ret) {
