@@ -12,6 +12,7 @@
 #include "libfs/fs.h"
 
 struct ebitmap;
+struct qgroup_state;
 struct refs_state;
 struct recsort;
 struct tree_block;
@@ -40,6 +41,7 @@ struct check_stats {
 	uint64_t data_csum_bytes; /* --check-data-csum: bytes read and verified (all copies) */
 	double data_csum_seconds;
 	uint64_t inodes;          /* inode items of the subvolume trees (phase_fs.c) */
+	uint64_t qgroups_verified; /* qgroups whose numbers were compared with the extents */
 };
 
 struct check_ctx {
@@ -55,6 +57,7 @@ struct check_ctx {
 	struct refs_state *refs;           /* phase_refs.c: records collected during the walk */
 	/* phase_fs.c -> phase_roots.c: dir entries naming subvolumes (root_rec) */
 	struct recsort *subvol_entries;
+	struct qgroup_state *qgroups;      /* phase_qgroups.c: collected during the walk */
 };
 
 /* Forget the results of a run (counts, statistics, per-run state) before
@@ -76,9 +79,14 @@ int check_refs(struct check_ctx *ctx);
 int check_data_csums(struct check_ctx *ctx);
 int check_fs_trees(struct check_ctx *ctx);
 int check_subvolumes(struct check_ctx *ctx);
+int check_qgroups(struct check_ctx *ctx);
 /* Called by the tree-block walk for every block reached (first: not reached
  * before from another tree): collects the references the block makes. */
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 		       bool first);
+/* The same, for quota groups: the pointers of subvolume blocks (traditional
+ * qgroups) or tree-block owners (simple quotas). */
+int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
+			  bool first);
 
 #endif

@@ -37,4 +37,13 @@ static inline int key_compare(const struct btrfs_key *a, const struct btrfs_key 
 	return 0;
 }
 
+/* The bytes an extent-tree key allocates: key.offset for an EXTENT_ITEM,
+ * nodesize for a (skinny) METADATA_ITEM, 0 for any other item. */
+static inline uint64_t extent_key_length(const struct btrfs_key *key, uint32_t nodesize)
+{
+	if (key->type == BTRFS_EXTENT_ITEM_KEY)
+		return key->offset;
+	return key->type == BTRFS_METADATA_ITEM_KEY ? nodesize : 0;
+}
+
 #endif

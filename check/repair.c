@@ -1,0 +1,349 @@
+/* btk-check --repair: choose the repair classes the found problems call for,
+ * ask (or take --yes), open the filesystem writable with an undo file, run
+ * each class (transactional ones in their own transaction), then check again
+ * on a fresh read-only open. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check/repair.h"
+#include "common/messages.h"
+#include "libfs/ebitmap.h"
+#include "libfs/names.h"
+
+#define MAX_CODES 8
+
+struct repair_class {
+	const char *name;
+	const char *question;          /* "Rewrite ...?" without the question mark */
+	enum problem_code codes[MAX_CODES]; /* the problems it fixes; 0 ends the list */
+	bool transaction;              /* runs in its own transaction */
+	bool (*forced)(const struct repair_options *o); /* asked for explicitly */
+	int (*run)(struct repair_ctx *r);
+};
+
+static bool fst_forced(const struct repair_options *o) { return o->rebuild_fst; }
+static bool uuid_forced(const struct repair_options *o) { return o->rebuild_uuid; }
+
+/* In the order they run: raw rewrites of bad copies first, so that every
+ * transaction after them reads good blocks wherever it reads. */
+static const struct repair_class classes[] = {
+	{ "superblock-copies", "Rewrite bad or stale superblock copies from the good copy of their device",
+	  { PR_SUPER_COPY_INVALID, PR_SUPER_COPY_STALE, PR_SUPER_COPY_DIFFERS }, false, NULL,
+	  repair_super_copies },
+	{ "tree-block-copies", "Rewrite bad copies of tree blocks from a good copy",
+	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies },
+	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
+	  "device bytes_used",
+	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED }, true, NULL,
+	  repair_space_counters },
+	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree },
+	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
+	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
+	  repair_uuid_tree },
+};
+#define NCLASSES (sizeof(classes) / sizeof(classes[0]))
+
+/* Problems that make any transaction unsafe: the allocator trusts the extent
+ * tree to say which blocks are free, and every tree it changes must be readable. */
+static const enum problem_code transaction_blockers[] = {
+	PR_DEVICE_MISSING, PR_TREE_BLOCK_UNREADABLE, PR_TREE_ROOT_UNREADABLE, PR_TREE_BLOCK_NOT_ALLOCATED,
+	PR_EXTENT_OVERLAP, PR_EXTENT_OUTSIDE_CHUNK, PR_CHUNK_NO_BLOCK_GROUP, PR_BLOCK_GROUP_NO_CHUNK,
+	PR_DEV_EXTENT_OVERLAP, PR_DATA_EXTENT_NOT_ALLOCATED,
+};
+
+void repair_say(struct repair_ctx *r, const char *fmt, ...)
+{
+	char line[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (r->actions) {
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "class", json_object_new_string(r->class_name));
+		json_object_object_add(o, "action", json_object_new_string(line));
+		json_object_array_add(r->actions, o);
+		return;
+	}
+	printf("repair %s: %s%s\n", r->class_name, r->opts->dry_run ? "would: " : "", line);
+}
+
+static uint64_t class_problems(const struct repair_class *c, const struct check_ctx *ctx)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < MAX_CODES && c->codes[i]; i++)
+		n += ctx->counts[c->codes[i]];
+	return n;
+}
+
+static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx)
+{
+	if (!c->transaction)
+		return NULL;
+	for (size_t i = 0; i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]); i++)
+		if (ctx->counts[transaction_blockers[i]])
+			return problem_lookup(transaction_blockers[i]);
+	return NULL;
+}
+
+/* y/N on the terminal; anything but yes is no. */
+static bool ask(const char *question, uint64_t problems)
+{
+	char line[64];
+
+	fflush(stdout);
+	if (problems)
+		fprintf(stderr, "%s (%" PRIu64 " problem(s))? [y/N] ", question, problems);
+	else
+		fprintf(stderr, "%s? [y/N] ", question);
+	fflush(stderr);
+	if (!fgets(line, sizeof(line), stdin))
+		return false;
+	return line[0] == 'y' || line[0] == 'Y';
+}
+
+/* ./btk-check-FSID-GENERATION.undo, or with -1, -2, ... when that exists. */
+static int default_undo_path(const struct fs_info *fs, char *out, size_t len)
+{
+	char uuid[37];
+	struct stat st;
+
+	uuid_to_str(fs->fsid, uuid);
+	for (unsigned n = 0; n < 1000; n++) {
+		if (n)
+			snprintf(out, len, "btk-check-%s-%" PRIu64 "-%u.undo", uuid, fs->generation, n);
+		else
+			snprintf(out, len, "btk-check-%s-%" PRIu64 ".undo", uuid, fs->generation);
+		if (lstat(out, &st) != 0)
+			return 0;
+	}
+	return -EEXIST;
+}
+
+void check_ctx_reset(struct check_ctx *ctx)
+{
+	memset(ctx->counts, 0, sizeof(ctx->counts));
+	ctx->errors = ctx->warnings = 0;
+	json_object_put(ctx->json_problems);
+	ctx->json_problems = json_object_new_array();
+	memset(&ctx->stats, 0, sizeof(ctx->stats));
+	ebitmap_destroy(ctx->visited);
+	ctx->visited = NULL;
+}
+
+/* Repairs change no subvolume tree and no data, so quota numbers stay right;
+ * the kernel trusts them only while the status item's generation is the
+ * filesystem's: keep it current when it was. (Belongs in the commit for every
+ * transaction that leaves subvolumes alone.) */
+static int keep_qgroup_status_current(struct repair_ctx *r)
+{
+	struct btrfs_key key = { 0, BTRFS_QGROUP_STATUS_KEY, 0 };
+	struct tree_root_ptr quota;
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t size;
+	int ret = trans_get_root(r->t, BTRFS_QUOTA_TREE_OBJECTID, &quota);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
+	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE && qgroup_status_generation(item) == r->fs->generation)
+		qgroup_status_set_generation(item, trans_transid(r->t));
+	tree_path_release(r->fs, &path);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/* One class on the open filesystem: its transaction, or its raw writes. */
+static int run_class(const struct repair_class *c, struct repair_ctx *r)
+{
+	int ret;
+
+	r->class_name = c->name;
+	r->changes = 0;
+	if (!c->transaction)
+		return c->run(r);
+	ret = trans_start(r->fs, &r->t);
+	if (ret)
+		return fs_error(r->fs, ret, "cannot start a transaction: %s", r->fs->errmsg);
+	ret = c->run(r);
+	if (!ret && r->changes)
+		ret = keep_qgroup_status_current(r);
+	if (ret || r->opts->dry_run || !r->changes) {
+		trans_abort(r->t);
+		r->t = NULL;
+		return ret;
+	}
+	ret = trans_commit(r->t);
+	r->t = NULL;
+	if (ret)
+		return ret;
+	repair_say(r, "committed (generation %" PRIu64 ")", r->fs->generation);
+	return 0;
+}
+
+static struct fs_info *open_for_repair(const struct repair_options *o, char **paths, unsigned npaths,
+				       const struct fs_open_options *fo, const char *undo_path)
+{
+	struct fs_open_options opts = *fo;
+	struct fs_info *fs;
+	char msg[600];
+
+	/* a dry run reads only: whatever it does in memory cannot reach the devices */
+	opts.writable = !o->dry_run;
+	opts.undo_path = o->dry_run ? NULL : undo_path;
+	if (fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg))) {
+		msg_error("%s", msg);
+		return NULL;
+	}
+	if (o->dry_run)
+		fs->writable = true; /* transactions run in memory and are aborted */
+	return fs;
+}
+
+/* Which classes run: wanted by the problems or the options, not blocked, accepted. */
+static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_options *o, bool run[NCLASSES])
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < NCLASSES; i++) {
+		const struct repair_class *c = &classes[i];
+		uint64_t problems = class_problems(c, ctx);
+		const struct problem_def *blocker;
+
+		run[i] = false;
+		if (!problems && !(c->forced && c->forced(o)))
+			continue;
+		blocker = class_blocker(c, ctx);
+		if (blocker) {
+			msg_warning("not repairing %s: a transaction is unsafe while problems like [%s] remain",
+				    c->name, blocker->id);
+			continue;
+		}
+		if (!o->yes && !o->dry_run && !ask(c->question, problems)) {
+			msg_info("%s: left as it is", c->name);
+			continue;
+		}
+		run[i] = true;
+		n++;
+	}
+	return n;
+}
+
+static void print_actions(struct check_ctx *ctx, struct json_object *actions, const char *undo_path,
+			  bool dry_run)
+{
+	struct json_object *o;
+
+	if (!actions)
+		return;
+	o = json_object_new_object();
+	json_object_object_add(o, "repairs", actions);
+	json_object_object_add(o, "dry_run", json_object_new_boolean(dry_run));
+	if (undo_path)
+		json_object_object_add(o, "undo_file", json_object_new_string(undo_path));
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	(void)ctx;
+}
+
+int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, char **paths, unsigned npaths,
+		      const struct fs_open_options *fo, const struct repair_hooks *hooks)
+{
+	struct repair_ctx r = { .found = ctx, .opts = o };
+	bool run[NCLASSES], failed = false;
+	char undo_buf[256];
+	const char *undo_path = NULL;
+	uint64_t changes = 0;
+	unsigned chosen = choose_classes(ctx, o, run);
+	int ret;
+
+	if (!chosen) {
+		if (ctx->errors)
+			msg_info("nothing was repaired");
+		return ctx->errors ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_CLEAN;
+	}
+	if (!o->dry_run && !o->no_undo) {
+		undo_path = o->undo_path;
+		if (!undo_path) {
+			if (default_undo_path(ctx->fs, undo_buf, sizeof(undo_buf))) {
+				msg_error("no free undo file name in the current directory: give --undo-file");
+				return FSCK_EXIT_ERROR;
+			}
+			undo_path = undo_buf;
+		}
+	}
+	fs_close(ctx->fs);
+	ctx->fs = NULL;
+	r.fs = open_for_repair(o, paths, npaths, fo, undo_path);
+	if (!r.fs)
+		return FSCK_EXIT_ERROR;
+	if (ctx->opts->format == CLI_FORMAT_JSON)
+		r.actions = json_object_new_array();
+	if (undo_path)
+		msg_info("undo file: %s ('btk-undo %s DEVICE...' rolls the repair back)", undo_path, undo_path);
+	for (size_t i = 0; i < NCLASSES; i++) {
+		if (!run[i])
+			continue;
+		if (cli_cancelled())
+			break;
+		ret = run_class(&classes[i], &r);
+		changes += r.changes;
+		if (ret) {
+			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
+				  r.fs->errmsg[0] ? r.fs->errmsg : "error");
+			failed = true;
+		} else if (!r.changes) {
+			repair_say(&r, "nothing to change");
+		}
+	}
+	ret = 0;
+	if (!o->dry_run && changes) {
+		ret = fs_finish_undo(r.fs);
+		if (ret) {
+			msg_errno(ret, "%s", r.fs->errmsg);
+			failed = true;
+		}
+	}
+	print_actions(ctx, r.actions, changes ? undo_path : NULL, o->dry_run);
+	fs_close(r.fs);
+	if (o->dry_run) {
+		msg_info("dry run: nothing was written");
+		return (ctx->errors ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_CLEAN) | (failed ? FSCK_EXIT_ERROR : 0);
+	}
+
+	/* check again, from what is on the devices now */
+	{
+		char msg[600];
+		if (fs_open((const char *const *)paths, npaths, fo, &ctx->fs, msg, sizeof(msg))) {
+			msg_error("opening the repaired filesystem: %s", msg);
+			return FSCK_EXIT_ERROR;
+		}
+	}
+	check_ctx_reset(ctx);
+	if (ctx->opts->format != CLI_FORMAT_JSON)
+		printf("checking again after the repair\n");
+	ctx->progress = progress_create("checking again", 0, ctx->opts->progress);
+	ret = hooks->detect(ctx);
+	progress_finish(ctx->progress);
+	ctx->progress = NULL;
+	if (ret)
+		return ret;
+	hooks->summary(ctx);
+	if (ctx->errors)
+		ret = FSCK_EXIT_UNCORRECTED;
+	else
+		ret = changes ? FSCK_EXIT_CORRECTED : FSCK_EXIT_CLEAN;
+	return ret | (failed ? FSCK_EXIT_ERROR : 0);
+}

@@ -1,0 +1,64 @@
+/* btk-check --repair: what the checker found, repaired class by class.
+ *
+ * A repair class fixes one family of problems (the problem table's codes it
+ * lists). Classes that change trees run in their own copy-on-write
+ * transaction, committed atomically (a failure aborts it and leaves the
+ * filesystem as the previous class left it); classes that rewrite a bad copy
+ * of a block or superblock from a good one write raw, then flush. Every
+ * write goes through the undo recorder unless --no-undo. After the last
+ * class the filesystem is opened again and checked again: what remains
+ * decides the exit status (fsck(8): 1 all corrected, 4 some remain). */
+#ifndef BTK_CHECK_REPAIR_H
+#define BTK_CHECK_REPAIR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "check/check.h"
+#include "libfs/trans.h"
+
+struct repair_options {
+	bool enabled;          /* --repair, or a --rebuild-* option */
+	bool yes;              /* --yes: no questions */
+	bool dry_run;          /* --dry-run: say what would be written, write nothing */
+	bool no_undo;          /* --no-undo */
+	const char *undo_path; /* --undo-file; NULL: the default name (repair_default_undo_path) */
+	bool rebuild_fst;      /* --rebuild-free-space-tree */
+	bool rebuild_uuid;     /* --rebuild-uuid-tree */
+};
+
+/* What main.c lends the repair: running every phase, printing a run's summary. */
+struct repair_hooks {
+	int (*detect)(struct check_ctx *ctx);
+	void (*summary)(struct check_ctx *ctx);
+};
+
+/* The state one repair class works on. */
+struct repair_ctx {
+	struct fs_info *fs;              /* opened writable (in memory only for a dry run) */
+	const struct check_ctx *found;   /* the check that found the problems */
+	const struct repair_options *opts;
+	const char *class_name;
+	struct trans *t;                 /* transactional classes: their transaction */
+	uint64_t changes;                /* changes made (a dry run: that would be made) */
+	struct json_object *actions;     /* with --format json */
+};
+
+/* One line of what a class changes (or, in a dry run, would change). */
+void repair_say(struct repair_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The classes (check/repair_*.c). Each returns 0 (r->changes counts what it
+ * did) or -errno with r->fs->errmsg set; transactional ones only change r->t. */
+int repair_super_copies(struct repair_ctx *r);
+int repair_tree_block_copies(struct repair_ctx *r);
+int repair_space_counters(struct repair_ctx *r);
+int repair_free_space_tree(struct repair_ctx *r);
+int repair_uuid_tree(struct repair_ctx *r);
+
+/* Repair what ctx found on the filesystem of paths (opened again writable
+ * with fo's settings), then check again with hooks->detect on a fresh
+ * read-only open, which replaces ctx->fs. Returns the fsck exit status. */
+int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, char **paths, unsigned npaths,
+		      const struct fs_open_options *fo, const struct repair_hooks *hooks);
+
+#endif
