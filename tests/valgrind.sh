@@ -102,6 +102,13 @@ else
     [ -x "$build/btk-check" ] && run check "$build/btk-check" "$image"
     [ -x "$build/btk-check" ] && run check-json "$build/btk-check" --format json "$image"
     [ -x "$build/btk-convert" ] && run convert-dry-run "$build/btk-convert" profile --metadata single --dry-run "$image"
+    if [ -x "$build/btk-image" ]; then
+        # the restore reads an image made beforehand (without valgrind), so both runs go in parallel
+        "$build/btk-image" dump -q "$image" "$logroot/sample.btkimg" &&
+            run image-restore "$build/btk-image" restore -q "$logroot/sample.btkimg" "$logroot/restored.img"
+        run image-dump "$build/btk-image" dump -q -j 2 "$image" "$logroot/sample-vg.btkimg"
+        run image-info "$build/btk-image" info --format json "$logroot/sample.btkimg"
+    fi
 fi
 wait
 

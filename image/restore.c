@@ -1,0 +1,645 @@
+/* btk-image restore: read an image (native or btrfs-image, file or pipe),
+ * collect the chunk tree first (records that arrive before it is complete
+ * wait in a temporary file), then write every block at its physical place:
+ * on every stripe of the original devices, or on one device with the chunk
+ * and dev trees rewritten (restore_single.c). Each output's superblocks are
+ * replaced by an in-progress mark first and written last, after a flush. */
+#include <argp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cli.h"
+#include "common/messages.h"
+#include "common/progress.h"
+#include "image/restore.h"
+#include "libfs/block.h"
+#include "libfs/csum.h"
+#include "libfs/fdio.h"
+#include "libfs/super.h"
+
+#define RESTORE_MARK_MAGIC "_BTKRST_"
+
+struct restore_args {
+	enum restore_layout layout;
+	char *in;
+	char **outs;
+	unsigned nouts;
+	struct cli_common_options common;
+};
+
+enum { OPT_LAYOUT = 256 };
+
+static const struct argp_option restore_options[] = {
+	{ "layout", OPT_LAYOUT, "LAYOUT", 0, "original: onto as many devices as the source had, every block at "
+	  "its original place on every stripe; single: onto one device, chunk and dev trees rewritten. "
+	  "Default: original, or single when one output is given for a multi-device image", 0 },
+	{ 0 }
+};
+
+static error_t restore_parse(int key, char *arg, struct argp_state *state)
+{
+	struct restore_args *a = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		state->child_inputs[0] = &a->common;
+		break;
+	case OPT_LAYOUT:
+		if (!strcmp(arg, "original"))
+			a->layout = LAYOUT_ORIGINAL;
+		else if (!strcmp(arg, "single"))
+			a->layout = LAYOUT_SINGLE;
+		else
+			argp_error(state, "invalid --layout '%s' (expected original or single)", arg);
+		break;
+	case ARGP_KEY_ARGS:
+		if (state->argc - state->next < 2)
+			argp_error(state, "need the image (a file or -) and at least one output");
+		a->in = state->argv[state->next];
+		a->outs = state->argv + state->next + 1;
+		a->nouts = (unsigned)(state->argc - state->next - 1);
+		break;
+	case ARGP_KEY_NO_ARGS:
+		argp_usage(state);
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+int held_add(struct held_list *l, uint64_t bytenr, const uint8_t *data, uint32_t len)
+{
+	uint8_t *copy;
+
+	if (held_find(l, bytenr))
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct held_block *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	copy = malloc(len);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, data, len);
+	l->v[l->n++] = (struct held_block){ bytenr, copy };
+	return 0;
+}
+
+struct held_block *held_find(struct held_list *l, uint64_t bytenr)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].bytenr == bytenr)
+			return &l->v[i];
+	return NULL;
+}
+
+void held_free(struct held_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].data);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+void restore_block_csum(struct restore_ctx *r, uint8_t *block)
+{
+	uint8_t csum[BTRFS_CSUM_SIZE];
+
+	csum_compute(r->fs->csum_type, block + BTRFS_CSUM_SIZE, r->fs->nodesize - BTRFS_CSUM_SIZE, csum);
+	memcpy(header_csum_ptr(block), csum, BTRFS_CSUM_SIZE);
+}
+
+int rs_error(struct restore_ctx *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+	return -EUCLEAN;
+}
+
+/* ---------------------------------------------------------------- superblocks */
+
+static int take_super(struct restore_ctx *r, const struct img_record *rec)
+{
+	uint8_t *v;
+
+	if (rec->len != BTRFS_SUPER_INFO_SIZE)
+		return rs_error(r, "superblock record of %u bytes", rec->len);
+	if (super_magic(rec->data) != BTRFS_MAGIC)
+		return rs_error(r, "the image's superblock of device %llu has no btrfs magic",
+				(unsigned long long)rec->logical);
+	v = realloc(r->supers, (r->nsupers + 1) * (8 + BTRFS_SUPER_INFO_SIZE));
+	if (!v)
+		return -ENOMEM;
+	r->supers = v;
+	v += r->nsupers++ * (8 + BTRFS_SUPER_INFO_SIZE);
+	memcpy(v, &rec->logical, 8);
+	memcpy(v + 8, rec->data, BTRFS_SUPER_INFO_SIZE);
+	if (!r->have_super || rec->logical < r->super_devid) {
+		memcpy(r->super, rec->data, BTRFS_SUPER_INFO_SIZE);
+		r->super_devid = rec->logical;
+		r->have_super = true;
+	}
+	return 0;
+}
+
+/* The fs_info that carries the geometry, the chunk map and the outputs. */
+static int setup_fs(struct restore_ctx *r)
+{
+	struct fs_info *fs = calloc(1, sizeof(*fs));
+
+	if (!fs)
+		return -ENOMEM;
+	r->fs = fs;
+	memcpy(fs->super, r->super, sizeof(fs->super));
+	fs->nodesize = super_nodesize(r->super);
+	fs->sectorsize = super_sectorsize(r->super);
+	fs->csum_type = super_csum_type(r->super);
+	fs->csum_size = (uint16_t)csum_size(fs->csum_type);
+	memcpy(fs->fsid, super_fsid_ptr(r->super), 16);
+	memcpy(fs->metadata_uuid, super_metadata_fsid(r->super), 16);
+	fs->chunks = calloc(1, sizeof(*fs->chunks));
+	if (!fs->chunks)
+		return -ENOMEM;
+	if (fs->nodesize < 4096 || fs->nodesize > 65536 || !fs->csum_size)
+		return rs_error(r, "the image's superblock has an unusable geometry");
+	return 0;
+}
+
+/* ---------------------------------------------------------------- the chunk tree */
+
+/* Every block the chunk tree needs is here: the root and each node's children. */
+static bool chunk_tree_complete(struct restore_ctx *r)
+{
+	uint64_t root = super_chunk_root(r->super);
+
+	if (!held_find(&r->chunk_blocks, root))
+		return false;
+	for (size_t i = 0; i < r->chunk_blocks.n; i++) {
+		const uint8_t *b = r->chunk_blocks.v[i].data;
+		if (header_level(b) == 0)
+			continue;
+		for (unsigned s = 0; s < header_nritems(b); s++)
+			if (!held_find(&r->chunk_blocks, key_ptr_blockptr(node_key_ptr(b, s))))
+				return false;
+	}
+	return true;
+}
+
+static int cmp_dev(const void *a, const void *b)
+{
+	const struct src_device *x = a, *y = b;
+
+	return x->devid < y->devid ? -1 : x->devid > y->devid;
+}
+
+/* Read the chunk and dev items out of the chunk tree's leaves. */
+static int parse_chunk_tree(struct restore_ctx *r)
+{
+	for (size_t i = 0; i < r->chunk_blocks.n; i++) {
+		const uint8_t *b = r->chunk_blocks.v[i].data;
+		if (header_level(b) != 0)
+			continue;
+		for (unsigned s = 0; s < header_nritems(b); s++) {
+			const uint8_t *item = leaf_item(b, s), *data = leaf_item_data(b, s);
+			uint32_t size = item_size(item);
+			struct btrfs_key key;
+			int ret;
+
+			key_from_disk(&key, item_key_ptr(item));
+			if (key.type == BTRFS_CHUNK_ITEM_KEY) {
+				if ((ret = chunk_map_add_item(r->fs, key.offset, data, size)))
+					return rs_error(r, "chunk tree: %s", r->fs->errmsg);
+			} else if (key.type == BTRFS_DEV_ITEM_KEY) {
+				struct src_device *v;
+				if (size < sizeof(struct btrfs_dev_item))
+					return rs_error(r, "chunk tree: dev item %llu too small",
+							(unsigned long long)key.offset);
+				v = realloc(r->devs, (r->ndevs + 1) * sizeof(*v));
+				if (!v)
+					return -ENOMEM;
+				r->devs = v;
+				memset(&v[r->ndevs], 0, sizeof(v[0]));
+				v[r->ndevs].devid = dev_item_devid(data);
+				memcpy(v[r->ndevs].item, data, sizeof(struct btrfs_dev_item));
+				r->ndevs++;
+			}
+		}
+	}
+	if (!r->ndevs || !r->fs->chunks->count)
+		return rs_error(r, "the image's chunk tree has no devices or no chunks");
+	qsort(r->devs, r->ndevs, sizeof(*r->devs), cmp_dev);
+	for (unsigned i = 0; i < r->ndevs; i++) {
+		for (size_t k = 0; k < r->nsupers; k++) {
+			uint64_t devid;
+			memcpy(&devid, r->supers + k * (8 + BTRFS_SUPER_INFO_SIZE), 8);
+			if (devid == r->devs[i].devid)
+				r->devs[i].super = r->supers + k * (8 + BTRFS_SUPER_INFO_SIZE) + 8;
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+/* Open (creating or extending a regular file to) size bytes. */
+static int prepare_output(struct restore_ctx *r, const char *path, uint64_t size)
+{
+	struct stat st;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644), ret = 0;
+
+	if (fd < 0)
+		return rs_error(r, "cannot open %s: %s", path, strerror(errno)), -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+	} else if (S_ISREG(st.st_mode)) {
+		if ((uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) < 0)
+			ret = -errno;
+	} else if (S_ISBLK(st.st_mode)) {
+		uint64_t bytes = 0;
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			ret = -errno;
+		else if (bytes < size)
+			ret = rs_error(r, "%s holds %llu bytes, the restore needs %llu", path,
+				       (unsigned long long)bytes, (unsigned long long)size);
+	} else {
+		ret = rs_error(r, "%s is neither a regular file nor a block device", path);
+	}
+	close(fd);
+	if (ret && !r->err[0])
+		snprintf(r->err, sizeof(r->err), "cannot prepare %s: %s", path, strerror(-ret));
+	return ret;
+}
+
+/* The in-progress mark: every superblock copy within size becomes a block
+ * without the btrfs magic (RESTORE_MARK_MAGIC instead). */
+static int write_marks(struct restore_ctx *r, struct io_dev *io, uint64_t size)
+{
+	uint8_t mark[BTRFS_SUPER_INFO_SIZE] = { 0 };
+	int ret;
+
+	memcpy(mark + offsetof(struct btrfs_super_block, magic), RESTORE_MARK_MAGIC, 8);
+	memcpy(mark + offsetof(struct btrfs_super_block, fsid), r->fs->fsid, 16);
+	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+		uint64_t off = btrfs_super_offset(m);
+		if (off + BTRFS_SUPER_INFO_SIZE > size)
+			break;
+		if ((ret = io_write(io, mark, sizeof(mark), off)))
+			return ret;
+	}
+	return io_flush(io);
+}
+
+int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t *base,
+			 const uint8_t *dev_item, uint64_t size)
+{
+	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
+	int ret;
+
+	(void)r;
+	if ((ret = io_flush(io)))
+		return ret;
+	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+		uint64_t off = btrfs_super_offset(m);
+		if (off + BTRFS_SUPER_INFO_SIZE > size)
+			break;
+		memcpy(sb, base, sizeof(sb));
+		if (dev_item)
+			memcpy(super_dev_item_ptr(sb), dev_item, sizeof(struct btrfs_dev_item));
+		super_set_bytenr(sb, off);
+		super_update_csum(sb);
+		if ((ret = io_write(io, sb, sizeof(sb), off)))
+			return ret;
+	}
+	return io_flush(io);
+}
+
+static int open_outputs(struct restore_ctx *r)
+{
+	struct fs_info *fs = r->fs;
+	int ret;
+
+	if (r->layout == LAYOUT_AUTO)
+		r->layout = (r->nouts == 1 && r->ndevs > 1) ? LAYOUT_SINGLE : LAYOUT_ORIGINAL;
+	if (r->layout == LAYOUT_SINGLE) {
+		if (r->nouts != 1)
+			return rs_error(r, "--layout single restores onto one output, %u given", r->nouts);
+		if ((ret = single_place_chunks(r)))
+			return ret;
+	} else if (r->nouts != r->ndevs) {
+		return rs_error(r, "the image has %u device(s), %u output(s) given (use --layout single for one)",
+				r->ndevs, r->nouts);
+	}
+	fs->devices = calloc(r->nouts, sizeof(*fs->devices));
+	if (!fs->devices)
+		return -ENOMEM;
+	for (unsigned i = 0; i < r->nouts; i++) {
+		uint64_t size = r->layout == LAYOUT_SINGLE ? r->new_size : dev_item_total_bytes(r->devs[i].item);
+		struct fs_device *d = &fs->devices[i];
+		if ((ret = prepare_output(r, r->outs[i], size)))
+			return ret;
+		ret = io_open_file(r->outs[i], IO_OPEN_WRITE | IO_OPEN_EXCL, &d->io);
+		if (ret)
+			return rs_error(r, "cannot open %s: %s", r->outs[i], strerror(-ret)), ret;
+		fs->num_devices++;
+		d->devid = r->layout == LAYOUT_SINGLE ? 1 : r->devs[i].devid;
+		d->total_bytes = size;
+		if ((ret = write_marks(r, d->io, size)))
+			return rs_error(r, "writing to %s: %s", r->outs[i], strerror(-ret)), ret;
+	}
+	/* the chunk map's stripes point at the outputs now */
+	for (size_t c = 0; r->layout == LAYOUT_ORIGINAL && c < fs->chunks->count; c++) {
+		struct chunk *ch = fs->chunks->chunks[c];
+		for (unsigned s = 0; s < ch->num_stripes; s++)
+			for (unsigned i = 0; i < fs->num_devices; i++)
+				if (fs->devices[i].devid == ch->stripes[s].devid)
+					ch->stripes[s].dev = &fs->devices[i];
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- writing records */
+
+static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
+{
+	while (len) {
+		struct phys_copy copies[MAX_COPIES];
+		uint64_t contig;
+		int n = volumes_map(r->fs, logical, len, copies, &contig), ret;
+		uint32_t k;
+
+		if (n < 0)
+			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
+		k = contig < len ? (uint32_t)contig : len;
+		for (int i = 0; i < n; i++) {
+			if (!copies[i].dev)
+				return rs_error(r, "chunk at %llu names device %llu, which the image does not have",
+						(unsigned long long)logical, (unsigned long long)copies[i].devid);
+			if ((ret = io_write(copies[i].dev->io, data, k, copies[i].physical)))
+				return rs_error(r, "writing %s: %s", copies[i].dev->io->path, strerror(-ret)), ret;
+			r->written_bytes += k;
+		}
+		logical += k;
+		data += k;
+		len -= k;
+	}
+	return 0;
+}
+
+static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
+{
+	struct io_dev *io = r->fs->devices[0].io;
+
+	while (len) {
+		uint64_t phys[2], contig;
+		unsigned n;
+		uint32_t k;
+		int ret;
+
+		if (single_map(r, logical, phys, &n, &contig))
+			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
+		k = contig < len ? (uint32_t)contig : len;
+		for (unsigned i = 0; i < n; i++) {
+			if ((ret = io_write(io, data, k, phys[i])))
+				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
+			r->written_bytes += k;
+		}
+		logical += k;
+		data += k;
+		len -= k;
+	}
+	return 0;
+}
+
+int restore_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
+{
+	return r->layout == LAYOUT_SINGLE ? write_single(r, logical, data, len)
+					  : write_original(r, logical, data, len);
+}
+
+/* A record once the chunk map is known. */
+static int place_record(struct restore_ctx *r, uint16_t type, uint64_t logical, const uint8_t *data, uint32_t len)
+{
+	progress_add(r->prog, len);
+	if (type == IMG_REC_DATA) {
+		r->data_bytes += len;
+		return restore_write(r, logical, data, len);
+	}
+	r->tree_blocks++;
+	if (r->layout == LAYOUT_SINGLE && len == r->fs->nodesize) {
+		uint64_t owner = header_owner(data);
+		if (owner == BTRFS_CHUNK_TREE_OBJECTID)
+			return 0; /* an unreachable chunk-tree block: the rewritten tree replaces it */
+		if (owner == BTRFS_DEV_TREE_OBJECTID)
+			return held_add(&r->dev_blocks, logical, data, len);
+		if ((owner == BTRFS_EXTENT_TREE_OBJECTID || owner == BTRFS_BLOCK_GROUP_TREE_OBJECTID) &&
+		    header_level(data) == 0) {
+			uint8_t *copy = malloc(len);
+			int ret;
+			if (!copy)
+				return -ENOMEM;
+			memcpy(copy, data, len);
+			ret = single_patch_block_groups(r, copy);
+			if (ret >= 0)
+				ret = restore_write(r, logical, copy, len);
+			free(copy);
+			return ret;
+		}
+	}
+	return restore_write(r, logical, data, len);
+}
+
+static int spill_record(struct restore_ctx *r, const struct img_record *rec)
+{
+	if (!r->spill && !(r->spill = tmpfile()))
+		return rs_error(r, "cannot create a temporary file: %s", strerror(errno)), -errno;
+	if (r->nsp == r->spcap) {
+		size_t cap = r->spcap ? r->spcap * 2 : 1024;
+		struct spilled *v = realloc(r->sp, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		r->sp = v;
+		r->spcap = cap;
+	}
+	if (fwrite(rec->data, 1, rec->len, r->spill) != rec->len)
+		return rs_error(r, "writing the temporary file: %s", strerror(errno)), -EIO;
+	r->sp[r->nsp++] = (struct spilled){ rec->logical, r->spill_off, rec->len, rec->type };
+	r->spill_off += rec->len;
+	return 0;
+}
+
+static int replay_spill(struct restore_ctx *r)
+{
+	uint8_t *buf;
+	int ret = 0;
+
+	if (!r->nsp)
+		return 0;
+	if (fflush(r->spill))
+		return rs_error(r, "writing the temporary file: %s", strerror(errno)), -EIO;
+	buf = malloc(BTK_IMG_FRAME_RAW_MAX);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nsp && !ret; i++) {
+		if ((ret = fd_read_full(fileno(r->spill), buf, r->sp[i].len, r->sp[i].offset)))
+			rs_error(r, "reading the temporary file: %s", strerror(-ret));
+		else
+			ret = place_record(r, r->sp[i].type, r->sp[i].logical, buf, r->sp[i].len);
+	}
+	free(buf);
+	fclose(r->spill);
+	r->spill = NULL;
+	r->nsp = 0;
+	return ret;
+}
+
+/* The chunk tree is complete: map, open the outputs, write what waited. */
+static int chunks_ready(struct restore_ctx *r)
+{
+	int ret;
+
+	if ((ret = parse_chunk_tree(r)) || (ret = open_outputs(r)))
+		return ret;
+	r->chunks_complete = true;
+	if (r->layout == LAYOUT_ORIGINAL)
+		for (size_t i = 0; i < r->chunk_blocks.n; i++)
+			if ((ret = place_record(r, IMG_REC_TREE, r->chunk_blocks.v[i].bytenr, r->chunk_blocks.v[i].data,
+						r->fs->nodesize)))
+				return ret;
+	return replay_spill(r);
+}
+
+static int take_record(struct restore_ctx *r, const struct img_record *rec)
+{
+	int ret;
+
+	if (rec->type == IMG_REC_SUPER) {
+		if ((ret = take_super(r, rec)))
+			return ret;
+		if (!r->fs && (ret = setup_fs(r)))
+			return ret;
+		return 0;
+	}
+	if (r->chunks_complete)
+		return place_record(r, rec->type, rec->logical, rec->data, rec->len);
+	if (rec->type == IMG_REC_TREE && r->fs && rec->len == r->fs->nodesize &&
+	    header_owner(rec->data) == BTRFS_CHUNK_TREE_OBJECTID) {
+		enum block_problem p = block_verify(r->fs, rec->logical, rec->data, &BLOCK_EXPECT_ANY);
+		if (p != BLOCK_OK)
+			return rs_error(r, "chunk tree block %llu in the image is bad: %s",
+					(unsigned long long)rec->logical, block_problem_name(p));
+		if ((ret = held_add(&r->chunk_blocks, rec->logical, rec->data, rec->len)))
+			return ret;
+		if (chunk_tree_complete(r))
+			return chunks_ready(r);
+		return 0;
+	}
+	return spill_record(r, rec);
+}
+
+static int finish_original(struct restore_ctx *r)
+{
+	int ret;
+
+	for (unsigned i = 0; i < r->fs->num_devices; i++) {
+		const struct src_device *d = &r->devs[i];
+		const uint8_t *base = d->super ? d->super : r->super;
+		ret = restore_write_supers(r, r->fs->devices[i].io, base, d->item, r->fs->devices[i].total_bytes);
+		if (ret)
+			return rs_error(r, "writing the superblocks of %s: %s", r->outs[i], strerror(-ret)), ret;
+	}
+	return 0;
+}
+
+static void restore_free(struct restore_ctx *r)
+{
+	img_source_close(&r->src);
+	held_free(&r->chunk_blocks);
+	held_free(&r->dev_blocks);
+	if (r->spill)
+		fclose(r->spill);
+	free(r->sp);
+	free(r->supers);
+	free(r->devs);
+	free(r->place);
+	if (r->fs) {
+		for (unsigned i = 0; i < r->fs->num_devices; i++)
+			if (r->fs->devices[i].io)
+				io_close(r->fs->devices[i].io);
+		free(r->fs->devices);
+		chunk_map_free(r->fs->chunks);
+		free(r->fs);
+	}
+}
+
+int cmd_restore(int argc, char **argv)
+{
+	static const struct argp_child children[] = { { &cli_common_argp, 0, NULL, 0 }, { 0 } };
+	static const struct argp argp = { restore_options, restore_parse, "IMAGE OUTPUT...",
+		"Restore a metadata image (btk or btrfs-image format; - reads stdin) onto files or devices. "
+		"Regular files are created or extended as needed. The outputs' superblocks are replaced by an "
+		"in-progress mark (magic " RESTORE_MARK_MAGIC ") first and written last, so an interrupted "
+		"restore is never taken for a filesystem.", children, NULL, NULL };
+	struct restore_args a = { 0 };
+	struct restore_ctx r = { 0 };
+	struct img_record rec;
+	int ret;
+
+	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	r.layout = a.layout;
+	r.outs = a.outs;
+	r.nouts = a.nouts;
+	if ((ret = img_source_open(&r.src, a.in))) {
+		msg_error("%s", img_source_error(&r.src));
+		restore_free(&r);
+		return 1;
+	}
+	cli_enable_cancel();
+	r.prog = progress_create("restoring", 0, cli_progress_mode(&a.common));
+	while ((ret = img_source_next(&r.src, &rec)) == 1) {
+		if (cli_cancelled()) {
+			ret = -ECANCELED;
+			snprintf(r.err, sizeof(r.err), "cancelled");
+			break;
+		}
+		if ((ret = take_record(&r, &rec)))
+			break;
+	}
+	if (ret < 0 && !r.err[0])
+		snprintf(r.err, sizeof(r.err), "%s", ret == -ENOMEM ? "out of memory" : img_source_error(&r.src));
+	if (!ret && !r.have_super)
+		ret = rs_error(&r, "the image has no superblock");
+	if (!ret && !r.chunks_complete)
+		ret = rs_error(&r, "the image does not hold the whole chunk tree");
+	if (!ret)
+		ret = r.layout == LAYOUT_SINGLE ? single_finish(&r) : finish_original(&r);
+	progress_finish(r.prog);
+	if (ret) {
+		msg_error("%s", r.err[0] ? r.err : strerror(-ret));
+		if (r.chunks_complete)
+			msg_error("the outputs are incomplete: their superblocks carry the in-progress mark "
+				  RESTORE_MARK_MAGIC);
+	} else {
+		msg_info("restored %llu tree blocks%s onto %u device(s), layout %s", (unsigned long long)r.tree_blocks,
+			 r.data_bytes ? " and data" : "", r.nouts, r.layout == LAYOUT_SINGLE ? "single" : "original");
+	}
+	restore_free(&r);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,108 @@
+/* State of one btk-image restore, shared by the stream side (restore.c)
+ * and the one-device layout (restore_single.c). */
+#ifndef BTK_IMAGE_RESTORE_H
+#define BTK_IMAGE_RESTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "image/image.h"
+#include "libfs/fs.h"
+#include "libfs/volumes.h"
+
+enum restore_layout { LAYOUT_AUTO, LAYOUT_ORIGINAL, LAYOUT_SINGLE };
+
+/* A tree block kept in memory until it can be written (chunk and dev tree). */
+struct held_block {
+	uint64_t bytenr;
+	uint8_t *data;
+};
+
+struct held_list {
+	struct held_block *v;
+	size_t n, cap;
+};
+
+/* A device as the chunk tree's dev item describes it. */
+struct src_device {
+	uint64_t devid;
+	uint8_t item[sizeof(struct btrfs_dev_item)];
+	uint8_t *super;          /* its own superblock from the image, or NULL */
+};
+
+/* Where the one-device layout puts a chunk. */
+struct placement {
+	uint64_t type;           /* new type and profile */
+	unsigned ncopies;        /* 1 single, 2 DUP */
+	uint64_t physical[2];
+};
+
+/* A record set aside until the chunk tree is complete. */
+struct spilled {
+	uint64_t logical, offset;
+	uint32_t len;
+	uint16_t type;
+};
+
+struct restore_ctx {
+	enum restore_layout layout;
+	char **outs;
+	unsigned nouts;
+	struct img_source src;
+	/* what the image says */
+	uint8_t super[BTRFS_SUPER_INFO_SIZE]; /* the superblock of the lowest devid seen */
+	bool have_super;
+	uint64_t super_devid;
+	uint8_t *supers;          /* SUPER records: devid (8 bytes) + 4096 bytes each */
+	size_t nsupers;
+	/* the chunk tree, collected first */
+	struct held_list chunk_blocks;
+	bool chunks_complete;
+	struct src_device *devs;  /* sorted by devid */
+	unsigned ndevs;
+	/* a filesystem context holding the source chunk map and the output devices */
+	struct fs_info *fs;
+	/* one-device layout */
+	struct placement *place;  /* parallel to fs->chunks->chunks */
+	uint64_t new_size;
+	struct held_list dev_blocks;
+	int out_fd;
+	/* records before the chunk tree was complete */
+	FILE *spill;
+	struct spilled *sp;
+	size_t nsp, spcap;
+	uint64_t spill_off;
+	/* figures */
+	uint64_t tree_blocks, data_bytes, written_bytes;
+	struct progress *prog;
+	char err[512];
+};
+
+int held_add(struct held_list *l, uint64_t bytenr, const uint8_t *data, uint32_t len);
+struct held_block *held_find(struct held_list *l, uint64_t bytenr);
+void held_free(struct held_list *l);
+
+/* Recompute a tree block's checksum in place. */
+void restore_block_csum(struct restore_ctx *r, uint8_t *block);
+
+/* Record a message on the context: -EUCLEAN. */
+int rs_error(struct restore_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Write [logical, logical+len) to every copy in the layout being restored. */
+int restore_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len);
+/* Flush, then write every superblock copy within size: base with bytenr,
+ * dev_item (unless NULL) and the checksum set; flush again. */
+int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t *base,
+			 const uint8_t *dev_item, uint64_t size);
+
+/* One-device layout: place every chunk (after the chunk tree is complete),
+ * map a logical range, patch a block on its way out, rewrite the chunk and
+ * dev trees and write the superblock at the end. */
+int single_place_chunks(struct restore_ctx *r);
+/* Copies of [logical, logical+len) (one chunk) on the output: 0 or -ENOENT. */
+int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned *ncopies, uint64_t *contig);
+/* Give a block group item leaf its new profile flags (leaves of the extent
+ * and block-group trees); 1 if it changed. */
+int single_patch_block_groups(struct restore_ctx *r, uint8_t *block);
+int single_finish(struct restore_ctx *r);
+
+#endif
