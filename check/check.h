@@ -12,6 +12,7 @@
 #include "libfs/fs.h"
 
 struct ebitmap;
+struct repair_notes;
 struct qgroup_state;
 struct refs_state;
 struct recsort;
@@ -24,6 +25,7 @@ struct check_options {
 	int super_mirror;
 	bool check_data_csum;
 	enum progress_mode progress;
+	bool repair;               /* a --repair run: detectors also note what to fix (repair_notes.h) */
 };
 
 struct check_stats {
@@ -54,10 +56,13 @@ struct check_ctx {
 	struct progress *progress;
 	struct check_stats stats;
 	struct ebitmap *visited;           /* tree blocks already checked (logical) */
+	/* log tree blocks (not in visited): no extent items until log replay */
+	struct ebitmap *log_blocks;
 	struct refs_state *refs;           /* phase_refs.c: records collected during the walk */
 	/* phase_fs.c -> phase_roots.c: dir entries naming subvolumes (root_rec) */
 	struct recsort *subvol_entries;
 	struct qgroup_state *qgroups;      /* phase_qgroups.c: collected during the walk */
+	struct repair_notes *notes;        /* with opts->repair: what the repair classes need (repair_notes.h) */
 };
 
 /* Forget the results of a run (counts, statistics, per-run state) before

@@ -9,6 +9,7 @@
 
 #include "check/check.h"
 #include "check/repair.h"
+#include "check/repair_notes.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "libfs/blockgroups.h"
@@ -228,6 +229,7 @@ int main(int argc, char **argv)
 	if (!a.opts.jobs)
 		a.opts.jobs = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 	a.opts.progress = cli_progress_mode(&a.common);
+	a.opts.repair = a.repair.enabled;
 	cli_enable_cancel();
 
 	fs_open_options_init(&fo);
@@ -255,6 +257,8 @@ int main(int argc, char **argv)
 	}
 	json_object_put(ctx.json_problems);
 	ebitmap_destroy(ctx.visited);
+	ebitmap_destroy(ctx.log_blocks);
+	repair_notes_free(&ctx);
 	fs_close(ctx.fs);
 	return ret;
 }

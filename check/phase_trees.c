@@ -52,11 +52,15 @@ static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct tree_visit *v = arg;
 	struct check_ctx *ctx = v->ctx;
-	int seen = ebitmap_test_and_set(ctx->visited, b->bytenr, ctx->fs->nodesize), ret;
+	/* log tree blocks are kept apart: they are not allocated extents (phase_extents.c) */
+	struct ebitmap *marks = v->root->objectid == BTRFS_TREE_LOG_OBJECTID ? ctx->log_blocks : ctx->visited;
+	int seen = ebitmap_test_and_set(marks, b->bytenr, ctx->fs->nodesize), ret;
 
 	if (seen < 0)
 		return seen;
 	if ((ret = refs_observe_block(ctx, v->root, b, !seen)) < 0)
+		return ret;
+	if ((ret = qgroups_observe_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
 	if (seen)
 		return 1; /* shared with a tree already checked: skip its subtree */
@@ -89,8 +93,10 @@ int check_tree_blocks(struct check_ctx *ctx)
 	int ret;
 
 	ctx->visited = ebitmap_create(fs->sectorsize);
+	ebitmap_destroy(ctx->log_blocks); /* from a run before a repair */
+	ctx->log_blocks = ebitmap_create(fs->sectorsize);
 	v.copy_buf = malloc(fs->nodesize);
-	if (!ctx->visited || !v.copy_buf) {
+	if (!ctx->visited || !ctx->log_blocks || !v.copy_buf) {
 		free(v.copy_buf);
 		return -ENOMEM;
 	}

@@ -159,6 +159,10 @@ static const struct problem_def table[] = {
 	  "the uuid tree lacks a subvolume's uuid or received uuid" },
 	{ PR_UUID_TREE_EXTRA, "uuid-tree-extra", SEV_ERROR, FIX_RECOMPUTE,
 	  "the uuid tree has an entry that no root item declares" },
+	{ PR_QGROUP_INCONSISTENT, "qgroup-inconsistent", SEV_WARNING, FIX_NONE,
+	  "qgroup numbers are marked inconsistent or being rescanned (not verified; run a quota rescan)" },
+	{ PR_QGROUP_ITEM_BAD, "qgroup-item-bad", SEV_WARNING, FIX_NONE,
+	  "a quota tree item is missing, malformed or dangling (status, info, limit, relation)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

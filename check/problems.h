@@ -98,6 +98,9 @@ enum problem_code {
 	PR_ROOT_UNREFERENCED,
 	PR_UUID_TREE_MISSING,
 	PR_UUID_TREE_EXTRA,
+	/* quota groups (phase_qgroups.c) */
+	PR_QGROUP_INCONSISTENT,
+	PR_QGROUP_ITEM_BAD,
 	PR__COUNT
 };
 
