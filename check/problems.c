@@ -97,7 +97,7 @@ static const struct problem_def table[] = {
 	  "a copy of a data block does not match its checksum" },
 	{ PR_DATA_UNREADABLE, "data-unreadable", SEV_ERROR, FIX_NONE,
 	  "a copy of a data block cannot be read" },
-	{ PR_QGROUP_MISMATCH, "qgroup-mismatch", SEV_ERROR, FIX_RECOMPUTE,
+	{ PR_QGROUP_MISMATCH, "qgroup-mismatch", SEV_ERROR, FIX_NONE,
 	  "a quota group's referenced or exclusive bytes differ from the extents it owns" },
 	{ PR_INODE_ITEM_MISSING, "inode-item-missing", SEV_ERROR, FIX_INODE,
 	  "items of an inode exist but its inode item does not" },
