@@ -1,0 +1,311 @@
+/* Per-item checks of a subvolume tree: inode items, inode refs and extrefs,
+ * dir items, dir indexes and xattrs, file extents. What needs the other end
+ * of a name (the parent directory, the child inode) is emitted as join
+ * records; what one inode's items decide is checked in fs_inode_finish. */
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check/phase_fs.h"
+#include "libfs/csum.h"
+
+#define BTRFS_NAME_LEN 255
+#define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
+
+void fs_emit_link(struct fs_walk *w, struct recsort *rs, const struct link_rec *r)
+{
+	int ret;
+
+	if (w->err)
+		return;
+	ret = recsort_add(rs, r);
+	if (ret)
+		w->err = ret;
+}
+
+static void malformed(struct fs_walk *w, const struct btrfs_key *k, const char *what, uint32_t size)
+{
+	report_problem(w->ctx, PR_ITEM_MALFORMED, "root %" PRIu64 " item (%" PRIu64 " %u %" PRIu64 "): %s (%u bytes)",
+		       w->root->objectid, k->objectid, k->type, k->offset, what, size);
+}
+
+void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct inode_state *s = &w->ino;
+	uint64_t gen_limit = w->ctx->fs->generation;
+	uint32_t mode;
+
+	if (size < sizeof(struct btrfs_inode_item)) {
+		malformed(w, k, "inode item too small", size);
+		return;
+	}
+	w->inodes++;
+	s->have_item = true;
+	mode = inode_mode(d);
+	s->mode = mode;
+	s->nlink = inode_nlink(d);
+	s->isize = inode_size(d);
+	s->nbytes = inode_nbytes(d);
+	s->ftype = mode_to_ftype(mode);
+	if (s->ftype == BTRFS_FT_UNKNOWN)
+		report_problem(w->ctx, PR_INODE_MODE_INVALID, "root %" PRIu64 " inode %" PRIu64 ": mode 0%o",
+			       w->root->objectid, k->objectid, mode);
+	if (inode_generation(d) > gen_limit || inode_transid(d) > gen_limit)
+		report_problem(w->ctx, PR_INODE_GENERATION, "root %" PRIu64 " inode %" PRIu64 ": generation %" PRIu64
+			       " transid %" PRIu64 ", filesystem generation %" PRIu64, w->root->objectid, k->objectid,
+			       inode_generation(d), inode_transid(d), gen_limit);
+	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
+		report_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, "root %" PRIu64 " inode %" PRIu64 ": flags 0x%" PRIx64,
+			       w->root->objectid, k->objectid, inode_flags(d));
+}
+
+/* One name of the inode being streamed, from its ref or extref. */
+static void emit_ref(struct fs_walk *w, uint64_t child, uint64_t parent, uint64_t index, const uint8_t *name,
+		     uint16_t len)
+{
+	struct link_rec r = { .root = w->root->objectid, .dir = parent, .key = index,
+			      .fp = name_fingerprint(name, len), .child = child, .index = index,
+			      .name_len = len, .kind = LINK_REF, .type = w->ino.ftype,
+			      .flags = w->ino.have_item ? 0 : LINK_F_NO_INODE };
+
+	w->ino.names++;
+	/* the subvolume's root directory names itself ".." and has no entry */
+	if (child == parent && child == w->root_dirid)
+		return;
+	fs_emit_link(w, w->by_index, &r);
+	r.key = btrfs_name_hash(name, len);
+	fs_emit_link(w, w->by_hash, &r);
+}
+
+void fs_item_inode_ref(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	const uint32_t hdr = sizeof(struct btrfs_inode_ref);
+
+	for (uint32_t off = 0; off < size;) {
+		uint16_t len;
+		if (size - off < hdr || size - off - hdr < (len = inode_ref_name_len(d + off))) {
+			malformed(w, k, "inode ref truncated", size);
+			return;
+		}
+		if (len == 0 || len > BTRFS_NAME_LEN)
+			malformed(w, k, "inode ref name length out of range", size);
+		emit_ref(w, k->objectid, k->offset, inode_ref_index(d + off), d + off + hdr, len);
+		off += hdr + len;
+	}
+}
+
+void fs_item_inode_extref(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	const uint32_t hdr = sizeof(struct btrfs_inode_extref);
+
+	for (uint32_t off = 0; off < size;) {
+		const uint8_t *e = d + off;
+		uint16_t len;
+		if (size - off < hdr || size - off - hdr < (len = inode_extref_name_len(e))) {
+			malformed(w, k, "inode extref truncated", size);
+			return;
+		}
+		if (btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len) != k->offset)
+			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": extref in parent %"
+				       PRIu64 " is keyed %" PRIu64 ", its name hashes to %" PRIu64, w->root->objectid,
+				       k->objectid, inode_extref_parent_objectid(e), k->offset,
+				       btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len));
+		emit_ref(w, k->objectid, inode_extref_parent_objectid(e), inode_extref_index(e), e + hdr, len);
+		off += hdr + len;
+	}
+}
+
+/* A dir entry (DIR_ITEM / DIR_INDEX) naming the subvolume `child`. */
+static void emit_subvol_entry(struct fs_walk *w, const struct btrfs_key *k, uint64_t child, const uint8_t *name,
+			      uint16_t len)
+{
+	struct root_rec r = { .a = w->root->objectid, .b = child, .c = k->objectid,
+			      .d = k->type == BTRFS_DIR_INDEX_KEY ? k->offset : 0,
+			      .fp = name_fingerprint(name, len), .name_len = len,
+			      .kind = k->type == BTRFS_DIR_INDEX_KEY ? ROOTREC_DIR_INDEX : ROOTREC_DIR_ITEM };
+	int ret;
+
+	if (!w->subvols || w->err)
+		return;
+	ret = recsort_add(w->subvols, &r);
+	if (ret)
+		w->err = ret;
+}
+
+static void dir_entry(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *e, const uint8_t *name,
+		      uint16_t len)
+{
+	struct btrfs_key loc;
+	uint8_t type = dir_item_type(e) & ~BTRFS_FT_ENCRYPTED;
+	struct link_rec r = { .root = w->root->objectid, .dir = k->objectid, .key = k->offset,
+			      .fp = name_fingerprint(name, len), .name_len = len, .type = type };
+
+	key_from_disk(&loc, dir_item_location_ptr(e));
+	if (k->type == BTRFS_XATTR_ITEM_KEY) {
+		if (type != BTRFS_FT_XATTR)
+			report_problem(w->ctx, PR_DIR_ENTRY_TYPE, "root %" PRIu64 " inode %" PRIu64
+				       ": xattr has type %u", w->root->objectid, k->objectid, type);
+		return;
+	}
+	w->ino.dir_size += len;
+	if (type == BTRFS_FT_UNKNOWN || type >= BTRFS_FT_XATTR)
+		report_problem(w->ctx, PR_DIR_ENTRY_TYPE, "root %" PRIu64 " dir %" PRIu64 ": entry of type %u",
+			       w->root->objectid, k->objectid, type);
+	if (loc.type == BTRFS_ROOT_ITEM_KEY) {
+		if (type != BTRFS_FT_DIR)
+			report_problem(w->ctx, PR_DIR_ENTRY_TYPE, "root %" PRIu64 " dir %" PRIu64
+				       ": entry for subvolume %" PRIu64 " has type %u", w->root->objectid,
+				       k->objectid, loc.objectid, type);
+		emit_subvol_entry(w, k, loc.objectid, name, len);
+		return;
+	}
+	if (loc.type != BTRFS_INODE_ITEM_KEY) {
+		report_problem(w->ctx, PR_ITEM_MALFORMED, "root %" PRIu64 " dir %" PRIu64 ": entry location has key "
+			       "type %u", w->root->objectid, k->objectid, loc.type);
+		return;
+	}
+	r.child = loc.objectid;
+	r.kind = k->type == BTRFS_DIR_INDEX_KEY ? LINK_DIR_INDEX : LINK_DIR_ITEM;
+	fs_emit_link(w, k->type == BTRFS_DIR_INDEX_KEY ? w->by_index : w->by_hash, &r);
+}
+
+void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+	unsigned n = 0;
+
+	for (uint32_t off = 0; off < size; n++) {
+		const uint8_t *e = d + off;
+		uint32_t len, data_len;
+		if (size - off < hdr) {
+			malformed(w, k, "dir item truncated", size);
+			return;
+		}
+		len = dir_item_name_len(e);
+		data_len = dir_item_data_len(e);
+		if (size - off - hdr < len + data_len) {
+			malformed(w, k, "dir item truncated", size);
+			return;
+		}
+		if (len == 0 || len > BTRFS_NAME_LEN || (k->type != BTRFS_XATTR_ITEM_KEY && data_len))
+			malformed(w, k, "dir entry name or data length out of range", size);
+		if (k->type != BTRFS_DIR_INDEX_KEY && btrfs_name_hash(e + hdr, len) != k->offset)
+			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": %s keyed %" PRIu64
+				       ", its name hashes to %" PRIu64, w->root->objectid, k->objectid,
+				       k->type == BTRFS_XATTR_ITEM_KEY ? "xattr" : "dir item", k->offset,
+				       btrfs_name_hash(e + hdr, len));
+		if (k->type == BTRFS_DIR_INDEX_KEY && n > 0)
+			malformed(w, k, "dir index holds more than one entry", size);
+		dir_entry(w, k, e, e + hdr, (uint16_t)len);
+		off += hdr + len + data_len;
+	}
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* A regular or prealloc extent's own fields; returns false when malformed. */
+static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, const char **why)
+{
+	uint32_t ss = w->ctx->fs->sectorsize;
+	uint64_t num = file_extent_num_bytes(d), off = file_extent_offset(d);
+	uint8_t comp = file_extent_compression(d);
+
+	if (k->offset % ss || num % ss || num == 0)
+		*why = "offset or length not sector aligned";
+	else if (file_extent_type(d) == BTRFS_FILE_EXTENT_PREALLOC && comp != BTRFS_COMPRESS_NONE)
+		*why = "preallocated extent is compressed";
+	else if (file_extent_disk_bytenr(d) == 0)
+		return true;    /* a hole */
+	else if (file_extent_disk_num_bytes(d) == 0 || file_extent_disk_num_bytes(d) % ss ||
+		 file_extent_disk_bytenr(d) % ss)
+		*why = "disk range not sector aligned";
+	else if (comp != BTRFS_COMPRESS_NONE && (file_extent_ram_bytes(d) == 0 || off + num > file_extent_ram_bytes(d)))
+		*why = "range beyond the decompressed size";
+	else if (comp == BTRFS_COMPRESS_NONE && off + num > file_extent_disk_num_bytes(d))
+		*why = "range beyond the disk extent";
+	return *why == NULL;
+}
+
+void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct inode_state *s = &w->ino;
+	uint32_t ss = w->ctx->fs->sectorsize;
+	const char *why = NULL;
+	uint64_t end;
+	uint8_t type;
+
+	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START) {
+		malformed(w, k, "file extent too small", size);
+		return;
+	}
+	type = file_extent_type(d);
+	if (file_extent_compression(d) > BTRFS_COMPRESS_ZSTD)
+		why = "unknown compression";
+	else if (file_extent_encryption(d) || file_extent_other_encoding(d))
+		why = "unknown encryption or encoding";
+	if (type == BTRFS_FILE_EXTENT_INLINE) {
+		uint64_t ram = file_extent_ram_bytes(d);
+		if (k->offset != 0 || ram > ss || ram == 0 ||
+		    (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
+		     size != BTRFS_FILE_EXTENT_INLINE_DATA_START + ram))
+			report_problem(w->ctx, PR_FILE_EXTENT_INLINE, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
+				       "at %" PRIu64 ", %" PRIu64 " bytes (item %u bytes)", w->root->objectid,
+				       k->objectid, k->offset, ram, size);
+		s->found_bytes += ram;
+		end = k->offset + round_up(ram, ss);
+	} else if (type == BTRFS_FILE_EXTENT_REG || type == BTRFS_FILE_EXTENT_PREALLOC) {
+		if (size != sizeof(struct btrfs_file_extent_item)) {
+			malformed(w, k, "file extent has the wrong size", size);
+			return;
+		}
+		if (!why)
+			regular_extent_ok(w, k, d, &why);
+		if (file_extent_disk_bytenr(d))
+			s->found_bytes += file_extent_num_bytes(d);
+		end = k->offset + file_extent_num_bytes(d);
+	} else {
+		why = "unknown extent type";
+		end = k->offset;
+	}
+	if (why)
+		report_problem(w->ctx, PR_FILE_EXTENT_BAD, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64
+			       ": %s", w->root->objectid, k->objectid, k->offset, why);
+	if (k->offset < s->extent_end)
+		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
+			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
+			       s->extent_end);
+	else if (!w->no_holes && k->offset > s->extent_end)
+		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
+			       PRIu64 ", %" PRIu64 ")", w->root->objectid, k->objectid, s->extent_end, k->offset);
+	if (end > s->extent_end)
+		s->extent_end = end;
+}
+
+void fs_inode_finish(struct fs_walk *w)
+{
+	struct inode_state *s = &w->ino;
+	uint64_t root = w->root->objectid;
+
+	if (!s->have_item)
+		return;
+	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size)
+		report_problem(w->ctx, PR_DIR_ISIZE, "root %" PRIu64 " dir %" PRIu64 ": size %" PRIu64
+			       ", its entries add up to %" PRIu64, root, s->ino, s->isize, s->dir_size);
+	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && s->nbytes != s->found_bytes)
+		report_problem(w->ctx, PR_INODE_NBYTES, "root %" PRIu64 " inode %" PRIu64 ": nbytes %" PRIu64
+			       ", its extents add up to %" PRIu64, root, s->ino, s->nbytes, s->found_bytes);
+	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
+	    s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize))
+		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
+			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
+	if (s->names == 0 && s->nlink == 0) {
+		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
+		fs_emit_link(w, w->orphans, &r);
+	} else if (s->nlink != s->names) {
+		report_problem(w->ctx, PR_INODE_NLINK, "root %" PRIu64 " inode %" PRIu64 ": nlink %u, %" PRIu64
+			       " name(s)", root, s->ino, s->nlink, s->names);
+	}
+}

@@ -1,0 +1,241 @@
+/* The name joins of the filesystem trees, after every tree was walked:
+ *   (root, dir, index):       inode refs/extrefs  <-> DIR_INDEX entries
+ *   (root, dir, hash, name):  inode refs/extrefs  <-> DIR_ITEM entries
+ *   (root, ino):              nameless inodes     <-> ORPHAN_ITEMs
+ * Each sorter holds both sides; groups of equal keys are compared. The
+ * other end of an unmatched name is looked up in its tree (error path only)
+ * to tell a dangling entry from a missing ref. */
+#include <inttypes.h>
+#include <sys/stat.h>
+
+#include "check/phase_fs.h"
+
+#define CMP(x, y) do { if ((x) != (y)) return (x) < (y) ? -1 : 1; } while (0)
+
+int link_cmp_index(const void *a, const void *b, void *arg)
+{
+	const struct link_rec *x = a, *y = b;
+
+	(void)arg;
+	CMP(x->root, y->root);
+	CMP(x->dir, y->dir);
+	CMP(x->key, y->key);
+	CMP(x->kind, y->kind);
+	CMP(x->child, y->child);
+	return 0;
+}
+
+int link_cmp_hash(const void *a, const void *b, void *arg)
+{
+	const struct link_rec *x = a, *y = b;
+
+	(void)arg;
+	CMP(x->root, y->root);
+	CMP(x->dir, y->dir);
+	CMP(x->key, y->key);
+	CMP(x->fp, y->fp);
+	CMP(x->name_len, y->name_len);
+	CMP(x->kind, y->kind);
+	CMP(x->child, y->child);
+	return 0;
+}
+
+int link_cmp_orphan(const void *a, const void *b, void *arg)
+{
+	const struct link_rec *x = a, *y = b;
+
+	(void)arg;
+	CMP(x->root, y->root);
+	CMP(x->key, y->key);
+	CMP(x->kind, y->kind);
+	return 0;
+}
+
+static int same_index(const void *a, const void *b)
+{
+	const struct link_rec *x = a, *y = b;
+	return x->root == y->root && x->dir == y->dir && x->key == y->key;
+}
+
+static int same_inode(const void *a, const void *b)
+{
+	const struct link_rec *x = a, *y = b;
+	return x->root == y->root && x->key == y->key;
+}
+
+struct join {
+	struct check_ctx *ctx;
+	const struct fs_roots *roots;
+};
+
+/* 1 when inode ino of root exists (and is a directory, if want_dir), else 0. */
+static int inode_exists(struct join *j, uint64_t root, uint64_t ino, bool want_dir)
+{
+	uint32_t mode = 0, nlink = 0;
+	int ret = fs_lookup_inode(j->ctx, fs_roots_find(j->roots, root), ino, &mode, &nlink);
+
+	if (ret < 0)
+		return 1;   /* unreadable: do not pile a second verdict on it */
+	return ret == 1 && (!want_dir || S_ISDIR(mode));
+}
+
+static bool same_name_rec(const struct link_rec *a, const struct link_rec *b)
+{
+	return a->fp == b->fp && a->name_len == b->name_len;
+}
+
+/* A ref and the entry that carries its name: location and type. */
+static void judge_pair(struct join *j, const struct link_rec *ref, const struct link_rec *ent, const char *what)
+{
+	if (ref->flags & LINK_F_NO_INODE)
+		report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
+			       ") names inode %" PRIu64 ", which has no inode item", ent->root, ent->dir, what, ent->key,
+			       ent->child);
+	else if (ref->child != ent->child || !same_name_rec(ref, ent))
+		report_problem(j->ctx, PR_DIR_ITEM_INDEX_MISMATCH, "root %" PRIu64 " dir %" PRIu64 ": %s (key %"
+			       PRIu64 ") names inode %" PRIu64 ", the ref of inode %" PRIu64 " %s", ref->root, ref->dir,
+			       what, ent->key, ent->child, ref->child,
+			       same_name_rec(ref, ent) ? "has the same name" : "has another name");
+	else if (ref->type != ent->type && ref->type != BTRFS_FT_UNKNOWN)
+		report_problem(j->ctx, PR_DIR_ENTRY_TYPE, "root %" PRIu64 " dir %" PRIu64 ": %s for inode %" PRIu64
+			       " has type %u, the inode's mode says %u", ent->root, ent->dir, what, ent->child,
+			       ent->type, ref->type);
+	if (ref->child != ent->child && !inode_exists(j, ent->root, ent->child, false))
+		report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
+			       ") names inode %" PRIu64 ", which does not exist", ent->root, ent->dir, what, ent->key,
+			       ent->child);
+}
+
+static void judge_lone_ref(struct join *j, const struct link_rec *ref, enum link_kind entry_kind, const char *what)
+{
+	if (!inode_exists(j, ref->root, ref->dir, true)) {
+		/* reported once, from the index join */
+		if (entry_kind == LINK_DIR_INDEX)
+			report_problem(j->ctx, PR_DIR_PARENT_MISSING, "root %" PRIu64 " inode %" PRIu64 ": parent %"
+				       PRIu64 " is missing or not a directory", ref->root, ref->child, ref->dir);
+		return;
+	}
+	report_problem(j->ctx, entry_kind == LINK_DIR_INDEX ? PR_DIR_INDEX_MISSING : PR_DIR_ITEM_MISSING,
+		       "root %" PRIu64 " inode %" PRIu64 ": name in dir %" PRIu64 " (index %" PRIu64 ") has no %s",
+		       ref->root, ref->child, ref->dir, ref->index, what);
+}
+
+static void judge_lone_entry(struct join *j, const struct link_rec *ent, const char *what)
+{
+	if (inode_exists(j, ent->root, ent->child, false))
+		report_problem(j->ctx, PR_INODE_REF_MISSING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
+			       ") names inode %" PRIu64 ", which has no such ref", ent->root, ent->dir, what, ent->key,
+			       ent->child);
+	else
+		report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
+			       ") names inode %" PRIu64 ", which does not exist", ent->root, ent->dir, what, ent->key,
+			       ent->child);
+}
+
+/* A group of one (root, dir, index) or (root, dir, name hash): names from
+ * refs on one side, entries on the other, paired by name. One ref and one
+ * entry left unpaired are the same name gone wrong, not two lost names. */
+static void judge_names(struct join *j, const struct link_rec *g, size_t n, bool more, enum link_kind entry_kind)
+{
+	const char *what = entry_kind == LINK_DIR_INDEX ? "dir index" : "dir item";
+	bool used[FS_GROUP_MAX] = { false };
+	const struct link_rec *lref = NULL, *lent = NULL;
+	size_t nref = 0, nent = 0;
+
+	if (more)
+		report_problem(j->ctx, PR_DIR_ITEM_INDEX_MISMATCH, "root %" PRIu64 " dir %" PRIu64 ": more than %d "
+			       "names share %s key %" PRIu64, g->root, g->dir, FS_GROUP_MAX, what, g->key);
+	for (size_t r = 0; r < n; r++) {
+		if (g[r].kind != LINK_REF)
+			continue;
+		for (size_t e = 0; e < n && !used[r]; e++)
+			if (g[e].kind != LINK_REF && !used[e] && same_name_rec(&g[r], &g[e])) {
+				used[r] = used[e] = true;
+				judge_pair(j, &g[r], &g[e], what);
+			}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (used[i])
+			continue;
+		if (g[i].kind == LINK_REF) {
+			lref = &g[i];
+			nref++;
+		} else {
+			lent = &g[i];
+			nent++;
+		}
+	}
+	if (nref == 1 && nent == 1) {
+		judge_pair(j, lref, lent, what);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (used[i])
+			continue;
+		if (g[i].kind == LINK_REF)
+			judge_lone_ref(j, &g[i], entry_kind, what);
+		else
+			judge_lone_entry(j, &g[i], what);
+	}
+}
+
+static void judge_orphan(struct join *j, const struct link_rec *g, size_t n)
+{
+	bool need = false, orphan = false;
+	uint32_t mode, nlink;
+	int ret;
+
+	for (size_t i = 0; i < n; i++) {
+		need |= g[i].kind == LINK_NEED_ORPHAN;
+		orphan |= g[i].kind == LINK_ORPHAN;
+	}
+	if (need && !orphan)
+		report_problem(j->ctx, PR_INODE_UNREACHABLE, "root %" PRIu64 " inode %" PRIu64
+			       ": no names, nlink 0 and no orphan item", g->root, g->key);
+	if (need || !orphan)
+		return;
+	ret = fs_lookup_inode(j->ctx, fs_roots_find(j->roots, g->root), g->key, &mode, &nlink);
+	if (ret == 0)
+		report_problem(j->ctx, PR_ORPHAN_ITEM_BAD, "root %" PRIu64 ": orphan item for inode %" PRIu64
+			       ", which does not exist", g->root, g->key);
+	else if (ret == 1)
+		report_problem(j->ctx, PR_ORPHAN_ITEM_BAD, "root %" PRIu64 ": orphan item for inode %" PRIu64
+			       ", which still has names (nlink %u)", g->root, g->key, nlink);
+}
+
+enum join_kind { JOIN_INDEX, JOIN_HASH, JOIN_ORPHAN };
+
+static int run_join(struct join *j, struct recsort *rs, enum join_kind kind)
+{
+	static int (*const same[])(const void *, const void *) = { same_index, same_index, same_inode };
+	struct group_reader g;
+	size_t n;
+	bool more;
+	int ret = recsort_finish(rs);
+
+	if (ret)
+		return ret;
+	ret = group_reader_init(&g, rs, same[kind]);
+	while (!ret && (ret = group_reader_next(&g, &n, &more)) == 1) {
+		const struct link_rec *recs = (const struct link_rec *)g.buf;
+		if (kind == JOIN_ORPHAN)
+			judge_orphan(j, recs, n);
+		else
+			judge_names(j, recs, n, more, kind == JOIN_INDEX ? LINK_DIR_INDEX : LINK_DIR_ITEM);
+		ret = cli_cancelled() ? 1 : 0;
+	}
+	group_reader_free(&g);
+	return ret < 0 ? ret : 0;
+}
+
+int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots)
+{
+	struct join j = { ctx, roots };
+	int ret;
+
+	if ((ret = run_join(&j, w->by_index, JOIN_INDEX)) ||
+	    (ret = run_join(&j, w->by_hash, JOIN_HASH)) ||
+	    (ret = run_join(&j, w->orphans, JOIN_ORPHAN)))
+		return ret;
+	return 0;
+}
