@@ -27,6 +27,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -134,9 +135,55 @@ def mkfs_version() -> str:
 
 # ---------------------------------------------------------------- loop devices and mounts
 
+_FSID_LOCKS = threading.local()
+
+
+def _image_fsid(img) -> str | None:
+    try:
+        with open(img, "rb") as f:
+            f.seek(65536 + 32)
+            raw = f.read(16)
+    except OSError:
+        return None
+    return raw.hex() if len(raw) == 16 else None
+
+
+@contextlib.contextmanager
+def fsid_lock(images):
+    """Hold a machine-wide lock per fsid while loop devices of these images exist.
+    The kernel and btrfs-progs find multi-device members by fsid, so two copies of one
+    filesystem attached at once (parallel test workers) would be mistaken for each other.
+    Re-entrant within a thread (a test may attach the same fsid again while holding it)."""
+    held = getattr(_FSID_LOCKS, "held", None)
+    if held is None:
+        held = _FSID_LOCKS.held = {}
+    mine = []
+    try:
+        for fsid in sorted({f for f in map(_image_fsid, images) if f}):
+            if fsid in held:
+                held[fsid][1] += 1
+            else:
+                fd = os.open(f"/tmp/btk-test-fsid-{fsid}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                held[fsid] = [fd, 1]
+            mine.append(fsid)
+        yield
+    finally:
+        for fsid in mine:
+            held[fsid][1] -= 1
+            if held[fsid][1] == 0:
+                os.close(held.pop(fsid)[0])
+
+
 @contextlib.contextmanager
 def attached(images, readonly=False):
     """Attach each image to a free loop device; always detach them again."""
+    with fsid_lock(images), _attached(images, readonly) as loops:
+        yield loops
+
+
+@contextlib.contextmanager
+def _attached(images, readonly):
     loops: list[str] = []
     try:
         for img in images:
