@@ -70,6 +70,12 @@ struct check_ctx {
  * check_ctx must be released here too. */
 void check_ctx_reset(struct check_ctx *ctx);
 
+/* Run every detection phase in order (check/run.c): 0, FSCK_EXIT_ERROR after
+ * an operational error (reported) or FSCK_EXIT_CANCELLED. */
+int check_run(struct check_ctx *ctx);
+/* Free what a run left in the context (not the filesystem). */
+void check_ctx_release(struct check_ctx *ctx);
+
 /* Record one problem: counts it and prints or collects it per output format. */
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -93,5 +99,9 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
  * qgroups) or tree-block owners (simple quotas). */
 int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 			  bool first);
+/* Free what those collected (ctx->refs, ctx->qgroups) when their phases did
+ * not run to the end (an operational error stopped the run); NULL is fine. */
+void refs_free(struct check_ctx *ctx);
+void qgroup_state_free(struct check_ctx *ctx);
 
 #endif

@@ -158,56 +158,6 @@ static void print_summary(struct check_ctx *ctx)
 		printf("no problems found\n");
 }
 
-/* The progress total of the tree-block phase: bytes used in metadata and
- * system block groups (one copy), or the superblock's bytes_used if the
- * block groups cannot be read. */
-static uint64_t metadata_bytes_used(struct fs_info *fs)
-{
-	struct block_group_list bgs;
-	uint64_t sum = 0;
-
-	if (fs_read_block_groups(fs, &bgs) != 0)
-		return super_bytes_used(fs->super);
-	for (size_t i = 0; i < bgs.count; i++)
-		if (bgs.groups[i].flags & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
-			sum += bgs.groups[i].used;
-	block_group_list_free(&bgs);
-	return sum ? sum : super_bytes_used(fs->super);
-}
-
-static int run_phases(struct check_ctx *ctx)
-{
-	static const struct {
-		const char *name;
-		int (*run)(struct check_ctx *);
-	} phases[] = {
-		{ "superblocks", check_superblocks },
-		{ "tree blocks", check_tree_blocks },
-		{ "chunks and devices", check_chunks },
-		{ "extents and free space", check_extents },
-		{ "extent references and checksums", check_refs },
-		{ "filesystem trees", check_fs_trees },
-		{ "subvolumes", check_subvolumes },
-		{ "quota groups", check_qgroups },
-		{ "data checksums", check_data_csums },
-	};
-
-	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
-		int ret;
-		if (cli_cancelled())
-			return FSCK_EXIT_CANCELLED;
-		progress_next_phase(ctx->progress, phases[i].name,
-				    !strcmp(phases[i].name, "tree blocks") ? metadata_bytes_used(ctx->fs) : 0);
-		msg_verbose("checking %s", phases[i].name);
-		ret = phases[i].run(ctx);
-		if (ret) {
-			msg_errno(ret, "%s", phases[i].name);
-			return FSCK_EXIT_ERROR;
-		}
-	}
-	return cli_cancelled() ? FSCK_EXIT_CANCELLED : 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct argp_child children[] = { { &cli_common_argp, 0, NULL, 0 }, { 0 } };
@@ -245,20 +195,17 @@ int main(int argc, char **argv)
 	ctx.opts = &a.opts;
 	ctx.json_problems = json_object_new_array();
 	ctx.progress = progress_create("checking", 0, a.opts.progress);
-	ret = run_phases(&ctx);
+	ret = check_run(&ctx);
 	progress_finish(ctx.progress);
 	if (ret == 0 || ret == FSCK_EXIT_CANCELLED)
 		print_summary(&ctx);
 	if (ret == 0 && a.repair.enabled) {
-		static const struct repair_hooks hooks = { run_phases, print_summary };
+		static const struct repair_hooks hooks = { check_run, print_summary };
 		ret = repair_filesystem(&ctx, &a.repair, a.paths, a.npaths, &fo, &hooks);
 	} else if (ret == 0 && ctx.errors) {
 		ret = FSCK_EXIT_UNCORRECTED;
 	}
-	json_object_put(ctx.json_problems);
-	ebitmap_destroy(ctx.visited);
-	ebitmap_destroy(ctx.log_blocks);
-	repair_notes_free(&ctx);
+	check_ctx_release(&ctx);
 	fs_close(ctx.fs);
 	return ret;
 }

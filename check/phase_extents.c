@@ -128,6 +128,24 @@ static void compare_tree_blocks(struct extent_scan *s)
 					       "but no tree points at it", b);
 }
 
+/* Log tree blocks have no extent items until the log is replayed (the kernel
+ * pins them at mount): they must lie in space no extent item claims. */
+static void check_log_blocks(struct extent_scan *s)
+{
+	struct check_ctx *ctx = s->ctx;
+	uint32_t ns = ctx->fs->nodesize;
+	uint64_t from = 0, start, len;
+	unsigned reported = 0;
+
+	if (!ctx->log_blocks)
+		return;
+	for (; ebitmap_next_set(ctx->log_blocks, from, &start, &len) == 1 && reported < 1000; from = start + len)
+		for (uint64_t b = start; b < start + len; b += ns)
+			if (ebitmap_test(s->allocated, b, ns) != EBITMAP_NONE && reported++ < 1000)
+				report_problem(ctx, PR_EXTENT_OVERLAP, "log tree block %" PRIu64
+					       " overlaps an allocated extent", b);
+}
+
 static void compare_block_group_used(struct extent_scan *s)
 {
 	for (size_t i = 0; i < s->bgs.count; i++) {
@@ -138,7 +156,8 @@ static void compare_block_group_used(struct extent_scan *s)
 	}
 }
 
-/* The free-space tree's view of one block group, as a bitmap of free space. */
+/* The free-space tree's view of one block group, as a bitmap of free space:
+ * 0, 1 when the tree cannot be read (reported), or -errno. */
 static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, struct ebitmap *free_map,
 			  uint64_t *info_count, uint64_t *extent_items, bool *bitmaps)
 {
@@ -171,9 +190,13 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 						goto out;
 		}
 	}
+	if (ret < 0 && ret != -ENOMEM) { /* the tree, not the bitmap: a problem of the filesystem */
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "free-space tree: %s", fs->errmsg);
+		ret = 1;
+	}
 out:
 	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
+	return ret;
 }
 
 /* Count maximal free runs of a bitmap inside [start, end). */
@@ -217,6 +240,11 @@ static int compare_free_space_tree(struct extent_scan *s)
 			ret = ebitmap_clear(want, starts[k], lens[k]);
 		if (!ret)
 			ret = read_fst_group(ctx, bg, fst, &info_count, &extent_items, &bitmaps);
+		if (ret == 1) { /* unreadable: reported once, nothing to compare */
+			ebitmap_destroy(fst);
+			ebitmap_destroy(want);
+			return 0;
+		}
 		/* with bitmaps the info counts the free runs the bitmaps describe */
 		if (!ret && bitmaps)
 			fst_runs = count_runs(fst, bg->start, bg->start + bg->length);
@@ -272,6 +300,7 @@ int check_extents(struct check_ctx *ctx)
 		goto out;
 	}
 	compare_tree_blocks(&s);
+	check_log_blocks(&s);
 	compare_block_group_used(&s);
 	ret = compare_free_space_tree(&s);
 out:

@@ -3,14 +3,15 @@
  * within the budget whatever the filesystem's size.
  *
  * 1. During the tree-block walk (phase_trees.c calls refs_observe_block once
- *    per block), every child pointer of every node and every file extent of
- *    every leaf becomes a "child" record keyed by the block that holds it.
- * 2. One pass over the extent tree joins those records with the holder's
- *    extent flags (FULL_BACKREF decides between a shared and a keyed
- *    reference) giving the expected references, and streams the declared
- *    references (inline and keyed) into a second sorter; the same pass
- *    checks each extent's refs against the sum of its references and walks
- *    the checksum tree alongside (phase_csums.c).
+ *    per block), the extent tree's leaves (walked before any subvolume) give
+ *    the tree blocks with FULL_BACKREF (a bitmap); then every child pointer
+ *    of every node and every file extent of every leaf becomes an expected
+ *    reference, shared (parent) or keyed by the holder's flag. Uses of one
+ *    extent by the same key within a leaf are one record with a count.
+ * 2. One pass over the extent tree streams the declared references (inline
+ *    and keyed) into a second sorter, checks each extent's refs against the
+ *    sum of its references and walks the checksum tree alongside
+ *    (phase_csums.c).
  * 3. A merge-join of expected against declared references. */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "check/refs.h"
+#include "check/refs_repair.h"
 #include "common/sizes.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
@@ -27,44 +29,39 @@
 #include "libfs/tree.h"
 #include "libfs/walk.h"
 
-/* A pointer to a tree block or a data extent, keyed by the block holding it. */
-struct child_rec {
-	uint64_t parent;        /* the node or leaf holding the pointer */
-	uint64_t bytenr;        /* the child block or the data extent */
-	uint64_t owner;         /* header owner of the holder */
-	uint64_t ino;           /* data: inode */
-	uint64_t ref_offset;    /* data: file offset - extent offset */
-	uint64_t file_offset;   /* data: key offset of the file extent item */
-	uint64_t disk_len;      /* data: disk_num_bytes */
-	uint64_t need_lo, need_hi; /* data: the part of the extent that needs checksums */
-	uint32_t kind;          /* CHILD_TREE or CHILD_DATA */
-	uint32_t flags;         /* REF_NEEDS_CSUM */
-};
-enum { CHILD_TREE = 1, CHILD_DATA = 2 };
-#define REF_NEEDS_CSUM 1u
-
-/* One reference, expected or declared. type 0 is the extent itself
- * (declared side only): a = length, b = flags, c = refs, len = bytes with
- * checksums. Sorted by (bytenr, type, a, b, c). */
+/* A reference, or (type 0, declared side only) the extent itself. Key
+ * fields by type: tree block ref (bytenr, a = root), shared block ref
+ * (bytenr, a = parent), data ref (bytenr, a = root, b = inode, c = offset),
+ * shared data ref (bytenr, a = parent), owner ref (bytenr, a = root); b and c
+ * of the other types only say where the reference was seen (messages).
+ * Type 0: a = length, b = flags, c = refs. This is the whole declared record. */
 struct ref_rec {
-	uint64_t bytenr;
-	uint64_t a;             /* root (tree, data, owner refs) or parent (shared refs) */
-	uint64_t b;             /* data ref: inode */
-	uint64_t c;             /* data ref: offset */
-	uint64_t count;
-	uint64_t len;           /* expected data: the file extent's disk_num_bytes */
-	uint64_t from_root;     /* expected: where the user is (for messages) */
-	uint64_t from_where;    /* data: inode; tree: the holder block */
-	uint64_t from_offset;   /* data: file offset */
-	uint64_t need_lo, need_hi; /* REF_NEEDS_CSUM: bytes of the extent that need checksums */
-	uint32_t type;          /* 0 or BTRFS_*_REF_KEY */
-	uint32_t flags;         /* REF_NEEDS_CSUM */
+	uint64_t bytenr, a, b, c;
+	uint32_t count;
+	uint8_t type;           /* 0 or BTRFS_*_REF_KEY */
+	uint8_t flags;          /* REF_NEEDS_CSUM (expected), EXTENT_CSUMMED (type 0) */
+	uint16_t pad;
+};
+#define REF_NEEDS_CSUM 1u
+#define EXTENT_CSUMMED 2u  /* the csum tree covers the whole extent */
+
+/* An expected reference (a user of an extent, seen by the tree walk). */
+struct exp_rec {
+	struct ref_rec r;
+	uint32_t len;           /* data: disk_num_bytes (at most UINT32_MAX) */
+	/* REF_NEEDS_CSUM: [need[0], need[1]) and [need[2], need[3]) relative to
+	 * bytenr need checksums; merged users keep their first and last range */
+	uint32_t need[4];
 };
 
 struct refs_state {
-	struct recsort *children;   /* struct child_rec by parent */
-	struct recsort *expected;   /* struct ref_rec */
+	struct recsort *expected;   /* struct exp_rec */
 	struct recsort *declared;   /* struct ref_rec */
+	/* tree blocks whose extent item has FULL_BACKREF: seen in the extent
+	 * tree's leaves, which the walk reaches before any subvolume's */
+	struct ebitmap *full_backref;
+	struct exp_rec *leaf_refs;  /* the data references of one leaf */
+	size_t leaf_cap;
 	/* the tree being walked: the last inode item seen, for NODATASUM */
 	uint64_t walk_root;
 	uint64_t last_ino;
@@ -76,11 +73,13 @@ struct refs_state {
 struct join_state {
 	struct check_ctx *ctx;
 	bool have;                  /* an extent item at bytenr */
-	uint64_t bytenr, len, flags, covered;
+	uint64_t bytenr, len, flags;
+	bool covered;               /* the csum tree covers all of it */
 	struct csum_need *need;     /* parts of the extent regular file extents use */
 	size_t nneed, need_cap;
 	uint64_t not_alloc_reported;
 	bool incomplete;            /* some tree was unreadable: expected refs are a lower bound */
+	struct refs_unit *unit;     /* --repair: what the repair needs (refs_repair.c) */
 };
 
 void refs_report(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
@@ -101,20 +100,18 @@ static int cmp_u64(uint64_t x, uint64_t y)
 	return x < y ? -1 : x > y;
 }
 
-static int child_cmp(const void *x, const void *y, void *arg)
-{
-	(void)arg;
-	return cmp_u64(((const struct child_rec *)x)->parent, ((const struct child_rec *)y)->parent);
-}
-
+/* Key order of ref_rec (and of exp_rec, which starts with one). */
 static int ref_cmp(const void *x, const void *y, void *arg)
 {
 	const struct ref_rec *p = x, *q = y;
 	int r;
 
 	(void)arg;
-	if ((r = cmp_u64(p->bytenr, q->bytenr)) || (r = cmp_u64(p->type, q->type)) || (r = cmp_u64(p->a, q->a)) ||
-	    (r = cmp_u64(p->b, q->b)))
+	if ((r = cmp_u64(p->bytenr, q->bytenr)) || (r = cmp_u64(p->type, q->type)) || (r = cmp_u64(p->a, q->a)))
+		return r;
+	if (p->type != BTRFS_EXTENT_DATA_REF_KEY)
+		return 0;
+	if ((r = cmp_u64(p->b, q->b)))
 		return r;
 	return cmp_u64(p->c, q->c);
 }
@@ -131,44 +128,134 @@ static const char *ref_type_name(uint32_t type)
 	}
 }
 
+/* Each of the two sorters gets an eighth of the budget (the block cache has
+ * another), at most REFS_SORT_MAX: past that, sorted runs spilled in large
+ * sequential writes cost less than the memory. */
+#define REFS_SORT_MAX (192ULL << 20)
+
 static int refs_start(struct check_ctx *ctx)
 {
 	struct refs_state *st = calloc(1, sizeof(*st));
-	/* three sorters of an eighth of the budget each; the block cache has another eighth */
-	size_t budget = (size_t)(ctx->opts->memory_limit / 8);
-
+	uint64_t budget = ctx->opts->memory_limit / 8, v;
 	const char *env = getenv("BTK_CHECK_SORT_BUDGET"); /* tests: force spilling on small images */
-	uint64_t v;
+	unsigned jobs = ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs;
 
+	if (budget > REFS_SORT_MAX)
+		budget = REFS_SORT_MAX;
 	if (env && !size_parse(env, &v))
-		budget = (size_t)v;
+		budget = v;
 	if (budget < RECSORT_MIN_BUDGET)
 		budget = RECSORT_MIN_BUDGET;
 	if (!st)
 		return -ENOMEM;
-	st->children = recsort_create(sizeof(struct child_rec), child_cmp, NULL, budget, NULL);
-	st->expected = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, budget, NULL);
-	st->declared = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, budget, NULL);
+	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget, NULL);
+	st->declared = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, (size_t)budget, NULL);
+	st->full_backref = ebitmap_create(ctx->fs->sectorsize);
 	ctx->refs = st;
-	if (!st->children || !st->expected || !st->declared)
+	if (!st->expected || !st->declared || !st->full_backref)
 		return -errno ? -errno : -ENOMEM;
-	recsort_set_jobs(st->children, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);
-	recsort_set_jobs(st->expected, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);
-	recsort_set_jobs(st->declared, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);
+	recsort_set_jobs(st->expected, jobs ? jobs : 1);
+	recsort_set_jobs(st->declared, jobs ? jobs : 1);
 	return 0;
 }
 
-static void refs_free(struct check_ctx *ctx)
+void refs_free(struct check_ctx *ctx)
 {
 	struct refs_state *st = ctx->refs;
 
 	if (!st)
 		return;
-	recsort_destroy(st->children);
 	recsort_destroy(st->expected);
 	recsort_destroy(st->declared);
+	ebitmap_destroy(st->full_backref);
+	free(st->leaf_refs);
 	free(st);
 	ctx->refs = NULL;
+}
+
+static bool holder_full_backref(struct check_ctx *ctx, uint64_t bytenr)
+{
+	return ebitmap_test(ctx->refs->full_backref, bytenr, ctx->fs->nodesize) == EBITMAP_ALL;
+}
+
+/* An extent-tree leaf: remember the tree blocks with full backrefs. */
+static int observe_extent_leaf(struct check_ctx *ctx, const struct tree_block *b)
+{
+	for (unsigned i = 0; i < block_nritems(b); i++) {
+		struct btrfs_key k;
+		int ret;
+
+		block_key(b, i, &k);
+		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) ||
+		    item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_extent_item))
+			continue;
+		if ((extent_flags(leaf_item_data(b->data, i)) &
+		     (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK)) !=
+		    (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK))
+			continue;
+		if ((ret = ebitmap_set(ctx->refs->full_backref, k.objectid, ctx->fs->nodesize)) < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static uint32_t clamp32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+static int exp_leaf_cmp(const void *x, const void *y)
+{
+	const struct exp_rec *p = x, *q = y;
+	int r = ref_cmp(x, y, NULL);
+
+	if (r || (r = cmp_u64(p->r.flags, q->r.flags)) || (r = cmp_u64(p->len, q->len)))
+		return r;
+	return cmp_u64(p->need[0], q->need[0]);
+}
+
+/* Fold q (same key, flags and length, need[0] not before m's) into m. */
+static void merge_user(struct exp_rec *m, const struct exp_rec *q)
+{
+	bool two = m->need[3] > m->need[2];
+	uint32_t *hi = two ? &m->need[3] : &m->need[1];
+
+	m->r.count++;
+	if (!(m->r.flags & REF_NEEDS_CSUM))
+		return;
+	if (q->need[0] <= *hi) {
+		if (q->need[1] > *hi)
+			*hi = q->need[1];
+	} else {
+		/* a gap: keep the first range and this one (checks stay exact, a middle range is not checked) */
+		m->need[2] = q->need[0];
+		m->need[3] = q->need[1];
+	}
+}
+
+/* The data references of one leaf, users of the same extent by the same key
+ * counted in one record (split file extents, reflinks within a file). */
+static int flush_leaf_refs(struct refs_state *st, size_t n)
+{
+	size_t out = 0;
+
+	if (!n)
+		return 0;
+	qsort(st->leaf_refs, n, sizeof(*st->leaf_refs), exp_leaf_cmp);
+	for (size_t i = 1; i < n; i++) {
+		struct exp_rec *m = &st->leaf_refs[out];
+		const struct exp_rec *q = &st->leaf_refs[i];
+		if (!ref_cmp(m, q, NULL) && m->r.flags == q->r.flags && m->len == q->len)
+			merge_user(m, q);
+		else
+			st->leaf_refs[++out] = *q;
+	}
+	for (size_t i = 0; i <= out; i++) {
+		int ret = recsort_add(st->expected, &st->leaf_refs[i]);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }
 
 /* The file extents and inode items of one leaf. Inode items are tracked even
@@ -177,14 +264,23 @@ static void refs_free(struct check_ctx *ctx)
 static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_block *b, bool first)
 {
 	unsigned n = block_nritems(b);
+	bool full = first && holder_full_backref(ctx, b->bytenr);
+	size_t nrefs = 0;
 
+	if (first && n > st->leaf_cap) {
+		struct exp_rec *p = realloc(st->leaf_refs, n * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		st->leaf_refs = p;
+		st->leaf_cap = n;
+	}
 	for (unsigned i = 0; i < n; i++) {
 		struct btrfs_key k;
 		const uint8_t *d = leaf_item_data(b->data, i);
 		uint32_t size = item_size(leaf_item(b->data, i));
-		struct child_rec c;
+		struct exp_rec *e;
+		uint64_t disk_len;
 		uint8_t type;
-		int ret;
 
 		block_key(b, i, &k);
 		if (k.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
@@ -205,36 +301,44 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 		}
 		if (!file_extent_disk_bytenr(d))
 			continue; /* a hole */
-		c = (struct child_rec){
-			.parent = b->bytenr,
-			.bytenr = file_extent_disk_bytenr(d),
-			.owner = block_owner(b),
-			.ino = k.objectid,
-			.ref_offset = k.offset - file_extent_offset(d),
-			.file_offset = k.offset,
-			.disk_len = file_extent_disk_num_bytes(d),
-			.kind = CHILD_DATA,
-		};
+		disk_len = file_extent_disk_num_bytes(d);
+		e = &st->leaf_refs[nrefs++];
+		*e = (struct exp_rec){ .r = { .bytenr = file_extent_disk_bytenr(d), .count = 1 },
+				       .len = clamp32(disk_len) };
+		if (full) {
+			e->r.type = BTRFS_SHARED_DATA_REF_KEY;
+			e->r.a = b->bytenr;
+			e->r.b = block_owner(b);
+			e->r.c = k.objectid;
+		} else {
+			e->r.type = BTRFS_EXTENT_DATA_REF_KEY;
+			e->r.a = block_owner(b);
+			e->r.b = k.objectid;
+			e->r.c = k.offset - file_extent_offset(d);
+		}
 		if (type == BTRFS_FILE_EXTENT_REG && st->last_valid && st->last_ino == k.objectid &&
 		    !st->last_nodatasum) {
 			/* compressed: checksums cover the compressed bytes, all of them */
 			bool whole = file_extent_compression(d) != 0;
-			c.flags |= REF_NEEDS_CSUM;
-			c.need_lo = whole ? 0 : file_extent_offset(d);
-			c.need_hi = whole ? c.disk_len : c.need_lo + file_extent_num_bytes(d);
-			if (c.need_hi > c.disk_len || c.need_hi < c.need_lo)
-				c.need_hi = c.disk_len;
+			uint64_t lo = whole ? 0 : file_extent_offset(d);
+			uint64_t hi = whole ? disk_len : lo + file_extent_num_bytes(d);
+			if (hi > disk_len || hi < lo)
+				hi = disk_len;
+			if (lo > hi)
+				lo = hi;
+			e->r.flags |= REF_NEEDS_CSUM;
+			e->need[0] = clamp32(lo);
+			e->need[1] = clamp32(hi);
 		}
-		if ((ret = recsort_add(st->children, &c)) < 0)
-			return ret;
 	}
-	return 0;
+	return flush_leaf_refs(st, nrefs);
 }
 
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 		       bool first)
 {
 	struct refs_state *st;
+	bool full;
 	int ret;
 
 	/* log tree blocks and file extents have no extent references */
@@ -248,24 +352,31 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 		st->last_valid = false;
 	}
 	if (b->bytenr == root->bytenr && first) {
-		struct ref_rec r = { .bytenr = b->bytenr, .type = BTRFS_TREE_BLOCK_REF_KEY, .a = root->objectid,
-				     .count = 1, .from_root = root->objectid };
+		struct exp_rec r = { .r = { .bytenr = b->bytenr, .type = BTRFS_TREE_BLOCK_REF_KEY, .a = root->objectid,
+					    .count = 1 } };
 		/* a relocation tree's root is its own parent (full backrefs throughout) */
 		if (root->objectid == BTRFS_TREE_RELOC_OBJECTID) {
-			r.type = BTRFS_SHARED_BLOCK_REF_KEY;
-			r.a = b->bytenr;
+			r.r.type = BTRFS_SHARED_BLOCK_REF_KEY;
+			r.r.a = b->bytenr;
+			r.r.b = root->objectid;
 		}
 		if ((ret = recsort_add(st->expected, &r)) < 0)
 			return ret;
 	}
-	if (block_level(b) == 0)
+	if (block_level(b) == 0) {
+		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID && (ret = observe_extent_leaf(ctx, b)) < 0)
+			return ret;
 		return observe_leaf(ctx, st, b, first);
+	}
 	if (!first)
 		return 0;
+	full = holder_full_backref(ctx, b->bytenr);
 	for (unsigned i = 0; i < block_nritems(b); i++) {
-		struct child_rec c = { .parent = b->bytenr, .bytenr = key_ptr_blockptr(node_key_ptr(b->data, i)),
-				       .owner = block_owner(b), .kind = CHILD_TREE };
-		if ((ret = recsort_add(st->children, &c)) < 0)
+		struct exp_rec c = { .r = { .bytenr = key_ptr_blockptr(node_key_ptr(b->data, i)), .count = 1,
+					    .type = full ? BTRFS_SHARED_BLOCK_REF_KEY : BTRFS_TREE_BLOCK_REF_KEY,
+					    .a = full ? b->bytenr : block_owner(b),
+					    .b = full ? block_owner(b) : b->bytenr } };
+		if ((ret = recsort_add(st->expected, &c)) < 0)
 			return ret;
 	}
 	return 0;
@@ -277,61 +388,15 @@ struct extent_pass {
 	struct check_ctx *ctx;
 	struct refs_state *st;
 	struct csum_cursor *csums;
-	const struct child_rec *child;   /* next child record, NULL at the end */
-	int child_ret;
 	/* the extent item whose references are being summed */
 	bool have;
 	uint64_t bytenr, len, flags, refs, sum;
 	bool tree_block;
 };
 
-static int next_child(struct extent_pass *p)
+static int add_declared(struct extent_pass *p, uint8_t type, uint64_t a, uint64_t b, uint64_t c, uint64_t count)
 {
-	const void *r;
-	int ret = recsort_next(p->st->children, &r);
-
-	p->child = ret == 1 ? r : NULL;
-	return ret < 0 ? ret : 0;
-}
-
-/* Expected references for the children held by blocks before `upto`; those
- * held by `upto` itself use its extent flags. */
-static int emit_children(struct extent_pass *p, uint64_t upto, uint64_t holder_flags)
-{
-	int ret;
-
-	while (p->child && p->child->parent <= upto) {
-		const struct child_rec *c = p->child;
-		bool full = c->parent == upto && (holder_flags & BTRFS_BLOCK_FLAG_FULL_BACKREF);
-		struct ref_rec r = { .bytenr = c->bytenr, .count = 1, .from_root = c->owner, .flags = c->flags,
-				     .need_lo = c->need_lo, .need_hi = c->need_hi };
-
-		if (c->kind == CHILD_TREE) {
-			r.type = full ? BTRFS_SHARED_BLOCK_REF_KEY : BTRFS_TREE_BLOCK_REF_KEY;
-			r.a = full ? c->parent : c->owner;
-			r.from_where = c->parent;
-		} else {
-			r.type = full ? BTRFS_SHARED_DATA_REF_KEY : BTRFS_EXTENT_DATA_REF_KEY;
-			r.a = full ? c->parent : c->owner;
-			if (!full) {
-				r.b = c->ino;
-				r.c = c->ref_offset;
-			}
-			r.len = c->disk_len;
-			r.from_where = c->ino;
-			r.from_offset = c->file_offset;
-		}
-		if ((ret = recsort_add(p->st->expected, &r)) < 0)
-			return ret;
-		if ((ret = next_child(p)) < 0)
-			return ret;
-	}
-	return 0;
-}
-
-static int add_declared(struct extent_pass *p, uint32_t type, uint64_t a, uint64_t b, uint64_t c, uint64_t count)
-{
-	struct ref_rec r = { .bytenr = p->bytenr, .type = type, .a = a, .b = b, .c = c, .count = count };
+	struct ref_rec r = { .bytenr = p->bytenr, .type = type, .a = a, .b = b, .c = c, .count = clamp32(count) };
 
 	if (type != BTRFS_EXTENT_OWNER_REF_KEY)
 		p->sum += count;
@@ -364,12 +429,13 @@ static size_t inline_body_size(uint8_t type)
 }
 
 /* An EXTENT_ITEM or METADATA_ITEM: the extent record, its inline references,
- * the children of the block, the checksum walk. */
+ * the checksum walk. */
 static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct check_ctx *ctx = p->ctx;
 	uint32_t cur = sizeof(struct btrfs_extent_item);
 	struct ref_rec hdr;
+	uint64_t covered = 0;
 	int ret;
 
 	finish_extent(p);
@@ -397,8 +463,10 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block)
 		cur += sizeof(struct btrfs_tree_block_info);
 	hdr = (struct ref_rec){ .bytenr = p->bytenr, .a = p->len, .b = p->flags, .c = p->refs };
-	if (!p->tree_block && p->csums && (ret = csum_cursor_extent(p->csums, p->bytenr, p->len, &hdr.len)) < 0)
+	if (!p->tree_block && p->csums && (ret = csum_cursor_extent(p->csums, p->bytenr, p->len, &covered)) < 0)
 		return ret;
+	if (covered >= p->len)
+		hdr.flags |= EXTENT_CSUMMED;
 	if ((ret = recsort_add(p->st->declared, &hdr)) < 0)
 		return ret;
 	while (cur < size) {
@@ -422,8 +490,6 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 			return ret;
 		cur += 1 + (uint32_t)body;
 	}
-	if (p->tree_block)
-		return emit_children(p, p->bytenr, p->flags);
 	return 0;
 }
 
@@ -464,8 +530,6 @@ static int scan_extent_tree(struct extent_pass *p)
 	uint32_t size;
 	int ret;
 
-	if ((ret = next_child(p)) < 0)
-		return ret;
 	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
 		if (cli_cancelled())
@@ -473,10 +537,7 @@ static int scan_extent_tree(struct extent_pass *p)
 		switch (k.type) {
 		case BTRFS_EXTENT_ITEM_KEY:
 		case BTRFS_METADATA_ITEM_KEY:
-			/* children of blocks before this one: those blocks have no extent item */
-			ret = k.objectid ? emit_children(p, k.objectid - 1, 0) : 0;
-			if (!ret)
-				ret = extent_item(p, &k, d, size);
+			ret = extent_item(p, &k, d, size);
 			break;
 		case BTRFS_TREE_BLOCK_REF_KEY:
 		case BTRFS_SHARED_BLOCK_REF_KEY:
@@ -500,18 +561,26 @@ static int scan_extent_tree(struct extent_pass *p)
 		return ret;
 	}
 	finish_extent(p);
-	return emit_children(p, (uint64_t)-1, 0);
+	return 0;
 }
 
 /* ---- the join ------------------------------------------------------------- */
 
-static uint64_t sum_counts(const void *recs, size_t n)
+static uint64_t sum_declared(const struct ref_rec *r, size_t n)
 {
-	const struct ref_rec *r = recs;
 	uint64_t s = 0;
 
 	for (size_t i = 0; i < n; i++)
 		s += r[i].count;
+	return s;
+}
+
+static uint64_t sum_expected(const struct exp_rec *r, size_t n)
+{
+	uint64_t s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += r[i].r.count;
 	return s;
 }
 
@@ -529,7 +598,7 @@ static int finish_join_extent(struct join_state *j)
 	size_t n = 0;
 	int ret;
 
-	if (!j->have || !j->nneed || j->covered >= j->len) {
+	if (!j->have || !j->nneed || j->covered) {
 		j->have = false;
 		j->nneed = 0;
 		return 0;
@@ -559,6 +628,8 @@ static int finish_join_extent(struct join_state *j)
  * stays bounded and such extents are never partly written preallocations. */
 static int add_need(struct join_state *j, uint64_t lo, uint64_t hi)
 {
+	if (hi <= lo)
+		return 0;
 	if (j->nneed == j->need_cap) {
 		size_t cap = j->need_cap ? j->need_cap * 2 : 16;
 		struct csum_need *p;
@@ -572,44 +643,60 @@ static int add_need(struct join_state *j, uint64_t lo, uint64_t hi)
 		j->need = p;
 		j->need_cap = cap;
 	}
-	if (hi > lo)
-		j->need[j->nneed++] = (struct csum_need){ lo, hi };
+	j->need[j->nneed++] = (struct csum_need){ lo, hi };
 	return 0;
 }
 
-/* An expected reference (left) against the extent it names. */
-static int check_user(struct join_state *j, const struct ref_rec *e)
+/* Where an expected reference was seen: its tree and its inode (data) or the
+ * block holding the pointer (tree blocks). */
+static void user_of(const struct ref_rec *r, uint64_t *root, uint64_t *where)
 {
-	bool data = e->type == BTRFS_EXTENT_DATA_REF_KEY || e->type == BTRFS_SHARED_DATA_REF_KEY;
+	bool shared = r->type == BTRFS_SHARED_DATA_REF_KEY || r->type == BTRFS_SHARED_BLOCK_REF_KEY;
 
-	if (!j->have || e->bytenr != j->bytenr) {
+	*root = shared ? r->b : r->a;
+	*where = r->type == BTRFS_SHARED_DATA_REF_KEY ? r->c : r->type == BTRFS_SHARED_BLOCK_REF_KEY ? r->a : r->b;
+}
+
+/* An expected reference (left) against the extent it names. */
+static int check_user(struct join_state *j, const struct exp_rec *e)
+{
+	bool data = e->r.type == BTRFS_EXTENT_DATA_REF_KEY || e->r.type == BTRFS_SHARED_DATA_REF_KEY;
+	uint64_t root, where, bytenr = e->r.bytenr;
+
+	user_of(&e->r, &root, &where);
+	if (!j->have || bytenr != j->bytenr) {
 		/* tree blocks without an extent item are reported by the extents phase */
-		if (!data || j->not_alloc_reported == e->bytenr + 1)
+		if (!data || j->not_alloc_reported == bytenr + 1)
 			return 0;
-		j->not_alloc_reported = e->bytenr + 1;
-		if (j->have && e->bytenr < j->bytenr + j->len)
-			refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 " offset %"
-				    PRIu64 ": disk bytenr %" PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64,
-				    e->from_root, e->from_where, e->from_offset, e->bytenr, j->bytenr, j->len);
+		j->not_alloc_reported = bytenr + 1;
+		if (j->have && bytenr < j->bytenr + j->len)
+			refs_repair_unfixable(j->unit);
+		if (j->have && bytenr < j->bytenr + j->len)
+			refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk bytenr %"
+				    PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64, root, where, bytenr, j->bytenr,
+				    j->len);
 		else
 			refs_report(j->ctx, PR_DATA_EXTENT_NOT_ALLOCATED, "tree %" PRIu64 " inode %" PRIu64
-				    " offset %" PRIu64 ": disk bytenr %" PRIu64 "+%" PRIu64 " has no extent item",
-				    e->from_root, e->from_where, e->from_offset, e->bytenr, e->len);
+				    ": disk bytenr %" PRIu64 "+%" PRIu32 " has no extent item", root, where, bytenr,
+				    e->len);
 		return 0;
 	}
+	if ((data && !(j->flags & BTRFS_EXTENT_FLAG_DATA)) || (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)) ||
+	    (data && e->len != clamp32(j->len)))
+		refs_repair_unfixable(j->unit);
 	if (data && !(j->flags & BTRFS_EXTENT_FLAG_DATA))
-		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64 " offset %" PRIu64
-			    ": file extent points at tree-block extent %" PRIu64, e->from_root, e->from_where,
-			    e->from_offset, e->bytenr);
+		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64
+			    ": file extent points at tree-block extent %" PRIu64, root, where, bytenr);
 	else if (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
 		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " points at data extent %"
-			    PRIu64, e->from_root, e->from_where, e->bytenr);
-	else if (data && e->len != j->len)
-		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 " offset %" PRIu64
-			    ": disk length %" PRIu64 ", the extent item's %" PRIu64, e->from_root, e->from_where,
-			    e->from_offset, e->len, j->len);
-	if ((e->flags & REF_NEEDS_CSUM) && j->covered < j->len)
-		return add_need(j, e->need_lo, e->need_hi);
+			    PRIu64, root, where, bytenr);
+	else if (data && e->len != clamp32(j->len))
+		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
+			    PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
+	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
+		int ret = add_need(j, e->need[0], e->need[1]);
+		return ret ? ret : add_need(j, e->need[2], e->need[3]);
+	}
 	return 0;
 }
 
@@ -628,16 +715,41 @@ static void describe(char *buf, size_t n, const struct ref_rec *r)
 	}
 }
 
+/* Hand a group to the repair's view of the join (check/refs_repair.c). */
+static int note_for_repair(struct join_state *j, const struct recjoin_group *g)
+{
+	const struct exp_rec *l = g->nleft ? g->left : NULL;
+	const struct ref_rec *r = g->nright ? g->right : NULL, *any = l ? &l->r : r;
+	bool keyed_data = any->type == BTRFS_EXTENT_DATA_REF_KEY;
+	struct refs_group_view v = {
+		.bytenr = any->bytenr, .type = any->type, .a = any->a,
+		/* b and c of the other types say where a reference was seen */
+		.b = keyed_data ? any->b : 0, .c = keyed_data ? any->c : 0,
+		.expected = sum_expected(l, g->nleft), .declared = sum_declared(r, g->nright),
+		.has_expected = g->nleft > 0, .has_declared = g->nright > 0, .data_len = l ? l->len : 0,
+	};
+
+	if (any->type == 0) {
+		v.item_len = r->a;
+		v.item_flags = r->b;
+		v.item_refs = r->c;
+	}
+	return refs_repair_group(j->ctx, &j->unit, &v);
+}
+
 static int join_group(const struct recjoin_group *g, void *arg)
 {
 	struct join_state *j = arg;
 	struct check_ctx *ctx = j->ctx;
 	/* a side's pointer is stale when it has no records */
-	const struct ref_rec *l = g->nleft ? g->left : NULL, *r = g->nright ? g->right : NULL;
-	const struct ref_rec *any = l ? l : r;
+	const struct exp_rec *l = g->nleft ? g->left : NULL;
+	const struct ref_rec *r = g->nright ? g->right : NULL;
+	const struct ref_rec *any = l ? &l->r : r;
 	char what[160];
 	int ret;
 
+	if (ctx->opts->repair && !j->incomplete && (ret = note_for_repair(j, g)) < 0)
+		return ret;
 	if (any->type == 0) {
 		if ((ret = finish_join_extent(j)) < 0)
 			return ret;
@@ -645,7 +757,7 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		j->bytenr = r->bytenr;
 		j->len = r->a;
 		j->flags = r->b;
-		j->covered = r->len;
+		j->covered = r->flags & EXTENT_CSUMMED;
 		return 0;
 	}
 	if (j->have && any->bytenr >= j->bytenr + j->len && (ret = finish_join_extent(j)) < 0)
@@ -662,11 +774,14 @@ static int join_group(const struct recjoin_group *g, void *arg)
 	}
 	switch (g->kind) {
 	case RECJOIN_LEFT_ONLY:
-		if (j->have && j->bytenr == any->bytenr)
+		if (j->have && j->bytenr == any->bytenr) {
+			uint64_t root, where;
+			user_of(any, &root, &where);
 			refs_report(ctx, PR_EXTENT_REF_MISSING, "extent %" PRIu64 ": no %s (used by %s %" PRIu64
 				    " in tree %" PRIu64 ")", any->bytenr, what,
 				    any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY
-					    ? "block" : "inode", any->from_where, any->from_root);
+					    ? "block" : "inode", where, root);
+		}
 		break;
 	case RECJOIN_RIGHT_ONLY:
 		if (j->incomplete)
@@ -676,10 +791,10 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		    ebitmap_test(ctx->visited, any->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
 			break;
 		refs_report(ctx, PR_EXTENT_REF_UNUSED, "extent %" PRIu64 ": %s (count %" PRIu64 ") has no user",
-			    any->bytenr, what, sum_counts(r, g->nright));
+			    any->bytenr, what, sum_declared(r, g->nright));
 		break;
 	case RECJOIN_BOTH: {
-		uint64_t want = sum_counts(l, g->nleft), have = sum_counts(r, g->nright);
+		uint64_t want = sum_expected(l, g->nleft), have = sum_declared(r, g->nright);
 		if (want != have && !(j->incomplete && want < have))
 			refs_report(ctx, PR_EXTENT_REF_COUNT, "extent %" PRIu64 ": %s counts %" PRIu64 ", %" PRIu64
 				    " user(s) found", any->bytenr, what, have, want);
@@ -703,6 +818,10 @@ static int join_refs(struct check_ctx *ctx)
 	ret = recjoin_run(&join);
 	if (ret >= 0)
 		ret = finish_join_extent(&j);
+	if (ret >= 0)
+		ret = refs_repair_finish(ctx, &j.unit, j.incomplete);
+	else
+		refs_repair_finish(ctx, &j.unit, true);
 	free(j.need);
 	return ret < 0 ? ret : 0;
 }
@@ -714,8 +833,7 @@ static void add_sort_stats(struct check_ctx *ctx, const struct recsort *rs)
 	recsort_get_stats(rs, &s);
 	ctx->stats.ref_records += s.records;
 	ctx->stats.spilled_bytes += s.spilled_bytes;
-	if (s.peak_memory > ctx->stats.sort_peak_memory)
-		ctx->stats.sort_peak_memory = s.peak_memory;
+	ctx->stats.sort_peak_memory += s.peak_memory;
 }
 
 int check_refs(struct check_ctx *ctx)
@@ -730,7 +848,9 @@ int check_refs(struct check_ctx *ctx)
 	if (!ctx->refs && (ret = refs_start(ctx)) < 0)
 		goto out;
 	st = p.st = ctx->refs;
-	if ((ret = recsort_finish(st->children)) < 0)
+	/* sorted now, the expected records take only their merge buffers while the
+	 * declared ones are collected */
+	if ((ret = recsort_finish(st->expected)) < 0)
 		goto out;
 	if (ctx->fs->csum_root.bytenr && (ret = csum_cursor_create(ctx, &p.csums)) < 0)
 		goto out;
@@ -739,10 +859,7 @@ int check_refs(struct check_ctx *ctx)
 		ret = csum_cursor_finish(p.csums);
 	if (ret < 0 || cli_cancelled())
 		goto out;
-	add_sort_stats(ctx, st->children);
-	recsort_destroy(st->children);
-	st->children = NULL;
-	if ((ret = recsort_finish(st->expected)) < 0 || (ret = recsort_finish(st->declared)) < 0)
+	if ((ret = recsort_finish(st->declared)) < 0)
 		goto out;
 	ret = join_refs(ctx);
 	add_sort_stats(ctx, st->expected);

@@ -6,12 +6,22 @@
 #include "check/check.h"
 #include "libfs/super.h"
 #include "libfs/names.h"
+#include "libfs/volumes.h"
 
-/* Copies of one device must agree except for bytenr and the checksum. */
+/* Copies of one device must agree except for bytenr and the checksum; and
+ * a log sync (fsync) writes only the primary copy, so a later copy may lack
+ * the log root the primary names. */
 static bool super_copies_equal(const uint8_t *a, const uint8_t *b)
 {
 	size_t from = offsetof(struct btrfs_super_block, flags);
+	uint8_t masked[BTRFS_SUPER_INFO_SIZE];
 
+	if (super_log_root(a) && !super_log_root(b)) {
+		memcpy(masked, a, sizeof(masked));
+		super_set_log_root(masked, 0);
+		super_set_log_root_level(masked, 0);
+		a = masked;
+	}
 	if (memcmp(a + BTRFS_CSUM_SIZE, b + BTRFS_CSUM_SIZE,
 		   offsetof(struct btrfs_super_block, bytenr) - BTRFS_CSUM_SIZE) != 0)
 		return false;
@@ -50,9 +60,61 @@ static void check_device_copies(struct check_ctx *ctx, const struct fs_device *d
 	}
 }
 
+/* A backup root must lie in a chunk of the right type, node-aligned. */
+static void check_backup_root_ptr(struct check_ctx *ctx, int slot, const char *tree, uint64_t bytenr,
+				  uint64_t type)
+{
+	struct fs_info *fs = ctx->fs;
+	const struct chunk *c;
+
+	if (!bytenr)
+		return;
+	c = chunk_map_lookup(fs->chunks, bytenr);
+	if (!c || !(c->type & type) || bytenr % fs->sectorsize || bytenr + fs->nodesize > c->logical + c->length)
+		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: the %s root %" PRIu64 " is not in a %s "
+			       "chunk", slot, tree, bytenr, type == BTRFS_BLOCK_GROUP_SYSTEM ? "system" : "metadata");
+}
+
+/* The backup roots (what mounting with usebackuproot falls back to). A used
+ * slot names generations no newer than the superblock's and roots inside
+ * metadata (chunk root: system) chunks; the slot of the current generation
+ * names the superblock's own roots. Older slots may point at blocks reused
+ * since, so their blocks are not read. */
+static void check_backup_roots(struct check_ctx *ctx)
+{
+	const uint8_t *sb = ctx->fs->super;
+	uint64_t gen = super_generation(sb);
+
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
+		const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
+
+		if (!backup_tree_root(b) && !backup_tree_root_gen(b))
+			continue; /* never used */
+		if (backup_tree_root_gen(b) > gen || backup_chunk_root_gen(b) > gen) {
+			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " (chunk root %"
+				       PRIu64 ") is newer than the superblock's %" PRIu64, i, backup_tree_root_gen(b),
+				       backup_chunk_root_gen(b), gen);
+			continue;
+		}
+		check_backup_root_ptr(ctx, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		check_backup_root_ptr(ctx, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
+		check_backup_root_ptr(ctx, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		check_backup_root_ptr(ctx, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		check_backup_root_ptr(ctx, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		check_backup_root_ptr(ctx, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		if (backup_tree_root_gen(b) == gen &&
+		    (backup_tree_root(b) != super_root(sb) || backup_tree_root_level(b) != super_root_level(sb) ||
+		     backup_chunk_root(b) != super_chunk_root(sb)))
+			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
+				       "current one but names other roots than the superblock", i, gen);
+	}
+}
+
 int check_superblocks(struct check_ctx *ctx)
 {
 	struct fs_info *fs = ctx->fs;
+
+	check_backup_roots(ctx);
 
 	for (unsigned i = 0; i < fs->num_devices; i++) {
 		if (!fs->devices[i].io) {

@@ -72,10 +72,7 @@ def check_json(*args) -> tuple[subprocess.CompletedProcess, dict]:
 # ---------------------------------------------------------------- clean filesystems
 
 # Clean filesystems btk-check does not pass yet: remove an entry when its bug is fixed.
-KNOWN_FALSE_POSITIVES = {
-    "log-tree-16k": "btk-check reports the log tree's blocks as tree-block-not-allocated "
-                    "(log trees have no extent items until replay)",
-}
+KNOWN_FALSE_POSITIVES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", RECIPE_NAMES)
