@@ -6,7 +6,9 @@ The replay binaries are `make fuzz-replay` (or `make check-fuzz-regress`),
 built with the ordinary compiler, no clang needed; the test skips when they
 are not built. tests/images/fuzz/image/ holds patches onto the base
 filesystems tests/images/fuzz/{base,raid-1,raid-2,raid-3}.img.xz,
-tests/images/fuzz/items/ single items.
+tests/images/fuzz/items/ single items, tests/images/fuzz/imgfile/ image files
+(btrfs-image dumps and native btk images), tests/images/fuzz/check/ patches
+onto the same bases run through every phase of btk-check.
 """
 import lzma
 import os
@@ -20,7 +22,7 @@ from conftest import skip_or_fail, BUILD_DIR, SANITIZER_MARKERS
 
 REPO = Path(__file__).resolve().parents[2]
 INPUTS = REPO / "tests/images/fuzz"
-HARNESSES = ("image", "items")
+HARNESSES = ("image", "items", "imgfile", "check")   # imgfile: btk-image readers (image files, no base)
 BASES = ("base", "raid-1", "raid-2", "raid-3")
 
 
