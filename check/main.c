@@ -24,7 +24,7 @@ struct check_args {
 };
 
 enum { OPT_MEMORY_LIMIT = 256, OPT_CHECK_DATA_CSUM, OPT_REPAIR, OPT_YES, OPT_DRY_RUN, OPT_UNDO_FILE, OPT_NO_UNDO,
-       OPT_REBUILD_FST, OPT_REBUILD_UUID };
+       OPT_REBUILD_FST, OPT_REBUILD_UUID, OPT_CLEAR_LOG, OPT_REBUILD_CSUM };
 
 static const struct argp_option check_options[] = {
 	{ "memory-limit", OPT_MEMORY_LIMIT, "SIZE", 0,
@@ -48,6 +48,12 @@ static const struct argp_option check_options[] = {
 	  "Rebuild the free-space tree from the extent tree even if it looks right (implies --repair)", 1 },
 	{ "rebuild-uuid-tree", OPT_REBUILD_UUID, NULL, 0,
 	  "Rebuild the uuid tree from the root items even if it looks right (implies --repair)", 1 },
+	{ "clear-log", OPT_CLEAR_LOG, NULL, 0,
+	  "Clear the log tree instead of replaying it: what programs fsynced since the last commit is "
+	  "lost (implies --repair)", 1 },
+	{ "rebuild-csum-tree", OPT_REBUILD_CSUM, NULL, 0,
+	  "Recompute every data checksum from the data of the checksummed files (implies --repair); "
+	  "data that cannot be read is left without checksums", 1 },
 	{ 0 }
 };
 
@@ -95,6 +101,8 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 	case OPT_NO_UNDO: a->repair.no_undo = true; break;
 	case OPT_REBUILD_FST: a->repair.rebuild_fst = a->repair.enabled = true; break;
 	case OPT_REBUILD_UUID: a->repair.rebuild_uuid = a->repair.enabled = true; break;
+	case OPT_CLEAR_LOG: a->repair.clear_log = a->repair.enabled = true; break;
+	case OPT_REBUILD_CSUM: a->repair.rebuild_csum = a->repair.enabled = true; break;
 	case ARGP_KEY_END:
 		if ((a->repair.yes || a->repair.dry_run || a->repair.undo_path || a->repair.no_undo) &&
 		    !a->repair.enabled)

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include "check/repair.h"
+#include "check/repair_notes.h"
 #include "common/messages.h"
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
 
 #define MAX_CODES 8
+#define MAX_BLOCKERS 16
 
 struct repair_class {
 	const char *name;
@@ -25,28 +27,57 @@ struct repair_class {
 	bool transaction;              /* runs in its own transaction */
 	bool (*forced)(const struct repair_options *o); /* asked for explicitly */
 	int (*run)(struct repair_ctx *r);
+	/* problems that make this class unsafe, besides transaction_blockers; 0 ends */
+	enum problem_code blockers[MAX_BLOCKERS];
 };
 
 static bool fst_forced(const struct repair_options *o) { return o->rebuild_fst; }
 static bool uuid_forced(const struct repair_options *o) { return o->rebuild_uuid; }
+static bool log_forced(const struct repair_options *o) { return o->clear_log; }
+static bool csum_forced(const struct repair_options *o) { return o->rebuild_csum; }
 
 /* In the order they run: raw rewrites of bad copies first, so that every
  * transaction after them reads good blocks wherever it reads. */
 static const struct repair_class classes[] = {
 	{ "superblock-copies", "Rewrite bad or stale superblock copies from the good copy of their device",
 	  { PR_SUPER_COPY_INVALID, PR_SUPER_COPY_STALE, PR_SUPER_COPY_DIFFERS }, false, NULL,
-	  repair_super_copies },
+	  repair_super_copies, { 0 } },
 	{ "tree-block-copies", "Rewrite bad copies of tree blocks from a good copy",
-	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies },
+	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 } },
+	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
+	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
+	  { 0 }, false, log_forced, repair_clear_log, { 0 } },
+	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
+	  "and extra references, items without users, missing items)",
+	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
+	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
+	  repair_extent_refs, { 0 } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED }, true, NULL,
-	  repair_space_counters },
+	  repair_space_counters,
+	  /* device bytes_used from dev extents that are themselves wrong would be no better */
+	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE } },
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
-	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree },
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 } },
+	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
+	  "outside data extents (with --rebuild-csum-tree: recompute every checksum from the data)",
+	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT }, true, csum_forced, repair_csums,
+	  /* which data extents exist comes from the extent tree */
+	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
+	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 } },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
-	  repair_uuid_tree },
+	  repair_uuid_tree, { 0 } },
+	/* last: it changes subvolume trees, whose shared blocks need right extent references */
+	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items",
+	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES }, true, NULL, repair_inodes,
+	  /* with names or extents missing or damaged, the items do not tell the right values */
+	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
+	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
+	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
+	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
@@ -76,6 +107,20 @@ void repair_say(struct repair_ctx *r, const char *fmt, ...)
 	printf("repair %s: %s%s\n", r->class_name, r->opts->dry_run ? "would: " : "", line);
 }
 
+static bool class_fixes(const struct repair_class *c, enum problem_code code)
+{
+	for (unsigned i = 0; i < MAX_CODES && c->codes[i]; i++)
+		if (c->codes[i] == code)
+			return true;
+	return false;
+}
+
+static void mark_fixed(const struct repair_class *c, bool *fixed)
+{
+	for (unsigned i = 0; i < MAX_CODES && c->codes[i]; i++)
+		fixed[c->codes[i]] = true;
+}
+
 static uint64_t class_problems(const struct repair_class *c, const struct check_ctx *ctx)
 {
 	uint64_t n = 0;
@@ -85,13 +130,20 @@ static uint64_t class_problems(const struct repair_class *c, const struct check_
 	return n;
 }
 
-static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx)
+/* A problem found that makes class c unsafe and that no class before it
+ * fixes (fixed[code]: a class that runs earlier repairs every such problem). */
+static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx,
+					       const bool *fixed)
 {
 	if (!c->transaction)
 		return NULL;
 	for (size_t i = 0; i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]); i++)
-		if (ctx->counts[transaction_blockers[i]])
+		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
+		    !class_fixes(c, transaction_blockers[i]))
 			return problem_lookup(transaction_blockers[i]);
+	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)
+		if (ctx->counts[c->blockers[i]] && !fixed[c->blockers[i]])
+			return problem_lookup(c->blockers[i]);
 	return NULL;
 }
 
@@ -138,6 +190,7 @@ void check_ctx_reset(struct check_ctx *ctx)
 	memset(&ctx->stats, 0, sizeof(ctx->stats));
 	ebitmap_destroy(ctx->visited);
 	ctx->visited = NULL;
+	repair_notes_free(ctx);
 }
 
 /* Repairs change no subvolume tree and no data, so quota numbers stay right;
@@ -172,6 +225,7 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 
 	r->class_name = c->name;
 	r->changes = 0;
+	r->left = 0;
 	if (!c->transaction)
 		return c->run(r);
 	ret = trans_start(r->fs, &r->t);
@@ -215,6 +269,7 @@ static struct fs_info *open_for_repair(const struct repair_options *o, char **pa
 /* Which classes run: wanted by the problems or the options, not blocked, accepted. */
 static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_options *o, bool run[NCLASSES])
 {
+	bool fixed[PR__COUNT] = { false };
 	unsigned n = 0;
 
 	for (size_t i = 0; i < NCLASSES; i++) {
@@ -225,7 +280,7 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		run[i] = false;
 		if (!problems && !(c->forced && c->forced(o)))
 			continue;
-		blocker = class_blocker(c, ctx);
+		blocker = class_blocker(c, ctx, fixed);
 		if (blocker) {
 			msg_warning("not repairing %s: a transaction is unsafe while problems like [%s] remain",
 				    c->name, blocker->id);
@@ -236,6 +291,7 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 			continue;
 		}
 		run[i] = true;
+		mark_fixed(c, fixed);
 		n++;
 	}
 	return n;
@@ -262,7 +318,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 		      const struct fs_open_options *fo, const struct repair_hooks *hooks)
 {
 	struct repair_ctx r = { .found = ctx, .opts = o };
-	bool run[NCLASSES], failed = false;
+	bool run[NCLASSES], failed = false, fixed[PR__COUNT] = { false };
 	char undo_buf[256];
 	const char *undo_path = NULL;
 	uint64_t changes = 0;
@@ -294,12 +350,20 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	if (undo_path)
 		msg_info("undo file: %s ('btk-undo %s DEVICE...' rolls the repair back)", undo_path, undo_path);
 	for (size_t i = 0; i < NCLASSES; i++) {
+		const struct problem_def *blocker;
 		if (!run[i])
 			continue;
 		if (cli_cancelled())
 			break;
+		/* a class before this one was to fix what blocks it, and did not */
+		if ((blocker = class_blocker(&classes[i], ctx, fixed))) {
+			msg_warning("not repairing %s: problems like [%s] were not repaired", classes[i].name, blocker->id);
+			continue;
+		}
 		ret = run_class(&classes[i], &r);
 		changes += r.changes;
+		if (!ret && !r.left)
+			mark_fixed(&classes[i], fixed);
 		if (ret) {
 			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
 				  r.fs->errmsg[0] ? r.fs->errmsg : "error");

@@ -25,6 +25,8 @@ struct repair_options {
 	const char *undo_path; /* --undo-file; NULL: the default name (repair_default_undo_path) */
 	bool rebuild_fst;      /* --rebuild-free-space-tree */
 	bool rebuild_uuid;     /* --rebuild-uuid-tree */
+	bool clear_log;        /* --clear-log */
+	bool rebuild_csum;     /* --rebuild-csum-tree */
 };
 
 /* What main.c lends the repair: running every phase, printing a run's summary. */
@@ -36,11 +38,12 @@ struct repair_hooks {
 /* The state one repair class works on. */
 struct repair_ctx {
 	struct fs_info *fs;              /* opened writable (in memory only for a dry run) */
-	const struct check_ctx *found;   /* the check that found the problems */
+	struct check_ctx *found;         /* the check that found the problems (and its notes) */
 	const struct repair_options *opts;
 	const char *class_name;
 	struct trans *t;                 /* transactional classes: their transaction */
 	uint64_t changes;                /* changes made (a dry run: that would be made) */
+	uint64_t left;                   /* problems of the class it knowingly left unrepaired */
 	struct json_object *actions;     /* with --format json */
 };
 
@@ -54,6 +57,17 @@ int repair_tree_block_copies(struct repair_ctx *r);
 int repair_space_counters(struct repair_ctx *r);
 int repair_free_space_tree(struct repair_ctx *r);
 int repair_uuid_tree(struct repair_ctx *r);
+int repair_extent_refs(struct repair_ctx *r);
+int repair_inodes(struct repair_ctx *r);
+/* check/repair_log.c: runs its own transaction (trans_start refuses a log tree) */
+int repair_clear_log(struct repair_ctx *r);
+int repair_csums(struct repair_ctx *r);      /* check/repair_csums.c */
+int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
+
+/* Block group used and superblock bytes_used from the committed extent tree,
+ * plus adjust[i] bytes for the i-th block group (fs_read_block_groups order;
+ * NULL: none): what a class that created or deleted extent items needs. */
+int repair_block_groups_used(struct repair_ctx *r, const int64_t *adjust);
 
 /* Repair what ctx found on the filesystem of paths (opened again writable
  * with fo's settings), then check again with hooks->detect on a fresh

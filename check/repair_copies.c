@@ -30,10 +30,11 @@ static int fix_device_supers(struct repair_ctx *r, struct fs_device *dev)
 {
 	struct super_copy copies[BTRFS_SUPER_MIRROR_MAX], info;
 	uint8_t good[BTRFS_SUPER_INFO_SIZE], want[BTRFS_SUPER_INFO_SIZE], have[BTRFS_SUPER_INFO_SIZE];
-	int ret = super_read_best(dev->io, -1, good, copies);
+	int ret = super_read_best(dev->io, -1, good, copies); /* the best copy's index */
 
-	if (ret)
+	if (ret < 0)
 		return fs_error(r->fs, ret, "%s: no valid superblock copy to repair from", dev->path);
+	ret = 0;
 	if (super_generation(good) != r->fs->generation) {
 		repair_say(r, "%s: left alone: its newest superblock has generation %" PRIu64 ", not %" PRIu64,
 			   dev->path, super_generation(good), r->fs->generation);

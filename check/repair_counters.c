@@ -45,7 +45,7 @@ static int sum_extents(struct fs_info *fs, const struct block_group_list *bgs, u
 	return ret < 0 ? ret : 0;
 }
 
-static int fix_block_groups(struct repair_ctx *r, uint64_t *total)
+static int fix_block_groups(struct repair_ctx *r, const int64_t *adjust, uint64_t *total)
 {
 	struct fs_info *fs = r->fs;
 	struct block_group_list bgs;
@@ -56,6 +56,8 @@ static int fix_block_groups(struct repair_ctx *r, uint64_t *total)
 		return ret;
 	sums = calloc(bgs.count ? bgs.count : 1, sizeof(*sums));
 	ret = sums ? sum_extents(fs, &bgs, sums) : -ENOMEM;
+	for (size_t i = 0; !ret && adjust && i < bgs.count; i++)
+		sums[i] += (uint64_t)adjust[i];
 	for (size_t i = 0; !ret && i < bgs.count; i++) {
 		struct btrfs_key key = { bgs.groups[i].start, BTRFS_BLOCK_GROUP_ITEM_KEY, bgs.groups[i].length };
 		struct tree_path path;
@@ -134,12 +136,11 @@ static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
 	return ret;
 }
 
-int repair_space_counters(struct repair_ctx *r)
+int repair_block_groups_used(struct repair_ctx *r, const int64_t *adjust)
 {
-	const struct check_ctx *found = r->found;
 	uint8_t *sb = trans_super(r->t);
-	uint64_t used = 0, total_bytes = 0;
-	int ret = fix_block_groups(r, &used);
+	uint64_t used = 0;
+	int ret = fix_block_groups(r, adjust, &used);
 
 	if (ret)
 		return ret;
@@ -148,6 +149,18 @@ int repair_space_counters(struct repair_ctx *r)
 		super_set_bytes_used(sb, used);
 		r->changes++;
 	}
+	return 0;
+}
+
+int repair_space_counters(struct repair_ctx *r)
+{
+	const struct check_ctx *found = r->found;
+	uint8_t *sb = trans_super(r->t);
+	uint64_t total_bytes = 0;
+	int ret = repair_block_groups_used(r, NULL);
+
+	if (ret)
+		return ret;
 	if (!found->counts[PR_DEV_BYTES_USED] && !found->counts[PR_SUPER_TOTAL_BYTES])
 		return 0;
 	ret = fix_devices(r, &total_bytes);

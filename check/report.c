@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "check/check.h"
+#include "check/repair_notes.h"
 #include "common/messages.h"
 
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
@@ -17,6 +18,7 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 	if (!def)
 		return;
 	ctx->counts[code]++;
+	repair_note_problem(ctx, code, detail);
 	if (def->severity == SEV_ERROR)
 		ctx->errors++;
 	else

@@ -323,7 +323,8 @@ def test_help_and_man_page_document_every_option():
                 "--rebuild-uuid-tree"):
         assert opt in text, f"{opt} missing from --help"
         assert opt in man, f"{opt} missing from doc/btk-check.8"
-    for cls in ("superblock-copies", "tree-block-copies", "space-counters", "free-space-tree", "uuid-tree"):
+    for cls in ("superblock-copies", "tree-block-copies", "space-counters", "free-space-tree", "uuid-tree",
+                "extent-refs", "inodes"):
         assert cls in man, f"repair class {cls} missing from doc/btk-check.8"
 
 

@@ -416,7 +416,7 @@ CASES: list[Case] = [
 # The fixable cases and the repair classes that fix them (tests/scripts/test_repair_corpus.py).
 FIXABLE: dict[str, tuple[str, ...]] = {
     "bg-used": ('space-counters',),
-    "data-extent-missing": ('extent-refs', 'free-space-tree', 'space-counters',),
+    "data-extent-missing": ('extent-refs', 'free-space-tree', 'space-counters', 'csums'),
     "data-ref-count": ('extent-refs',),
     "data-ref-root": ('extent-refs',),
     "dev-item-bytes-used": ('space-counters',),
@@ -434,6 +434,8 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "mirror-fsid": ('tree-block-copies',),
     "mirror-generation": ('tree-block-copies',),
     "mirror-level": ('tree-block-copies',),
+    "root-backref-missing": ('root-refs',),
+    "root-ref-missing": ('root-refs',),
     "snapshot-ref-root": ('extent-refs',),
     "super-bytes-used": ('space-counters',),
     "super-copy0-magic": ('superblock-copies',),

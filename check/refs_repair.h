@@ -1,0 +1,33 @@
+/* The reference join's findings for --repair (check/phase_refs.c feeds it,
+ * check/repair_extents.c acts on the notes): per bytenr, what the extent item
+ * says and which references the trees make, and whether they differ. */
+#ifndef BTK_CHECK_REFS_REPAIR_H
+#define BTK_CHECK_REFS_REPAIR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "check/check.h"
+
+/* One group of the join: a reference key (or type 0, the extent item) with
+ * what the trees use (expected) and what the extent tree says (declared). */
+struct refs_group_view {
+	uint64_t bytenr;
+	uint32_t type;           /* 0: the extent item; else BTRFS_*_REF_KEY */
+	uint64_t a, b, c;        /* the reference's key fields (b, c: data refs only) */
+	uint64_t item_len, item_flags, item_refs; /* type 0 */
+	uint64_t expected, declared; /* summed counts */
+	bool has_expected, has_declared;
+	uint64_t data_len;       /* expected data refs: the file extents' disk length */
+};
+
+struct refs_unit;
+
+/* Follow the join, group by group, in key order. 0 or -errno. */
+int refs_repair_group(struct check_ctx *ctx, struct refs_unit **u, const struct refs_group_view *v);
+/* The current bytenr is damaged in a way the repair does not fix. */
+void refs_repair_unfixable(struct refs_unit *u);
+/* The join ended (incomplete: some tree was unreadable, nothing is noted). */
+int refs_repair_finish(struct check_ctx *ctx, struct refs_unit **u, bool incomplete);
+
+#endif

@@ -1,0 +1,61 @@
+/* What the detectors note for --repair, beyond the problem counts: the
+ * extents whose references must be rewritten (with the references the trees
+ * were seen to make), the space of extent items to create, and the inodes
+ * whose counters are wrong. Kept in spilling sorters (libfs/recsort), so a
+ * filesystem with millions of bad references stays within the memory budget.
+ * Collected only when the check runs for a repair (check_options.repair). */
+#ifndef BTK_CHECK_REPAIR_NOTES_H
+#define BTK_CHECK_REPAIR_NOTES_H
+
+#include <stdint.h>
+
+#include "check/check.h"
+
+/* One record of an extent to rewrite. type 0 is the extent itself: a = its
+ * length, b = its flags (BTRFS_EXTENT_FLAG_*), c = EXTENT_FIX_* bits. The
+ * others are the references it must have (BTRFS_*_REF_KEY; a = root or
+ * parent, b = inode, c = offset, count). Sorted by (bytenr, type, a, b, c). */
+struct extent_fix {
+	uint64_t bytenr;
+	uint64_t a, b, c;
+	uint64_t count;
+	uint32_t type;
+	uint32_t pad;
+};
+#define EXTENT_FIX_HAS_ITEM 1u  /* an extent item exists (else: create one) */
+#define EXTENT_FIX_TREE 2u      /* a tree block */
+
+/* The space of an extent item to create. */
+struct extent_claim {
+	uint64_t bytenr, len;
+};
+
+/* An inode counter to recompute (PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES). */
+struct inode_fix {
+	uint64_t root, ino;
+	uint32_t code;
+	uint32_t pad;
+};
+
+struct repair_notes;
+
+/* Each returns 0 or -errno; nothing is noted unless ctx->opts->repair. */
+int repair_note_extent(struct check_ctx *ctx, const struct extent_fix *f);
+/* Space an extent item will be created for: claimed before any tree changes. */
+int repair_note_claim(struct check_ctx *ctx, uint64_t bytenr, uint64_t len);
+int repair_note_inode(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t ino);
+/* From report_problem(): notes what a problem's text names, for the codes
+ * whose detectors (check/phase_fs_items.c) write "root R inode|dir I: ...". */
+void repair_note_problem(struct check_ctx *ctx, enum problem_code code, const char *detail);
+/* An extent that needs a repair but cannot have one (its references are too
+ * many to hold, or it is damaged in a way only reported). */
+void repair_note_unfixable(struct check_ctx *ctx);
+
+enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES__COUNT };
+/* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
+int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
+uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);
+uint64_t repair_notes_unfixable(const struct check_ctx *ctx);
+void repair_notes_free(struct check_ctx *ctx);
+
+#endif
