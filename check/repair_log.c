@@ -1,0 +1,72 @@
+/* --clear-log: drop the log tree instead of replaying it. The superblock's
+ * log_root and log_root_level become 0 in one transaction (every copy is
+ * rewritten by the commit); nothing else is freed, since log tree blocks
+ * have no extent items. What was fsynced since the last commit is lost.
+ *
+ * trans_start refuses a filesystem with a log tree, so this class starts its
+ * own transaction from a superblock without one, and pins the log's blocks
+ * (the checker collected them) so that no block of the transaction lands on
+ * them: until the new superblocks are written the old log stays replayable. */
+#include <errno.h>
+#include <inttypes.h>
+
+#include "check/repair.h"
+#include "libfs/ebitmap.h"
+#include "libfs/super.h"
+#include "libfs/trans_internal.h"
+
+/* Keep the allocator off the blocks of the log tree being dropped. */
+static int pin_log_blocks(struct trans *t, struct ebitmap *log_blocks)
+{
+	uint64_t from = 0, start, len;
+	int ret;
+
+	if (!log_blocks)
+		return 0;
+	while ((ret = ebitmap_next_set(log_blocks, from, &start, &len)) == 1) {
+		ret = ebitmap_set(t->pinned, start, len);
+		if (ret)
+			return ret;
+		from = start + len;
+	}
+	return ret < 0 ? ret : 0;
+}
+
+int repair_clear_log(struct repair_ctx *r)
+{
+	struct fs_info *fs = r->fs;
+	uint64_t log_root = super_log_root(fs->super);
+	uint8_t level = super_log_root_level(fs->super);
+	struct trans *t;
+	int ret;
+
+	if (!log_root) {
+		repair_say(r, "there is no log tree");
+		return 0;
+	}
+	super_set_log_root(fs->super, 0);
+	super_set_log_root_level(fs->super, 0);
+	ret = trans_start(fs, &t);
+	/* the in-memory superblock keeps the log until the commit says otherwise */
+	super_set_log_root(fs->super, log_root);
+	super_set_log_root_level(fs->super, level);
+	if (ret)
+		return fs_error(fs, ret, "cannot start a transaction: %s", fs->errmsg);
+	ret = pin_log_blocks(t, r->found->log_blocks);
+	if (ret) {
+		trans_abort(t);
+		return fs_error(fs, ret, "pinning the log tree's blocks: out of memory");
+	}
+	repair_say(r, "log tree at %" PRIu64 " (level %u) dropped: what was fsynced since generation %" PRIu64
+		   " is lost", log_root, level, fs->generation);
+	r->changes++;
+	if (r->opts->dry_run) {
+		trans_abort(t);
+		return 0;
+	}
+	ret = trans_commit(t);
+	if (ret)
+		return ret;
+	repair_say(r, "committed (generation %" PRIu64 ")", fs->generation);
+	return 0;
+}
