@@ -91,7 +91,7 @@ static const struct problem_def table[] = {
 	  "checksum items overlap" },
 	{ PR_CSUM_OUTSIDE_EXTENT, "csum-outside-extent", SEV_ERROR, FIX_RECOMPUTE,
 	  "checksums cover space outside every data extent" },
-	{ PR_CSUM_MISSING, "csum-missing", SEV_ERROR, FIX_NONE,
+	{ PR_CSUM_MISSING, "csum-missing", SEV_ERROR, FIX_RECOMPUTE,
 	  "a data extent of a checksummed file has no checksums for some of its blocks" },
 	{ PR_DATA_CSUM_MISMATCH, "data-csum-mismatch", SEV_ERROR, FIX_FROM_MIRROR,
 	  "a copy of a data block does not match its checksum" },

@@ -61,8 +61,9 @@ static const struct repair_class classes[] = {
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
 	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 } },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
-	  "outside data extents (with --rebuild-csum-tree: recompute every checksum from the data)",
-	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT }, true, csum_forced, repair_csums,
+	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
+	  "from the data",
+	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",

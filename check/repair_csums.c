@@ -415,7 +415,9 @@ int repair_csums(struct repair_ctx *r)
 {
 	struct cfix x = { .r = r, .fs = r->fs, .csize = r->fs->csum_size };
 	uint32_t leaf_data = r->fs->nodesize - (uint32_t)sizeof(struct btrfs_header);
-	bool rebuild_all = r->opts->rebuild_csum;
+	/* missing checksums can only come from the data: recompute them all (trimming
+	 * damaged items first would leave exactly such holes) */
+	bool rebuild_all = r->opts->rebuild_csum || r->found->counts[PR_CSUM_MISSING] > 0;
 	int ret;
 
 	if (!r->fs->csum_root.bytenr)

@@ -416,6 +416,9 @@ CASES: list[Case] = [
 # The fixable cases and the repair classes that fix them (tests/scripts/test_repair_corpus.py).
 FIXABLE: dict[str, tuple[str, ...]] = {
     "bg-used": ('space-counters',),
+    "csum-item-size": ('csums',),
+    "csum-missing": ('csums',),
+    "csum-outside": ('csums',),
     "data-extent-missing": ('extent-refs', 'free-space-tree', 'space-counters', 'csums'),
     "data-ref-count": ('extent-refs',),
     "data-ref-root": ('extent-refs',),
