@@ -138,6 +138,11 @@ clean:
 FUZZ_CC ?= $(or $(shell command -v clang 2>/dev/null),$(shell command -v clang-14 2>/dev/null),clang)
 FUZZ_HARNESSES := image items
 FUZZ_LIB_SRC = $(LIBFS_SRC) $(COMMON_SRC) inspect/item_json.c
+# fuzz/base.c: the patched base filesystems of fuzz_image and fuzz_check
+FUZZ_LIB_SRC += fuzz/base.c
+# fuzz_check: every read-only phase of btk-check (check/*.c but its main)
+FUZZ_HARNESSES += check
+FUZZ_LIB_SRC += $(filter-out check/main.c,$(wildcard check/*.c))
 # fuzz_imgfile: the image readers of btk-image (and the sanitizer behind them)
 ifneq ($(wildcard image/fmt_btk_read.c),)
 FUZZ_HARNESSES += imgfile

@@ -19,31 +19,54 @@ static bool group_fits_tree(const struct alloc_group *g, uint64_t root)
 	return g->flags & BTRFS_BLOCK_GROUP_METADATA;
 }
 
+/* Groups are allocated one by one: a group's address stays valid while the
+ * commit adds groups (a new chunk) under it. */
+struct alloc_group *alloc_add_group(struct trans *t, uint64_t start, uint64_t length, uint64_t flags)
+{
+	struct alloc_group *g;
+
+	if (t->ngroups == t->groups_cap) {
+		size_t cap = t->groups_cap ? t->groups_cap * 2 : 16;
+		struct alloc_group **v = realloc(t->groups, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		t->groups = v;
+		t->groups_cap = cap;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	*g = (struct alloc_group){ .start = start, .length = length, .flags = flags, .cursor = start };
+	t->groups[t->ngroups++] = g;
+	return g;
+}
+
 int alloc_init(struct trans *t)
 {
 	struct chunk_map *map = t->fs->chunks;
 
 	t->pinned = ebitmap_create(t->fs->sectorsize);
-	t->groups = calloc(map->count ? map->count : 1, sizeof(*t->groups));
-	if (!t->pinned || !t->groups)
+	if (!t->pinned)
 		return -ENOMEM;
 	for (size_t i = 0; i < map->count; i++) {
 		const struct chunk *c = map->chunks[i];
 		if (!(c->type & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM)))
 			continue;
-		t->groups[t->ngroups++] = (struct alloc_group){
-			.start = c->logical, .length = c->length, .flags = c->type, .cursor = c->logical };
+		if (!alloc_add_group(t, c->logical, c->length, c->type))
+			return -ENOMEM;
 	}
 	return 0;
 }
 
 void alloc_release(struct trans *t)
 {
-	for (size_t i = 0; i < t->ngroups; i++)
-		ebitmap_destroy(t->groups[i].used);
+	for (size_t i = 0; i < t->ngroups; i++) {
+		ebitmap_destroy(t->groups[i]->used);
+		free(t->groups[i]);
+	}
 	free(t->groups);
 	t->groups = NULL;
-	t->ngroups = 0;
+	t->ngroups = t->groups_cap = 0;
 	ebitmap_destroy(t->pinned);
 	t->pinned = NULL;
 }
@@ -51,8 +74,8 @@ void alloc_release(struct trans *t)
 struct alloc_group *alloc_group_of(struct trans *t, uint64_t bytenr)
 {
 	for (size_t i = 0; i < t->ngroups; i++)
-		if (bytenr >= t->groups[i].start && bytenr - t->groups[i].start < t->groups[i].length)
-			return &t->groups[i];
+		if (bytenr >= t->groups[i]->start && bytenr - t->groups[i]->start < t->groups[i]->length)
+			return t->groups[i];
 	return NULL;
 }
 
@@ -73,6 +96,7 @@ static uint64_t stripe_physical_to_logical(const struct chunk *c, unsigned s, ui
 }
 
 static int group_load(struct trans *t, struct alloc_group *g);
+static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr);
 
 /* The logical ranges of a chunk whose stripes hold a superblock copy: whole
  * stripe_len pieces that must never hold a tree block. Returns the count. */
@@ -121,16 +145,29 @@ int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct 
 {
 	struct alloc_group *g = alloc_group_of(t, old->logical);
 	uint64_t before[3 * 16], after[3 * 16];
-	unsigned nb, na;
+	unsigned nb, na, same = 0;
 	int ret;
 
-	if (!g)
-		return 0; /* a data chunk: its free space is not tracked here */
+	nb = chunk_super_ranges(old, before, sizeof(before) / sizeof(before[0]));
+	na = chunk_super_ranges(new_layout, after, sizeof(after) / sizeof(after[0]));
+	for (unsigned i = 0; i < nb; i++)
+		for (unsigned k = 0; k < na; k++)
+			if (before[i] == after[k]) {
+				same++;
+				break;
+			}
+	if (same == nb && nb == na)
+		return 0; /* the same logical ranges hold superblock copies: nothing to do */
+	if (!g) {
+		/* a data chunk: tracked from now on only for its free-space-tree items
+		 * (alloc_tree_block never picks it: group_fits_tree) */
+		g = alloc_add_group(t, old->logical, old->length, old->type);
+		if (!g)
+			return -ENOMEM;
+	}
 	ret = group_load(t, g);
 	if (ret)
 		return ret;
-	nb = chunk_super_ranges(old, before, sizeof(before) / sizeof(before[0]));
-	na = chunk_super_ranges(new_layout, after, sizeof(after) / sizeof(after[0]));
 	for (unsigned i = 0; i < nb; i++) {
 		bool kept = false;
 		for (unsigned k = 0; k < na; k++)
@@ -157,7 +194,65 @@ int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct 
 	return 0;
 }
 
-/* Read the group's extents from the committed extent tree. */
+/* The group's used space as the committed free-space tree describes it (a
+ * handful of leaves, where the extent tree may hold thousands): everything
+ * not listed as free. 1 when there is no usable free-space info for it. */
+static int group_load_fst(struct trans *t, struct alloc_group *g)
+{
+	struct fs_info *fs = t->fs;
+	struct btrfs_key min = { g->start, 0, 0 }, max = { g->start + g->length - 1, 255, (uint64_t)-1 }, key;
+	uint64_t end = g->start + g->length;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	bool info = false;
+	int ret;
+
+	if (!(fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID) || !fs->free_space_root.bytenr)
+		return 1;
+	if ((ret = ebitmap_set(g->used, g->start, g->length)))
+		return ret;
+	tree_iter_init(&it, fs, &fs->free_space_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		ret = 0;
+		if (key.type == BTRFS_FREE_SPACE_INFO_KEY) {
+			info = key.objectid == g->start && key.offset == g->length;
+			continue;
+		}
+		if (key.objectid < g->start || key.offset > end - key.objectid) {
+			ret = fs_error(fs, -EUCLEAN, "free space %llu+%llu crosses block group %llu",
+				       (unsigned long long)key.objectid, (unsigned long long)key.offset,
+				       (unsigned long long)g->start);
+			break;
+		}
+		if (key.type == BTRFS_FREE_SPACE_EXTENT_KEY) {
+			ret = ebitmap_clear(g->used, key.objectid, key.offset);
+		} else if (key.type == BTRFS_FREE_SPACE_BITMAP_KEY) {
+			uint64_t bits = key.offset / fs->sectorsize;
+			if (size * 8ull < bits) {
+				ret = fs_error(fs, -EUCLEAN, "free space bitmap %llu is too short",
+					       (unsigned long long)key.objectid);
+				break;
+			}
+			for (uint64_t b = 0; b < bits && !ret; b++)
+				if (data[b / 8] & (1u << (b % 8)))
+					ret = ebitmap_clear(g->used, key.objectid + b * fs->sectorsize, fs->sectorsize);
+		}
+		if (ret)
+			break;
+	}
+	tree_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	if (!info) {
+		ebitmap_clear_all(g->used);
+		return 1; /* no info item for the group: do not trust the rest */
+	}
+	return 0;
+}
+
+/* Read the group's used space from the committed free-space tree, or else
+ * its extents from the committed extent tree. */
 static int group_load(struct trans *t, struct alloc_group *g)
 {
 	struct fs_info *fs = t->fs;
@@ -173,6 +268,11 @@ static int group_load(struct trans *t, struct alloc_group *g)
 	g->used = ebitmap_create(fs->sectorsize);
 	if (!g->used)
 		return -ENOMEM;
+	ret = group_load_fst(t, g);
+	if (ret < 0)
+		return ret;
+	if (ret == 0)
+		goto loaded;
 	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		uint64_t len;
@@ -195,6 +295,7 @@ static int group_load(struct trans *t, struct alloc_group *g)
 	tree_iter_release(&it);
 	if (ret < 0)
 		return ret;
+loaded:
 	ret = exclude_super_stripes(t, g);
 	if (ret)
 		return ret;
@@ -237,8 +338,25 @@ static int group_find_free(struct trans *t, struct alloc_group *g, uint64_t *byt
 
 int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr)
 {
+	int ret = alloc_from_groups(t, root, bytenr);
+
+	if (ret != -ENOSPC)
+		return ret;
+	ret = chunk_alloc_for_tree(t, root);
+	if (ret)
+		return ret;
+	ret = alloc_from_groups(t, root, bytenr);
+	if (ret == -ENOSPC)
+		return fs_error(t->fs, -ENOSPC, "no free space for a new %s tree block in a new chunk",
+				root == BTRFS_CHUNK_TREE_OBJECTID ? "system" : "metadata");
+	return ret;
+}
+
+/* A free block in the existing groups, -ENOSPC (without a message) if none. */
+static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr)
+{
 	for (size_t i = 0; i < t->ngroups; i++) {
-		struct alloc_group *g = &t->groups[i];
+		struct alloc_group *g = t->groups[i];
 		int ret;
 
 		if (!group_fits_tree(g, root))
@@ -264,8 +382,7 @@ int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr)
 		t->alloc_events++;
 		return 0;
 	}
-	return fs_error(t->fs, -ENOSPC, "no free space for a new %s tree block (a new chunk would be needed)",
-			root == BTRFS_CHUNK_TREE_OBJECTID ? "system" : "metadata");
+	return -ENOSPC;
 }
 
 int alloc_free_tree_block(struct trans *t, uint64_t bytenr)
@@ -310,4 +427,41 @@ int fs_super_stripe_ranges(struct fs_info *fs, uint64_t logical, uint64_t *start
 		lens[i] = (end > c->logical + c->length ? c->logical + c->length : end) - starts[i];
 	}
 	return (int)n;
+}
+
+int trans_extent_space(struct trans *t, uint64_t bytenr, uint64_t len, bool used)
+{
+	struct alloc_group *g = alloc_group_of(t, bytenr);
+	const struct chunk *c;
+	int ret;
+
+	if (!g) {
+		/* a data chunk: tracked from now on for its free-space-tree items only */
+		c = chunk_map_lookup(t->fs->chunks, bytenr);
+		if (!c)
+			return fs_error(t->fs, -EUCLEAN, "extent %llu lies in no chunk", (unsigned long long)bytenr);
+		g = alloc_add_group(t, c->logical, c->length, c->type);
+		if (!g)
+			return -ENOMEM;
+	}
+	if (len > g->start + g->length - bytenr)
+		return fs_error(t->fs, -EUCLEAN, "extent %llu+%llu crosses block group %llu", (unsigned long long)bytenr,
+				(unsigned long long)len, (unsigned long long)g->start);
+	if ((ret = group_load(t, g)))
+		return ret;
+	if (used) {
+		if (ebitmap_test(t->pinned, bytenr, len) != 0)
+			return fs_error(t->fs, -EBUSY, "extent %llu was freed by this transaction",
+					(unsigned long long)bytenr);
+		ret = ebitmap_set(g->used, bytenr, len);
+	} else {
+		ret = ebitmap_set(t->pinned, bytenr, len);
+		if (!ret)
+			ret = ebitmap_clear(g->used, bytenr, len);
+	}
+	if (ret)
+		return ret;
+	g->fst_stale = true;
+	t->alloc_events++;
+	return 0;
 }

@@ -15,7 +15,7 @@ static bool stripe_in(const struct stripe_place *v, unsigned n, uint64_t devid, 
 	return false;
 }
 
-static int adjust_device_bytes_used(struct trans *t, uint64_t devid, int64_t delta)
+int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta)
 {
 	struct btrfs_key key = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, devid };
 	struct tree_path path;
@@ -34,7 +34,7 @@ static int adjust_device_bytes_used(struct trans *t, uint64_t devid, int64_t del
 					 (unsigned long long)devid) : ret;
 }
 
-static int add_dev_extent(struct trans *t, uint64_t logical, const struct stripe_place *s, uint64_t len)
+int chunk_add_dev_extent(struct trans *t, uint64_t logical, const struct stripe_place *s, uint64_t len)
 {
 	uint8_t item[sizeof(struct btrfs_dev_extent)];
 	struct btrfs_key key = { s->devid, BTRFS_DEV_EXTENT_KEY, s->physical };
@@ -199,16 +199,16 @@ int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
 			continue;
 		ret = trans_delete_item(t, BTRFS_DEV_TREE_OBJECTID, &dk);
 		if (!ret)
-			ret = adjust_device_bytes_used(t, old_set[i].devid, -(int64_t)stripe_len);
+			ret = device_add_bytes_used(t, old_set[i].devid, -(int64_t)stripe_len);
 		if (ret)
 			return ret;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		if (stripe_in(old_set, old->num_stripes, stripes[i].devid, stripes[i].physical))
 			continue;
-		ret = add_dev_extent(t, logical, &stripes[i], stripe_len);
+		ret = chunk_add_dev_extent(t, logical, &stripes[i], stripe_len);
 		if (!ret)
-			ret = adjust_device_bytes_used(t, stripes[i].devid, (int64_t)stripe_len);
+			ret = device_add_bytes_used(t, stripes[i].devid, (int64_t)stripe_len);
 		if (ret)
 			return ret;
 	}

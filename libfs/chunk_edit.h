@@ -27,6 +27,11 @@ int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
 int device_find_free(struct fs_info *fs, uint64_t devid, uint64_t len, const struct stripe_place *avoid,
 		     const uint64_t *avoid_len, unsigned navoid, uint64_t *physical);
 
+/* The dev extent of one stripe of the chunk at `logical` (stripe size len). */
+int chunk_add_dev_extent(struct trans *t, uint64_t logical, const struct stripe_place *s, uint64_t len);
+/* Change a device's bytes_used in its dev item (chunk tree). */
+int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta);
+
 /* Re-read the chunk map from the (committed) chunk tree and system chunk array. */
 int volumes_reload(struct fs_info *fs);
 

@@ -11,16 +11,36 @@
 #include "libfs/ebitmap.h"
 #include "libfs/super.h"
 #include "libfs/trans_internal.h"
+#include "libfs/tree.h"
 #include "libfs/volumes.h"
 
 #define COMMIT_MAX_ROUNDS 64
+
+/* The key of a tree's root item: a snapshot's carries the generation it
+ * was made in as its offset, other trees' 0. */
+static int root_item_key(struct trans *t, uint64_t objectid, struct btrfs_key *key)
+{
+	struct btrfs_key min = { objectid, BTRFS_ROOT_ITEM_KEY, 0 }, max = { objectid, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct tree_root_ptr root;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &root);
+
+	if (ret)
+		return ret;
+	tree_iter_init(&it, t->fs, &root, &min, &max);
+	ret = tree_iter_next(&it, key, &data, &size);
+	tree_iter_release(&it);
+	return ret == 1 ? 0 : ret == 0 ? -ENOENT : ret;
+}
 
 /* Root items of changed trees (the root and chunk trees live in the superblock). */
 static int update_root_items(struct trans *t)
 {
 	for (size_t i = 0; i < t->nroots; i++) {
 		struct trans_root *r = &t->roots[i];
-		struct btrfs_key key = { r->ptr.objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+		struct btrfs_key key;
 		struct tree_path path;
 		uint8_t *item;
 		uint32_t size;
@@ -30,6 +50,10 @@ static int update_root_items(struct trans *t)
 		    r->ptr.objectid == BTRFS_CHUNK_TREE_OBJECTID)
 			continue;
 		r->changed = false;
+		ret = root_item_key(t, r->ptr.objectid, &key);
+		if (ret)
+			return ret == -ENOENT ? fs_error(t->fs, -EUCLEAN, "tree %llu has no root item",
+							 (unsigned long long)r->ptr.objectid) : ret;
 		tree_path_init(&path);
 		ret = trans_item_for_update(t, BTRFS_ROOT_TREE_OBJECTID, &key, &item, &size, &path);
 		if (ret == 0 && size < BTRFS_ROOT_ITEM_V1_SIZE)
@@ -56,7 +80,7 @@ static int update_block_group_items(struct trans *t)
 	uint64_t tree = trans_block_group_tree(t);
 
 	for (size_t i = 0; i < t->ngroups; i++) {
-		struct alloc_group *g = &t->groups[i];
+		struct alloc_group *g = t->groups[i];
 		struct btrfs_key key = { g->start, BTRFS_BLOCK_GROUP_ITEM_KEY, g->length };
 		struct tree_path path;
 		uint8_t *item;
@@ -67,6 +91,13 @@ static int update_block_group_items(struct trans *t)
 			continue;
 		tree_path_init(&path);
 		ret = trans_item_for_update(t, tree, &key, &item, &size, &path);
+		if (ret == -ENOENT && (super_flags(t->super) & BTRFS_SUPER_FLAG_CHANGING_BG_TREE)) {
+			/* a conversion in batches: the item may still be in the other tree */
+			tree_path_release(t->fs, &path);
+			ret = trans_item_for_update(t, tree == BTRFS_EXTENT_TREE_OBJECTID ? BTRFS_BLOCK_GROUP_TREE_OBJECTID
+									    : BTRFS_EXTENT_TREE_OBJECTID,
+						    &key, &item, &size, &path);
+		}
 		if (ret == 0 && size < sizeof(struct btrfs_block_group_item))
 			ret = -EUCLEAN;
 		if (ret == 0) {
@@ -196,7 +227,7 @@ static int update_free_space_tree(struct trans *t)
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < t->ngroups; i++) {
-		struct alloc_group *g = &t->groups[i];
+		struct alloc_group *g = t->groups[i];
 		if (!g->fst_stale)
 			continue;
 		if (!g->used && (ret = alloc_group_load(t, g)))
@@ -226,6 +257,14 @@ static int cow_root_tree(struct trans *t)
 	return ret < 0 ? ret : 0;
 }
 
+static bool chunk_items_pending(const struct trans *t)
+{
+	for (size_t i = 0; i < t->nnew_chunks; i++)
+		if (!t->new_chunks[i].items_written)
+			return true;
+	return false;
+}
+
 int commit_stabilize(struct trans *t)
 {
 	int ret = cow_root_tree(t);
@@ -235,10 +274,10 @@ int commit_stabilize(struct trans *t)
 	for (int round = 0; round < COMMIT_MAX_ROUNDS; round++) {
 		uint64_t events = t->alloc_events;
 
-		if ((ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
+		if ((ret = chunk_alloc_write_items(t)) || (ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
 		    (ret = update_block_group_items(t)) || (ret = update_free_space_tree(t)))
 			return ret;
-		if (t->alloc_events == events && t->nrefs == 0)
+		if (t->alloc_events == events && t->nrefs == 0 && !chunk_items_pending(t))
 			return 0;
 	}
 	return fs_error(t->fs, -ELOOP, "commit did not settle after %d rounds", COMMIT_MAX_ROUNDS);
@@ -423,6 +462,7 @@ int commit_write(struct trans *t)
 	ret = write_superblocks(t);
 	if (ret)
 		return ret;
+	t->committed = true; /* from here on the devices may hold the new filesystem */
 	ret = flush_devices(t);
 	if (ret)
 		return ret;

@@ -57,6 +57,23 @@ uint64_t btrfs_extref_hash(uint64_t parent_objectid, const void *name, size_t le
 	return crc32c_btrfs((uint32_t)parent_objectid, name, len);
 }
 
+uint64_t btrfs_extent_data_ref_hash(uint64_t root, uint64_t objectid, uint64_t offset)
+{
+	uint8_t le[8];
+	uint32_t high, low;
+
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(root >> (8 * i));
+	high = crc32c_btrfs(~0U, le, sizeof(le));
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(objectid >> (8 * i));
+	low = crc32c_btrfs(~0U, le, sizeof(le));
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(offset >> (8 * i));
+	low = crc32c_btrfs(low, le, sizeof(le));
+	return ((uint64_t)high << 31) ^ (uint64_t)low;
+}
+
 static int gcrypt_digest(int algo, const void *data, size_t len, uint8_t *out)
 {
 	pthread_once(&gcrypt_once, gcrypt_setup);

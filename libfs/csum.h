@@ -18,5 +18,8 @@ uint32_t crc32c_btrfs(uint32_t seed, const void *data, size_t len);
 uint64_t btrfs_name_hash(const void *name, size_t len);
 /* The hash keying inode extrefs: crc32c of the name seeded with the parent objectid. */
 uint64_t btrfs_extref_hash(uint64_t parent_objectid, const void *name, size_t len);
+/* The hash of an extent data reference (root, inode, offset): orders inline
+ * data refs and keys keyed ones. */
+uint64_t btrfs_extent_data_ref_hash(uint64_t root, uint64_t objectid, uint64_t offset);
 
 #endif

@@ -17,61 +17,91 @@ static bool tree_never_shared(uint64_t root)
 	       !(root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID);
 }
 
-/* The committed extent item of a tree block: 0 with refs/flags, -ENOENT. */
-static int committed_tree_block_refs(struct trans *t, const struct tree_block *b, uint64_t *refs,
-				     uint64_t *flags)
+/* Copying shared blocks changes how much of each subvolume is exclusive:
+ * like the kernel when it cannot account, mark the qgroups inconsistent (a
+ * rescan at the next mount fixes the numbers). Simple quotas count data only. */
+static int mark_qgroups_inconsistent(struct trans *t)
 {
-	struct fs_info *fs = t->fs;
-	uint8_t item[sizeof(struct btrfs_extent_item)];
-	uint32_t size = sizeof(item);
-	struct btrfs_key key = { b->bytenr, BTRFS_METADATA_ITEM_KEY, block_level(b) };
-	int ret = tree_lookup(fs, &fs->extent_root, &key, item, &size);
-
-	if (ret == -ENOENT) {
-		key = (struct btrfs_key){ b->bytenr, BTRFS_EXTENT_ITEM_KEY, fs->nodesize };
-		size = sizeof(item);
-		ret = tree_lookup(fs, &fs->extent_root, &key, item, &size);
-	}
-	if (ret)
-		return ret;
-	if (size < sizeof(item))
-		return fs_error(fs, -EUCLEAN, "extent item of block %llu too small",
-				(unsigned long long)b->bytenr);
-	*refs = extent_refs(item);
-	*flags = extent_flags(item);
-	return 0;
-}
-
-int extent_block_exclusive(struct trans *t, const struct tree_block *b, uint64_t root)
-{
-	uint64_t refs = 0, flags = 0;
+	struct btrfs_key key = { 0, BTRFS_QGROUP_STATUS_KEY, 0 };
+	struct tree_root_ptr quota;
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t size;
 	int ret;
 
+	if (t->qgroups_marked || trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota) != 0) {
+		t->fs->errmsg[0] = 0;
+		return 0;
+	}
+	t->qgroups_marked = true;
+	tree_path_init(&path);
+	ret = trans_item_for_update(t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
+	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE &&
+	    (qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_ON) &&
+	    !(qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE))
+		qgroup_status_set_flags(item, qgroup_status_flags(item) | BTRFS_QGROUP_STATUS_FLAG_INCONSISTENT);
+	tree_path_release(t->fs, &path);
+	return ret == -ENOENT ? 0 : ret;
+}
+
+int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
+{
+	struct extent_target x = { .bytenr = b->bytenr, .tree = true, .level = (uint8_t)block_level(b) };
+	uint64_t refs = 0, flags = 0, owner = block_owner(b);
+	int ret;
+
+	*shared = false;
 	if (header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC)
 		return fs_error(t->fs, -EOPNOTSUPP, "tree block %llu belongs to a relocation tree",
 				(unsigned long long)b->bytenr);
 	if (tree_never_shared(root)) {
-		if (block_owner(b) != root)
+		if (owner != root)
 			return fs_error(t->fs, -EUCLEAN, "tree block %llu of tree %llu has owner %llu",
 					(unsigned long long)b->bytenr, (unsigned long long)root,
-					(unsigned long long)block_owner(b));
+					(unsigned long long)owner);
 		return 0;
 	}
-	if (block_owner(b) != root)
-		return fs_error(t->fs, -EOPNOTSUPP,
-				"tree block %llu of subvolume %llu is shared with a snapshot: "
-				"modifying shared subvolume trees is not supported yet",
-				(unsigned long long)b->bytenr, (unsigned long long)root);
-	ret = committed_tree_block_refs(t, b, &refs, &flags);
+	/* the transaction's view: earlier copies in it changed references */
+	ret = backref_lookup(t, &x, &refs, &flags);
 	if (ret)
-		return ret == -ENOENT ? fs_error(t->fs, -EUCLEAN, "tree block %llu has no extent item",
-						 (unsigned long long)b->bytenr) : ret;
-	if (refs != 1 || (flags & BTRFS_BLOCK_FLAG_FULL_BACKREF))
-		return fs_error(t->fs, -EOPNOTSUPP,
-				"tree block %llu of subvolume %llu is shared (%llu references): "
-				"modifying shared subvolume trees is not supported yet",
-				(unsigned long long)b->bytenr, (unsigned long long)root, (unsigned long long)refs);
+		return ret;
+	if (refs == 0)
+		return fs_error(t->fs, -EUCLEAN, "tree block %llu has no references", (unsigned long long)b->bytenr);
+	if (refs > 1) {
+		if (owner == root && !(flags & BTRFS_BLOCK_FLAG_FULL_BACKREF)) {
+			/* the other trees keep the old block: its children get
+			 * references by it, and the copy inherits root's */
+			ret = backref_mod_children(t, b, owner, true, true);
+			if (!ret)
+				ret = backref_set_flags(t, &x, BTRFS_BLOCK_FLAG_FULL_BACKREF);
+		} else {
+			ret = backref_mod_children(t, b, root, false, true);
+		}
+		if (!ret)
+			ret = mark_qgroups_inconsistent(t);
+		*shared = ret == 0;
+		return ret;
+	}
+	if (flags & BTRFS_BLOCK_FLAG_FULL_BACKREF) {
+		/* root is the last user: the children move from the old block's
+		 * references to root's */
+		ret = backref_mod_children(t, b, root, false, true);
+		return ret ? ret : backref_mod_children(t, b, owner, true, false);
+	}
+	if (owner != root)
+		return fs_error(t->fs, -EOPNOTSUPP, "tree block %llu of subvolume %llu is owned by %llu without "
+				"a full back reference", (unsigned long long)b->bytenr, (unsigned long long)root,
+				(unsigned long long)owner);
 	return 0;
+}
+
+int extent_drop_shared(struct trans *t, const struct tree_block *b, uint64_t root)
+{
+	struct extent_target x = { .bytenr = b->bytenr, .tree = true, .level = (uint8_t)block_level(b) };
+	struct backref r = { BTRFS_TREE_BLOCK_REF_KEY, root, 0, 0 };
+	uint64_t left;
+
+	return backref_drop(t, &x, &r, &left);
 }
 
 static int ref_add(struct trans *t, const struct delayed_ref *r)

@@ -784,6 +784,23 @@ FIELD(data_ref, struct btrfs_extent_data_ref, objectid, 64)
 FIELD(data_ref, struct btrfs_extent_data_ref, offset, 64)
 FIELD(data_ref, struct btrfs_extent_data_ref, count, 32)
 FIELD(shared_data_ref, struct btrfs_shared_data_ref, count, 32)
+/* Bytes an inline reference of this type takes in an extent item (type
+ * byte included), 0 for a type that cannot be inline. */
+static inline uint32_t extent_inline_ref_size(uint8_t type)
+{
+	switch (type) {
+	case BTRFS_TREE_BLOCK_REF_KEY:
+	case BTRFS_SHARED_BLOCK_REF_KEY:
+	case BTRFS_EXTENT_OWNER_REF_KEY:
+		return sizeof(struct btrfs_extent_inline_ref);
+	case BTRFS_EXTENT_DATA_REF_KEY:
+		return 1 + sizeof(struct btrfs_extent_data_ref);
+	case BTRFS_SHARED_DATA_REF_KEY:
+		return sizeof(struct btrfs_extent_inline_ref) + sizeof(struct btrfs_shared_data_ref);
+	default:
+		return 0;
+	}
+}
 FIELD(owner_ref, struct btrfs_extent_owner_ref, root_id, 64)
 
 FIELD_PTR(root_item, struct btrfs_root_item, inode)

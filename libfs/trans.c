@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libfs/chunk_edit.h"
 #include "libfs/ebitmap.h"
 #include "libfs/trans_internal.h"
 
@@ -70,6 +71,7 @@ static void trans_free(struct trans *t)
 	free(t->dirty);
 	free(t->roots);
 	free(t->refs);
+	free(t->new_chunks);
 	alloc_release(t);
 	free(t);
 }
@@ -85,6 +87,9 @@ void trans_abort(struct trans *t)
 		t->dirty[i] = NULL;
 	}
 	t->ndirty = 0;
+	/* chunks it allocated are in the chunk map, not on disk: read the map again */
+	if (t->nnew_chunks && !t->committed)
+		volumes_reload(t->fs);
 	trans_free(t);
 }
 

@@ -8,11 +8,19 @@
  * Until the superblocks are written the old filesystem is untouched: an
  * error or a crash before that point leaves it as it was.
  *
- * Limits of this version: trees shared between subvolumes (snapshots) are
- * not modified (-EOPNOTSUPP); RAID5/6 metadata is not written. */
+ * Blocks that snapshots share are copied the way the kernel copies them
+ * (their children's references move to the copy or to the old block, which
+ * then carries FULL_BACKREF); qgroups, if enabled, are then marked
+ * inconsistent for the kernel to rescan. When the metadata block groups are
+ * full a new chunk is allocated with their profile (single, DUP, RAID1,
+ * RAID1C3, RAID1C4).
+ *
+ * Limits of this version: RAID5/6 metadata is not written, no new RAID0/10
+ * chunks, and a tree whose blocks snapshots share is not deleted. */
 #ifndef BTK_TRANS_H
 #define BTK_TRANS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "libfs/fs.h"
 #include "libfs/tree.h"
@@ -59,6 +67,13 @@ int trans_delete_tree(struct trans *t, uint64_t objectid);
  * the block-group tree when the superblock it will write says so, else the
  * extent tree. */
 uint64_t trans_block_group_tree(struct trans *t);
+
+/* A repair created (used) or deleted (!used) the extent item of
+ * [bytenr, bytenr+len), a tree block or data: keep the allocator and the
+ * free-space tree in step (deleted space is not reused before the commit).
+ * Block group used and bytes_used are the caller's to set. Claim created
+ * extents before changing any tree, so no new block lands on them. */
+int trans_extent_space(struct trans *t, uint64_t bytenr, uint64_t len, bool used);
 
 /* The superblock image the commit will write (to change label, flags, ...). */
 uint8_t *trans_super(struct trans *t);

@@ -30,6 +30,16 @@ struct alloc_group {
 	uint64_t cursor;
 };
 
+/* A chunk this transaction allocated for tree blocks: in the chunk map and
+ * the allocator at once; its items are written at commit (chunk_alloc.c). */
+#define NEW_CHUNK_MAX_STRIPES 4
+struct new_chunk {
+	uint64_t logical, length, type, stripe_size;
+	unsigned nstripes;
+	uint64_t devid[NEW_CHUNK_MAX_STRIPES], physical[NEW_CHUNK_MAX_STRIPES];
+	bool items_written;
+};
+
 enum ref_op { REF_ADD, REF_DROP };
 
 /* A change to the extent tree, queued and applied at commit. */
@@ -56,12 +66,17 @@ struct trans {
 	struct delayed_ref *refs;
 	size_t nrefs, refs_cap;
 
-	struct alloc_group *groups;
-	size_t ngroups;
+	struct alloc_group **groups;
+	size_t ngroups, groups_cap;
 	struct ebitmap *pinned;     /* freed by this transaction: not reusable before commit */
 	uint64_t alloc_events;      /* allocations + frees, to detect a stable commit loop */
 	int64_t bytes_used_delta;
 	bool aborted;
+
+	struct new_chunk *new_chunks;
+	size_t nnew_chunks;
+	bool committed;             /* the superblocks were written */
+	bool qgroups_marked;        /* qgroups were marked inconsistent (shared blocks copied) */
 };
 
 /* trans.c */
@@ -78,6 +93,8 @@ int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr);
 /* A tree block's extent is gone: its space becomes free after the commit. */
 int alloc_free_tree_block(struct trans *t, uint64_t bytenr);
 struct alloc_group *alloc_group_of(struct trans *t, uint64_t bytenr);
+/* Track one more block group (NULL: out of memory). */
+struct alloc_group *alloc_add_group(struct trans *t, uint64_t start, uint64_t length, uint64_t flags);
 /* Read a group's used space now (the allocator does it on first use; the
  * commit needs it for groups where blocks were only freed). */
 int alloc_group_load(struct trans *t, struct alloc_group *g);
@@ -90,10 +107,45 @@ int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct 
 void trans_forget_dirty(struct trans *t, struct tree_block *b);
 int trans_remove_pending_add(struct trans *t, uint64_t bytenr);
 
+/* chunk_alloc.c */
+/* Every block group that can hold tree blocks of `root` is full: allocate a
+ * new chunk with the profile of the existing ones (metadata, or system for
+ * the chunk tree) on free device space, usable at once. */
+int chunk_alloc_for_tree(struct trans *t, uint64_t root);
+/* Write the items of the chunks allocated so far (chunk item, system chunk
+ * array, dev extents, devices' bytes_used, block group item). */
+int chunk_alloc_write_items(struct trans *t);
+
 /* extent_refs.c */
 int extent_refs_run(struct trans *t);
-/* Refuse to copy a block that other trees share (snapshots): 0 if exclusive. */
-int extent_block_exclusive(struct trans *t, const struct tree_block *b, uint64_t root);
+/* Before block `old` of tree `root` is copied: move the references of its
+ * children the way the kernel does when snapshots share it. *shared: other
+ * trees keep referencing old, so the caller drops only root's reference to
+ * it (extent_drop_shared) instead of freeing it. */
+int extent_cow_refs(struct trans *t, const struct tree_block *old, uint64_t root, bool *shared);
+/* Drop tree `root`'s reference to a shared block it no longer uses. */
+int extent_drop_shared(struct trans *t, const struct tree_block *old, uint64_t root);
+
+/* backref.c: one reference more or less on an existing extent, at once. */
+struct extent_target {
+	uint64_t bytenr;
+	bool tree;              /* a tree block (level) or a data extent (num_bytes) */
+	uint8_t level;
+	uint64_t num_bytes;
+};
+struct backref {
+	uint8_t type;           /* BTRFS_{TREE_BLOCK,SHARED_BLOCK,EXTENT_DATA,SHARED_DATA}_REF_KEY */
+	uint64_t id;            /* the root (TREE_BLOCK, EXTENT_DATA) or the parent block (SHARED_*) */
+	uint64_t objectid, offset; /* EXTENT_DATA: inode and file offset minus the extent offset */
+};
+int backref_lookup(struct trans *t, const struct extent_target *x, uint64_t *refs, uint64_t *flags);
+int backref_set_flags(struct trans *t, const struct extent_target *x, uint64_t flags);
+int backref_add(struct trans *t, const struct extent_target *x, const struct backref *r);
+/* *refs_left: references that remain; at 0 a tree block's extent is freed. */
+int backref_drop(struct trans *t, const struct extent_target *x, const struct backref *r, uint64_t *refs_left);
+/* Add (or drop) one reference to every child of b (tree blocks below a node,
+ * data extents of a leaf's file extents): by `owner` or, with full, by b itself. */
+int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t owner, bool full, bool add);
 
 /* commit.c */
 int commit_stabilize(struct trans *t);

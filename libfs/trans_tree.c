@@ -100,11 +100,12 @@ static int cow_block(struct trans *t, struct trans_root *root, struct tree_path 
 {
 	struct tree_block *old = path->nodes[level], *nb;
 	uint64_t flags;
+	bool shared;
 	int ret;
 
 	if (old->dirty)
 		return 0;
-	ret = extent_block_exclusive(t, old, root->ptr.objectid);
+	ret = extent_cow_refs(t, old, root->ptr.objectid, &shared);
 	if (ret)
 		return ret;
 	ret = new_tree_block(t, root, (unsigned)level, &nb);
@@ -117,6 +118,13 @@ static int cow_block(struct trans *t, struct trans_root *root, struct tree_path 
 	header_set_flags(nb->data, flags | ((uint64_t)BTRFS_MIXED_BACKREF_REV << BTRFS_BACKREF_REV_SHIFT));
 	link_to_parent(t, root, path, level, nb);
 	path->nodes[level] = nb;
+	if (shared) {
+		/* snapshots keep the old block: only root's reference goes */
+		root->bytes_delta -= nodesize(t);
+		ret = extent_drop_shared(t, old, root->ptr.objectid);
+		block_put(t->fs, old);
+		return ret;
+	}
 	return free_tree_block(t, root, old);
 }
 

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
+import crash
 import dumptree
 import fsbuild
-from conftest import BUILD_DIR, built, require_btk, require_kernel, require_reference_tools, run_btk
+from conftest import built, require_btk, require_kernel, require_reference_tools, run_btk
 from fsbuild import MiB, attached, mounted, run
 
 NEW_UUID = "12345678-9abc-4def-8123-456789abcdef"
@@ -433,12 +434,12 @@ def test_metadata_uuid_interrupted_is_finished(tmp_path):
     devs = fs.copy_to(tmp_path / "work")
     base = fs.copy_to(tmp_path / "base")
     log = tmp_path / "wlog"
-    env_run = _run_with_write_log(log, f"--metadata-uuid={NEW_UUID}", *devs)
+    env_run = crash.record(log, "btk-tune", f"--metadata-uuid={NEW_UUID}", *devs)
     assert env_run.returncode == 0, env_run.stderr
-    count = _wlog_count(log)
+    wl = crash.count(log)
     # the first commit's superblocks are durable at its last flush: stop right after it
-    first_commit_end = count["flush_points"][3][0]
-    _wlog_apply(log, first_commit_end, base)
+    first_commit_end = wl.flush_points[3][0]
+    crash.apply(log, first_commit_end, base)
     assert all(super_of(d)["flags"] & CHANGING_FSID_V2 for d in base)
     p = tune("--label", "x", *base, ok=False)
     assert p.returncode == 1 and "--metadata-uuid" in p.stderr
@@ -532,36 +533,6 @@ def test_fsid_refused_on_raid6_metadata(tmp_path):
     assert images_digest(devs) == before
 
 
-def _run_with_write_log(log: Path, *args) -> subprocess.CompletedProcess:
-    path = require_btk("btk-tune")
-    env = dict(os.environ, BTK_WRITE_LOG=str(log))
-    return subprocess.run([str(path), *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
-
-
-def _wlog_tool() -> Path:
-    tool = BUILD_DIR / "tests" / "tools" / "btk-wlog-replay"
-    if not os.access(tool, os.X_OK):
-        pytest.skip(f"{tool} is not built (make test-tools)")
-    return tool
-
-
-def _wlog_count(log: Path) -> dict:
-    p = run([_wlog_tool(), log, "count"])
-    out = {}
-    for line in p.stdout.splitlines():
-        k, _, v = line.partition(" ")
-        if k == "flush":
-            out["flush_points"] = [tuple(map(int, x.split(":"))) for x in v.split()[1:]]
-        else:
-            out[k] = v
-    out["writes"] = int(out["writes"])
-    return out
-
-
-def _wlog_apply(log: Path, n: int, devs, seed: int | None = None):
-    run([_wlog_tool(), log, "apply", n, *(["--reorder", seed] if seed else []), *devs])
-
-
 @pytest.mark.parametrize("name", [SIMPLE, RAID1_2DEV])
 def test_fsid_crash_at_every_write_resumes(name, tmp_path):
     """Crash after each write of --fsid (and with unflushed writes persisted in any subset):
@@ -569,19 +540,14 @@ def test_fsid_crash_at_every_write_resumes(name, tmp_path):
     fs = kernel_fs(name)
     work = fs.copy_to(tmp_path / "work")
     log = tmp_path / "wlog"
-    p = _run_with_write_log(log, f"--fsid={NEW_UUID}", *work)
+    p = crash.record(log, "btk-tune", f"--fsid={NEW_UUID}", *work)
     assert p.returncode == 0, p.stderr
-    count = _wlog_count(log)
-    n = count["writes"]
+    wl = crash.count(log)
     # every write on one device; on two, every third and both sides of every flush
-    step = 1 if len(work) == 1 else 3
-    flushes = {w for w, _ in count["flush_points"]}
-    points = sorted(set(range(0, n + 1, step)) | {min(max(w + d, 0), n) for w in flushes for d in (-1, 0, 1)})
-    states = [(k, None) for k in points] + [(k, seed) for seed in (1, 2, 3) for k in points[::7]]
+    points = crash.points(wl, step=1 if len(work) == 1 else 3, around_flushes=True)
     mounted_checks = {points[len(points) // 3], points[-3]}
-    for k, seed in states:
-        devs = fs.copy_to(tmp_path / "crash")
-        _wlog_apply(log, k, devs, seed)
+    for k, seed, devs in crash.replay(fs.devices, log, crash.states(points, (1, 2, 3), every=7),
+                                      tmp_path / "crash"):
         sbs = [super_of(d) for d in devs]
         if any(sb["flags"] & CHANGING_FSID for sb in sbs):
             # a half-changed filesystem: other changes wait for the fsid change
@@ -596,18 +562,16 @@ def test_fsid_crash_at_every_write_resumes(name, tmp_path):
         check_devices(devs)
         if seed is None and k in mounted_checks:
             kernel_verify(devs, original_hashes(name), write=False)
-        for d in devs:
-            d.unlink()
 
 
 def test_fsid_interrupted_does_not_mount(tmp_path):
     fs = kernel_fs(SIMPLE)
     work = fs.copy_to(tmp_path / "work")
     log = tmp_path / "wlog"
-    assert _run_with_write_log(log, f"--fsid={NEW_UUID}", *work).returncode == 0
-    n = _wlog_count(log)["writes"]
+    assert crash.record(log, "btk-tune", f"--fsid={NEW_UUID}", *work).returncode == 0
+    n = crash.count(log).writes
     devs = fs.copy_to(tmp_path / "half")
-    _wlog_apply(log, n // 2, devs)
+    crash.apply(log, n // 2, devs)
     sb = super_of(devs[0])
     assert sb["flags"] & CHANGING_FSID and sb["metadata_uuid"] == NEW_UUID
     # btrfs-progs knows the flag too: it refuses to open the filesystem
@@ -735,6 +699,81 @@ def test_rebuild_uuid_tree_matches_kernel(tmp_path_factory):
         assert (mnt / "recv" / "s2" / "after-s1").read_bytes() == b"incremental\n" * 100
 
     kernel_verify(devs, want, after=subvolumes_work)
+
+
+# ---------------------------------------------------------------- crashes of one-transaction changes
+
+SUPER_FIELDS = ("generation", "label", "compat_ro_flags", "cache_generation", "uuid_tree_generation")
+
+
+def visible_state(devs) -> tuple:
+    """What the kernel and the reference tools see: every tree as dump-tree prints it from the
+    newest superblock of the set (a crash between the devices' superblock writes leaves them at
+    different generations; the kernel mounts the newest, and dump-tree --noscan reads the first
+    device given) and the fields of that superblock the changes touch."""
+    sbs = sorted(((super_of(d), d) for d in devs), key=lambda x: -x[0]["generation"])
+    trees = run(["btrfs", "inspect-internal", "dump-tree", "--noscan", *(d for _, d in sbs)], timeout=600).stdout
+    return (hashlib.sha256(trees.encode()).hexdigest(), *(sbs[0][0][f] for f in SUPER_FIELDS))
+
+
+def device_supers(devs) -> list[tuple]:
+    return [tuple(super_of(d)[f] for f in SUPER_FIELDS) for d in devs]
+
+
+# (operation, recipe, slow): one fast case; the rest for the full (slow) run
+CRASH_CASES = [
+    ("free-space-tree", "tune-nofst-16k", False),
+    ("uuid-tree", "tune-nofst-16k", True),
+    ("label", "tune-nofst-16k", True),
+    ("free-space-tree", "tune-nofst-raid1", True),
+    ("free-space-tree", "tune-nofst-4k-dup", True),
+    ("free-space-tree", "tune-nofst-mixed", True),
+    ("uuid-tree", "tune-nofst-raid1", True),
+    ("label", "tune-nofst-raid1", True),
+]
+CRASH_ARGS = {"free-space-tree": ["--enable", "free-space-tree"], "uuid-tree": ["--rebuild-uuid-tree"],
+              "label": ["--label", "after the crash"]}
+
+
+@pytest.mark.parametrize("op,name", [pytest.param(op, name, marks=[pytest.mark.slow] if slow else [],
+                                                  id=f"{op}-{name}") for op, name, slow in CRASH_CASES])
+def test_crash_leaves_old_or_new(op, name, tmp_path):
+    """A crash after any write of the change (and with the unflushed writes persisted in any
+    subset) leaves the old or the new filesystem, whole: the trees and superblock fields the
+    reference tools see are one or the other, every device's superblock is its old or new one,
+    btrfs check is clean, and the kernel mounts it with every file intact and the right label."""
+    fs = kernel_fs(name)
+    work = fs.copy_to(tmp_path / "work")
+    old, old_supers = visible_state(fs.devices), device_supers(fs.devices)
+    log = tmp_path / "wlog"
+    p = crash.record(log, "btk-tune", *CRASH_ARGS[op], *work)
+    assert p.returncode == 0, p.stderr
+    new, new_supers = visible_state(work), device_supers(work)
+    assert new != old
+    want = original_hashes(name)
+    seen, mounted_as = set(), set()
+    seeds = (1,) if name == "tune-nofst-16k" else (1, 2, 3)
+    for k, seed, devs in crash.replay(fs.devices, log, crash.states(crash.points(crash.count(log)), seeds),
+                                      tmp_path / "crash"):
+        at = f"after {k} writes (seed {seed})"
+        state = visible_state(devs)
+        assert state in (old, new), f"{at}: neither the old nor the new filesystem"
+        supers = device_supers(devs)
+        for i, sb in enumerate(supers):
+            assert sb in (old_supers[i], new_supers[i]), f"{at}: device {i} superblock {sb}"
+        check_devices(devs)
+        # every state in write order is mounted; a reordered one when its superblocks are new
+        if seed is not None and (state, tuple(supers)) in mounted_as:
+            continue
+        mounted_as.add((state, tuple(supers)))
+        with attached(devs) as loops, mounted_retry(loops, ["ro"]) as mnt:
+            label = run(["btrfs", "filesystem", "label", mnt]).stdout.rstrip("\n")
+            assert label == state[2], f"{at}: the kernel shows label {label!r}"
+            # equal trees read back equal files: read them once for the old and once for the new
+            if state not in seen:
+                assert tree_hashes(mnt) == want, f"{at}: files differ"
+        seen.add(state)
+    assert seen == {old, new}
 
 
 # ---------------------------------------------------------------- dry run and undo

@@ -39,14 +39,16 @@ __attribute__((format(printf, 3, 4))) static int pathf(char *out, size_t len, co
 
 struct recipe {
 	const char *name;
-	const char *mkfs_args[4];
+	const char *mkfs_args[6];
+	uint64_t size; /* of the image file; 0: IMAGE_PRESIZE */
 };
 
 static const struct recipe recipes[] = {
-	{ "small", { NULL } },
-	{ "deep", { "--nodesize", "4096", NULL } },
-	{ "xxhash", { "--csum", "xxhash", NULL } },
-	{ "n64k", { "--nodesize", "65536", NULL } },
+	{ "small", { NULL }, 0 },
+	{ "deep", { "--nodesize", "4096", NULL }, 0 },
+	{ "xxhash", { "--csum", "xxhash", NULL }, 0 },
+	{ "n64k", { "--nodesize", "65536", NULL }, 0 },
+	{ "n64k-roomy", { "--nodesize", "65536", "--metadata", "single", NULL }, 640ULL << 20 },
 };
 
 static const struct recipe *recipe_by_name(const char *name)
@@ -262,7 +264,7 @@ static int build_image(const struct recipe *r, const char *dir, const char *mkfs
 	if (ret)
 		goto out;
 	fd = open(image, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0 || ftruncate(fd, (off_t)IMAGE_PRESIZE) < 0) {
+	if (fd < 0 || ftruncate(fd, (off_t)(r->size ? r->size : IMAGE_PRESIZE)) < 0) {
 		ret = -errno;
 		if (fd >= 0)
 			close(fd);
@@ -518,4 +520,74 @@ void fixture_temp_file(char *path_out, size_t len, const char *src, uint64_t siz
 		cr_assert_eq(ftruncate(fd, (off_t)size), 0);
 	}
 	close(fd);
+}
+
+void fixture_btrfs_check_clean(const void *buf, size_t size)
+{
+	const char *dirs[] = { "/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin" };
+	char btrfs[256] = "", path[4096], log[4200], cmd[9000];
+	int fd, status;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !btrfs[0]; i++) {
+		snprintf(btrfs, sizeof(btrfs), "%s/btrfs", dirs[i]);
+		if (access(btrfs, X_OK) != 0)
+			btrfs[0] = 0;
+	}
+	if (!btrfs[0]) {
+		cr_log_warn("btrfs (btrfs-progs) not installed: the image is not checked by btrfs check");
+		return;
+	}
+	fixture_temp_file(path, sizeof(path), NULL, 0);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, buf, size), (ssize_t)size);
+	close(fd);
+	snprintf(log, sizeof(log), "%s.log", path);
+	snprintf(cmd, sizeof(cmd), "%s check --readonly '%s' >'%s' 2>&1", btrfs, path, log);
+	status = system(cmd);
+	if (status != 0) {
+		char report[4096] = "";
+		FILE *f = fopen(log, "r");
+		if (f) {
+			size_t n = fread(report, 1, sizeof(report) - 1, f);
+			report[n] = 0;
+			fclose(f);
+		}
+		unlink(path);
+		unlink(log);
+		cr_assert_fail("btrfs check found problems (status %d):\n%s", status, report);
+	}
+	unlink(path);
+	unlink(log);
+}
+
+void fixture_image_copy(const char *recipe_name, uint8_t **buf, size_t *size)
+{
+	char path[4096];
+	struct stat st;
+	int fd, ret = fixture_image(recipe_name, path, sizeof(path));
+
+	cr_assert_eq(ret, 0, "fixture image '%s': %s", recipe_name, strerror(-ret));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0 && fstat(fd, &st) == 0);
+	*size = (size_t)st.st_size;
+	*buf = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	close(fd);
+	cr_assert_neq(*buf, MAP_FAILED);
+}
+
+struct fs_info *fixture_open_buffer(uint8_t *buf, size_t size, bool writable)
+{
+	struct fs_open_options opts;
+	struct fs_info *fs;
+	struct io_dev *io;
+	char msg[512] = "";
+	int ret;
+
+	cr_assert_eq(io_open_mem(buf, size, false, &io), 0);
+	fs_open_options_init(&opts);
+	opts.writable = writable;
+	ret = fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg));
+	cr_assert_eq(ret, 0, "opening the image: %s", msg);
+	return fs;
 }

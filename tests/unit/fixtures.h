@@ -5,18 +5,21 @@
 #ifndef BTK_TESTS_FIXTURES_H
 #define BTK_TESTS_FIXTURES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "libfs/fs.h"
 #include "libfs/io.h"
 
-/* Recipes (all single-device, metadata DUP, 3000 small files in three
+/* Recipes (all single-device, metadata DUP unless said, 3000 small files in three
  * directories plus twenty 20 KiB files):
  *   "small"  - default 16 KiB nodes, crc32c
  *   "deep"   - 4 KiB nodes: the fs tree has level >= 2
  *   "xxhash" - 16 KiB nodes, --csum xxhash
  *   "n64k"   - 64 KiB nodes
+ *   "n64k-roomy" - 64 KiB nodes, single metadata, a 640 MiB image: room
+ *              for new metadata chunks (about 130 MiB of tree blocks)
  * Every image is larger than 64 MiB + 4 KiB, so superblock copy 1 exists. */
 
 /* Path of the image of a recipe, building it on first use (under a lock, so
@@ -63,5 +66,17 @@ void fixture_drop_cache(struct fs_info *fs, uint64_t budget);
  * first `size` bytes of `src` when src is not NULL. Asserts success;
  * the caller unlinks it. */
 void fixture_temp_file(char *path_out, size_t len, const char *src, uint64_t size);
+
+/* A private copy-on-write mapping of a recipe's image (munmap it after):
+ * writes stay in this process, so every open of the buffer sees what the
+ * previous commits wrote while the file never changes. */
+void fixture_image_copy(const char *recipe_name, uint8_t **buf, size_t *size);
+/* fs_open_devices over such a buffer (a memory io); asserts success. */
+struct fs_info *fixture_open_buffer(uint8_t *buf, size_t size, bool writable);
+
+/* The reference checker (btrfs check --readonly) over an image held in
+ * memory: fails the test with its report when it finds problems; only warns
+ * when btrfs-progs is not installed. */
+void fixture_btrfs_check_clean(const void *buf, size_t size);
 
 #endif
