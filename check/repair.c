@@ -194,31 +194,6 @@ void check_ctx_reset(struct check_ctx *ctx)
 	repair_notes_free(ctx);
 }
 
-/* Repairs change no subvolume tree and no data, so quota numbers stay right;
- * the kernel trusts them only while the status item's generation is the
- * filesystem's: keep it current when it was. (Belongs in the commit for every
- * transaction that leaves subvolumes alone.) */
-static int keep_qgroup_status_current(struct repair_ctx *r)
-{
-	struct btrfs_key key = { 0, BTRFS_QGROUP_STATUS_KEY, 0 };
-	struct tree_root_ptr quota;
-	struct tree_path path;
-	uint8_t *item;
-	uint32_t size;
-	int ret = trans_get_root(r->t, BTRFS_QUOTA_TREE_OBJECTID, &quota);
-
-	if (ret == -ENOENT)
-		return 0;
-	if (ret)
-		return ret;
-	tree_path_init(&path);
-	ret = trans_item_for_update(r->t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE && qgroup_status_generation(item) == r->fs->generation)
-		qgroup_status_set_generation(item, trans_transid(r->t));
-	tree_path_release(r->fs, &path);
-	return ret == -ENOENT ? 0 : ret;
-}
-
 /* One class on the open filesystem: its transaction, or its raw writes. */
 static int run_class(const struct repair_class *c, struct repair_ctx *r)
 {
@@ -233,8 +208,6 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 	if (ret)
 		return fs_error(r->fs, ret, "cannot start a transaction: %s", r->fs->errmsg);
 	ret = c->run(r);
-	if (!ret && r->changes)
-		ret = keep_qgroup_status_current(r);
 	if (ret || r->opts->dry_run || !r->changes) {
 		trans_abort(r->t);
 		r->t = NULL;

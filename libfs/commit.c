@@ -470,9 +470,37 @@ int commit_write(struct trans *t)
 	return 0;
 }
 
+/* The kernel trusts quota numbers only while the qgroup status item's
+ * generation is the filesystem's (else it marks them inconsistent at mount):
+ * keep it current when it was. A transaction that changes what subvolumes
+ * own sets the INCONSISTENT flag itself (libfs/backref.c). */
+static int commit_keep_qgroup_status(struct trans *t)
+{
+	struct btrfs_key key = { 0, BTRFS_QGROUP_STATUS_KEY, 0 };
+	struct tree_root_ptr quota;
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t size;
+	int ret = trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	tree_path_init(&path);
+	ret = trans_item_for_update(t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
+	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE && qgroup_status_generation(item) == t->fs->generation)
+		qgroup_status_set_generation(item, trans_transid(t));
+	tree_path_release(t->fs, &path);
+	return ret == -ENOENT ? 0 : ret;
+}
+
 int trans_commit(struct trans *t)
 {
-	int ret = commit_stabilize(t);
+	int ret = commit_keep_qgroup_status(t);
+
+	if (!ret)
+		ret = commit_stabilize(t);
 
 	if (!ret)
 		ret = commit_write(t);
