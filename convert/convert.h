@@ -35,6 +35,7 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 
 struct verify_stats {
 	uint64_t blocks, bytes_read, bytes_written, repaired;
+	uint64_t data_bytes, data_unverified, data_repaired; /* bytes, bytes, sectors */
 	double seconds;
 };
 /* Read and checksum-verify every tree block of the planned chunks on the
@@ -42,5 +43,17 @@ struct verify_stats {
  * stripes. -EUCLEAN (msg names the block) when a block has no good copy. */
 int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, size_t nplans,
 			    bool verify, struct verify_stats *st, char *msg, size_t msglen);
+
+/* Does old stripe i of the plan stay in the new stripe set? */
+bool plan_old_stays(const struct chunk_plan *p, unsigned i);
+struct io_dev *convert_device_io(struct fs_info *fs, uint64_t devid);
+
+/* Data extents of one planned chunk (profile_data.c): verified against the
+ * csum tree on the copies that stay, repaired, copied to added stripes. */
+struct data_verify;
+int data_verify_begin(struct fs_info *fs, const struct chunk_plan *p, struct verify_stats *st, char *msg,
+		      size_t msglen, struct data_verify **out);
+int data_verify_extent(struct data_verify *d, uint64_t bytenr, uint64_t len);
+void data_verify_end(struct data_verify *d);
 
 #endif

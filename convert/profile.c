@@ -11,6 +11,7 @@
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "convert/convert.h"
+#include "libfs/blockgroups.h"
 #include "libfs/names.h"
 #include "libfs/trans.h"
 #include "libfs/volumes.h"
@@ -29,7 +30,7 @@ enum { OPT_METADATA = 'm', OPT_SYSTEM = 's', OPT_DATA = 'd', OPT_DRY_RUN = 'n', 
 static const struct argp_option profile_options[] = {
 	{ "metadata", OPT_METADATA, "PROFILE", 0, "New metadata profile: single, dup, raid1, raid1c3, raid1c4", 0 },
 	{ "system", OPT_SYSTEM, "PROFILE", 0, "New system profile (defaults to the metadata one)", 0 },
-	{ "data", OPT_DATA, "PROFILE", 0, "New data profile (not supported yet)", 0 },
+	{ "data", OPT_DATA, "PROFILE", 0, "New data profile: single, dup, raid1, raid1c3, raid1c4", 0 },
 	{ "dry-run", OPT_DRY_RUN, NULL, 0, "Print what would change, per chunk, and write nothing", 0 },
 	{ "yes", OPT_YES, NULL, 0, "Do not ask before removing copies", 0 },
 	{ "no-verify", OPT_NO_VERIFY, NULL, 0, "Skip reading and verifying the copies that stay (unsafe)", 0 },
@@ -77,15 +78,37 @@ static error_t profile_parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-static void print_plan(const struct chunk_plan *plans, size_t n, uint32_t nodesize)
+/* Bytes in use in the chunk at logical (its block group item), 0 if unknown. */
+static uint64_t chunk_used(const struct block_group_list *bgs, uint64_t logical)
 {
-	char flags[BG_FLAGS_STR_BUF], sz[SIZE_BUF_LEN];
+	for (size_t i = 0; i < bgs->count; i++)
+		if (bgs->groups[i].start == logical && !bgs->groups[i].missing)
+			return bgs->groups[i].used;
+	return 0;
+}
 
+/* Per chunk: the stripes kept, dropped and added, and the bytes the
+ * verification reads (used bytes on each copy that stays) and the copying
+ * writes (used bytes on each new copy). */
+static void print_plan(struct fs_info *fs, const struct chunk_plan *plans, size_t n, bool verify)
+{
+	char flags[BG_FLAGS_STR_BUF], sz[SIZE_BUF_LEN], rd[SIZE_BUF_LEN], wr[SIZE_BUF_LEN];
+	struct block_group_list bgs = { 0 };
+
+	if (fs_read_block_groups(fs, &bgs))
+		bgs.count = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct chunk_plan *p = &plans[i];
+		uint64_t used = chunk_used(&bgs, p->logical);
+		unsigned kept = 0, added = 0;
+		for (unsigned k = 0; k < p->nnew; k++)
+			p->added[k] ? added++ : kept++;
 		block_group_flags_str(p->type & BTRFS_BLOCK_GROUP_TYPE_MASK, flags, sizeof(flags));
-		printf("chunk %" PRIu64 " %s %s -> %s (%s per stripe)\n", p->logical, flags, profile_name(p->type),
+		printf("chunk %" PRIu64 " %s %s -> %s (%s per stripe)", p->logical, flags, profile_name(p->type),
 		       profile_name(p->new_profile), size_format(p->stripe_size, sz, sizeof(sz), SIZE_HUMAN));
+		printf(", reads %s, writes %s\n",
+		       size_format(verify || added ? used * (kept ? kept : 1) : 0, rd, sizeof(rd), SIZE_HUMAN),
+		       size_format(used * added, wr, sizeof(wr), SIZE_HUMAN));
 		for (unsigned k = 0; k < p->nold; k++) {
 			bool stays = false;
 			for (unsigned j = 0; j < p->nnew; j++)
@@ -99,7 +122,7 @@ static void print_plan(const struct chunk_plan *plans, size_t n, uint32_t nodesi
 				printf("\tadd  devid %" PRIu64 " physical %" PRIu64 "\n", p->new_stripes[j].devid,
 				       p->new_stripes[j].physical);
 	}
-	(void)nodesize;
+	block_group_list_free(&bgs);
 }
 
 /* Dropping copies loses redundancy: say so and ask (or require --yes). */
@@ -164,10 +187,12 @@ static int commit_plans(struct fs_info *fs, const struct chunk_plan *plans, size
 int cmd_profile(int argc, char **argv)
 {
 	static const struct argp argp = { profile_options, profile_parse_opt, "DEVICE...",
-		"Change the profile of metadata and system chunks in place, within single, dup, raid1, "
+		"Change the profile of metadata, system and data chunks in place, within single, dup, raid1, "
 		"raid1c3 and raid1c4: no block moves, so this takes seconds where a balance takes hours. "
-		"Dropping copies first verifies every block on the copies that stay and repairs it from "
-		"another copy if needed; adding copies first copies every block to new device space.",
+		"Dropping copies first verifies every block on the copies that stay (tree blocks by their "
+		"checksum, data by the csum tree) and repairs it from another copy if needed; adding copies "
+		"first copies every block to new device space. Data without checksums (nodatasum files, "
+		"preallocated extents) can only be read, not verified: it is counted and reported.",
 		NULL, NULL, NULL };
 	struct profile_args a = { 0 };
 	struct fs_open_options fo;
@@ -198,7 +223,7 @@ int cmd_profile(int argc, char **argv)
 		msg_info("nothing to convert: the chunks already have the requested profiles");
 		goto out;
 	}
-	print_plan(plans, nplans, fs->nodesize);
+	print_plan(fs, plans, nplans, !a.no_verify);
 	if (a.dry_run)
 		goto out;
 	if (!confirm_drop(plans, nplans, a.yes)) {
@@ -217,6 +242,10 @@ int cmd_profile(int argc, char **argv)
 		 ", wrote %.1f MiB of new copies", st.blocks, (double)st.bytes_read / 1048576.0, st.seconds,
 		 st.seconds > 0 ? (double)st.bytes_read / 1048576.0 / st.seconds : 0.0, st.repaired,
 		 (double)st.bytes_written / 1048576.0);
+	if (st.data_bytes)
+		msg_info("verified %.1f MiB of data, %.1f MiB of it without checksums (nodatasum or "
+			 "preallocated: read but not verifiable), repaired %" PRIu64 " data sector(s)",
+			 (double)st.data_bytes / 1048576.0, (double)st.data_unverified / 1048576.0, st.data_repaired);
 	ret = commit_plans(fs, plans, nplans);
 	if (ret) {
 		msg_error("conversion failed, the filesystem is unchanged: %s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));

@@ -144,12 +144,6 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 			free(v);
 			return -EINVAL;
 		}
-		if (c->type & BTRFS_BLOCK_GROUP_DATA) {
-			snprintf(msg, msglen, "converting data chunks is not supported yet (chunk %llu)",
-				 (unsigned long long)c->logical);
-			free(v);
-			return -EOPNOTSUPP;
-		}
 		for (unsigned d = 0; d < fs->num_devices; d++)
 			devices += fs->devices[d].io != NULL;
 		if ((uint64_t)target != BTRFS_BLOCK_GROUP_DUP && profile_copies((uint64_t)target) > devices) {

@@ -112,30 +112,45 @@ def _smash(path, offset):
         f.write(b"\xde\xad\xbe\xef")
 
 
-def test_bad_staying_copy_is_repaired(tmp_path):
+# (recipe, what is damaged, the option that drops copies, what btk-convert says after the repair)
+DAMAGE_CASES = [
+    ("s16k-crc32c-zstd", "tree block", "--metadata", "repaired 1,"),
+    ("raid1-2dev", "data block", "--data", "repaired 1 data sector"),
+]
+DAMAGE_IDS = ["tree-block", "data-sector"]
+
+
+def _damaged_block(devices, what) -> int:
+    return _first_fs_leaf(devices) if what == "tree block" else _first_csummed_sector(devices)
+
+
+@pytest.mark.parametrize("name,what,option,said", DAMAGE_CASES, ids=DAMAGE_IDS)
+def test_bad_staying_copy_is_repaired(tmp_path, name, what, option, said):
+    """A block damaged on the copy that stays (mirror 1) is rewritten from the other before the drop."""
     require_kernel()
-    devices = built("s16k-crc32c-zstd").copy_to(tmp_path)
+    devices = built(name).copy_to(tmp_path)
     hashes = oracle.snapshot_hashes(devices)
-    leaf = _first_fs_leaf(devices)
-    (devid, phys), _ = _copy_physical(devices, leaf)
+    (devid, phys), _ = _copy_physical(devices, _damaged_block(devices, what))
     _smash(devices[devid - 1], phys)
-    assert run_btk("btk-check", *devices).returncode == 4
-    p = run_btk("btk-convert", "profile", "--metadata", "single", "--yes", *devices)
-    assert p.returncode == 0, p.stderr
-    assert "repaired 1" in p.stderr
+    if what == "tree block":
+        assert run_btk("btk-check", *devices).returncode == 4
+    p = run_btk("btk-convert", "profile", option, "single", "--yes", *devices)
+    assert p.returncode == 0 and said in p.stderr, p.stderr
     assert run_btk("btk-check", *devices).returncode == 0
     oracle.kernel_roundtrip(devices, hashes, write_more=False)
 
 
-def test_no_good_copy_refuses_unchanged(tmp_path):
-    devices = built("s16k-crc32c-zstd").copy_to(tmp_path)
-    leaf = _first_fs_leaf(devices)
-    for devid, phys in _copy_physical(devices, leaf):
+@pytest.mark.parametrize("name,what,option,said", DAMAGE_CASES, ids=DAMAGE_IDS)
+def test_no_good_copy_refuses_unchanged(tmp_path, name, what, option, said):
+    """A block damaged on every copy: the conversion refuses, names it, and changes nothing."""
+    devices = built(name).copy_to(tmp_path)
+    block = _damaged_block(devices, what)
+    for devid, phys in _copy_physical(devices, block):
         _smash(devices[devid - 1], phys)
-    before = devices[0].read_bytes()
-    p = run_btk("btk-convert", "profile", "--metadata", "single", "--yes", *devices)
-    assert p.returncode != 0 and f"tree block {leaf}" in p.stderr and "no good copy" in p.stderr
-    assert devices[0].read_bytes() == before
+    before = _digest(devices)
+    p = run_btk("btk-convert", "profile", option, "single", "--yes", *devices)
+    assert p.returncode != 0 and f"{what} {block}" in p.stderr and "no good copy" in p.stderr, p.stderr
+    assert _digest(devices) == before
 
 
 def test_dry_run_writes_nothing(tmp_path):
@@ -157,10 +172,8 @@ def test_drop_needs_yes_without_terminal(tmp_path):
 # ---------------------------------------------------------------- undo and crashes
 
 import hashlib  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
 
-from conftest import BUILD_DIR, require_btk  # noqa: E402
+import crash  # noqa: E402
 
 
 def _digest(devices) -> str:
@@ -174,7 +187,8 @@ def _digest(devices) -> str:
 
 @pytest.mark.parametrize("name,args", [("s16k-crc32c-zstd", ["--metadata", "single"]),
                                        ("mkfs-single", ["--metadata", "single"]),
-                                       ("raid1-2dev", ["--metadata", "dup"])])
+                                       ("raid1-2dev", ["--metadata", "dup"]),
+                                       ("s16k-crc32c-zstd", ["--data", "dup"])])
 def test_undo_restores_original(tmp_path, name, args):
     if name != "mkfs-single":
         require_kernel()
@@ -188,13 +202,6 @@ def test_undo_restores_original(tmp_path, name, args):
     assert u.returncode == 0, u.stderr
     assert _digest(devices) == before
     assert run_btk("btk-undo", undo, *devices).returncode != 0  # a second time: refused
-
-
-def _wlog_tool():
-    tool = BUILD_DIR / "tests" / "tools" / "btk-wlog-replay"
-    if not os.access(tool, os.X_OK):
-        pytest.fail(f"{tool} is not built (make test-tools)")
-    return tool
 
 
 def _profiles_on_disk(devices) -> dict:
@@ -221,29 +228,21 @@ def test_crash_leaves_old_or_new(tmp_path, name, args, old, new):
     for s, d in zip(base, work):
         fsbuild.run(["cp", "--sparse=always", s, d])
     log = tmp_path / "wlog"
-    env = dict(os.environ, BTK_WRITE_LOG=str(log))
-    p = subprocess.run([str(require_btk("btk-convert")), "profile", *args, "--yes", *map(str, work)],
-                       capture_output=True, text=True, env=env, timeout=600)
+    p = crash.record(log, "btk-convert", "profile", *args, "--yes", *work)
     assert p.returncode == 0, p.stderr
-    count = fsbuild.run([_wlog_tool(), log, "count"]).stdout
-    writes = int(re.search(r"writes (\d+)", count).group(1))
-    points = sorted(set(range(0, writes + 1)))
-    states = [(k, None) for k in points] + [(k, seed) for seed in (1, 2) for k in points[::3]]
+    wl = crash.count(log)
+    writes = wl.writes
     seen = set()
-    for k, seed in states:
-        crash = [tmp_path / "crash" / d.name for d in base]
-        (tmp_path / "crash").mkdir(exist_ok=True)
-        for s, d in zip(base, crash):
-            fsbuild.run(["cp", "--sparse=always", s, d])
-        fsbuild.run([_wlog_tool(), log, "apply", k, *(["--reorder", seed] if seed else []), *crash])
-        chk = run_btk("btk-check", *crash)
+    for k, seed, crashed in crash.replay(base, log, crash.states(crash.points(wl), (1, 2), every=3),
+                                         tmp_path / "crash"):
+        chk = run_btk("btk-check", *crashed)
         assert chk.returncode == 0, f"after {k} writes (seed {seed}):\n{chk.stdout}{chk.stderr}"
-        prof = _profiles_on_disk(crash)
+        prof = _profiles_on_disk(crashed)
         state = prof.get("METADATA")
         assert state in (old, new), (k, seed, prof)
         seen.add(state)
         if seed is None and k in (0, writes // 2, writes):
-            oracle.reference_check(crash)
+            oracle.reference_check(crashed)
     assert seen == {old, new}
 
 
@@ -279,14 +278,16 @@ def test_bg_tree_enable_and_revert(tmp_path, name):
     assert run_btk("btk-check", *devices).returncode == 0
 
 
-def test_bg_tree_needs_free_space_tree(tmp_path):
+def test_bg_tree_builds_free_space_tree(tmp_path):
+    """Without a free-space tree, bg-tree builds it first (and says so) in the same transaction."""
+    require_kernel()
     img = tmp_path / "nofst.img"
     fsbuild.run(["truncate", "-s", "256M", img])
     fsbuild.run(["mkfs.btrfs", "-q", "-f", "-R", "^free-space-tree", img])
-    before = img.read_bytes()
     p = run_btk("btk-convert", "bg-tree", img)
-    assert p.returncode != 0 and "free-space tree" in p.stderr
-    assert img.read_bytes() == before
+    assert p.returncode == 0 and "built the free-space tree first" in p.stderr, p.stderr
+    assert _compat_ro([img]) == 0b1011  # FREE_SPACE_TREE | FREE_SPACE_TREE_VALID | BLOCK_GROUP_TREE
+    oracle.kernel_roundtrip([img], {})  # mounts, scrub, writes, reference check
 
 
 def test_bg_tree_needs_no_holes(tmp_path):
@@ -299,32 +300,114 @@ def test_bg_tree_needs_no_holes(tmp_path):
     assert _digest(devices) == before
 
 
-def test_bg_tree_undo_and_crash(tmp_path):
-    """Every write-log prefix of the conversion is the old or the new filesystem; undo restores."""
-    base = built("mkfs-single").copy_to(tmp_path / "base")
-    work = [tmp_path / "work" / d.name for d in base]
-    (tmp_path / "work").mkdir()
-    for s, d in zip(base, work):
+def _copies(devices, dest) -> list:
+    """Sparse copies of devices in the new directory dest."""
+    dest.mkdir()
+    out = [dest / d.name for d in devices]
+    for s, d in zip(devices, out):
         fsbuild.run(["cp", "--sparse=always", s, d])
+    return out
+
+
+@pytest.mark.parametrize("revert", [False, True], ids=["enable", "revert"])
+def test_bg_tree_undo_and_crash(tmp_path, revert):
+    """Every write-log prefix of `bg-tree` (or `bg-tree --revert`) is the old or the new filesystem
+    and passes btk-check (the reference check at both ends); btk-undo restores the original."""
+    base = built("mkfs-single").copy_to(tmp_path / "base")
+    if revert:
+        assert run_btk("btk-convert", "bg-tree", *base).returncode == 0
+    work = _copies(base, tmp_path / "work")
     before = _digest(work)
     log, undo = tmp_path / "wlog", tmp_path / "bgt.undo"
-    env = dict(os.environ, BTK_WRITE_LOG=str(log))
-    p = subprocess.run([str(require_btk("btk-convert")), "bg-tree", "--undo-file", str(undo), *map(str, work)],
-                       capture_output=True, text=True, env=env, timeout=600)
+    p = crash.record(log, "btk-convert", "bg-tree", *(["--revert"] if revert else []), "--undo-file", undo, *work)
     assert p.returncode == 0, p.stderr
-    writes = int(re.search(r"writes (\d+)", fsbuild.run([_wlog_tool(), log, "count"]).stdout).group(1))
+    wl = crash.count(log)
     seen = set()
-    for k, seed in [(k, None) for k in range(writes + 1)] + [(k, 7) for k in range(0, writes + 1, 2)]:
-        crash = [tmp_path / "crash" / d.name for d in base]
-        (tmp_path / "crash").mkdir(exist_ok=True)
-        for s, d in zip(base, crash):
-            fsbuild.run(["cp", "--sparse=always", s, d])
-        fsbuild.run([_wlog_tool(), log, "apply", k, *(["--reorder", seed] if seed else []), *crash])
-        chk = run_btk("btk-check", *crash)
+    for k, seed, crashed in crash.replay(base, log, crash.states(crash.points(wl), (7,), every=2),
+                                         tmp_path / "crash"):
+        chk = run_btk("btk-check", *crashed)
         assert chk.returncode == 0, f"after {k} writes (seed {seed}):\n{chk.stdout}{chk.stderr}"
-        seen.add(bool(_compat_ro(crash) & BGT))
-        if seed is None and k in (0, writes):
-            oracle.reference_check(crash)
+        seen.add(bool(_compat_ro(crashed) & BGT))
+        if seed is None and k in (0, wl.writes):
+            oracle.reference_check(crashed)
     assert seen == {False, True}
     assert run_btk("btk-undo", undo, *work).returncode == 0
     assert _digest(work) == before
+
+
+# ---------------------------------------------------------------- data profiles
+
+# (recipe, successive --data targets, profile the kernel shows at the end)
+DATA_CASES = [
+    ("raid1-2dev", ["single", "raid1"], "RAID1"),       # drop, then add back on the other device
+    ("raid1c3-3dev", ["raid1"], "RAID1"),
+    ("s16k-crc32c-zstd", ["dup"], "DUP"),                # single -> DUP on one device
+    ("s4k-xxhash-holes-lzo", ["single"], "single"),      # DUP -> single
+]
+
+
+@pytest.mark.parametrize("name,targets,shown", DATA_CASES, ids=[f"{c[0]}:{'-'.join(c[1])}" for c in DATA_CASES])
+def test_data_profile_conversion(tmp_path, name, targets, shown):
+    """Data chunks change profile in place: files read back, scrub (every copy) and check are clean,
+    and the kernel writes on."""
+    require_kernel()
+    devices = built(name).copy_to(tmp_path)
+    hashes = oracle.snapshot_hashes(devices)
+    meta_before = _profiles_on_disk(devices)["METADATA"]
+    for target in targets:
+        p = run_btk("btk-convert", "profile", "--data", target, "--yes", *devices)
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"verified [1-9][\d.]* MiB of data", p.stderr), p.stderr
+    df = oracle.kernel_roundtrip(devices, hashes)
+    got = profiles(df)
+    assert got["Data"] == shown, got
+    assert _profiles_on_disk(devices)["METADATA"] == meta_before  # only data chunks changed
+
+
+def _first_csummed_sector(devices) -> int:
+    out = run_btk("btk-inspect", "tree", "-t", "csum", "--format", "jsonl", *devices).stdout
+    return int(re.search(r'"key":\[\d+,128,(\d+)\]', out).group(1))
+
+
+# ---------------------------------------------------------------- bg-tree in batches
+
+CHANGING_BG_TREE = 1 << 38
+
+
+def _super_flags(devices) -> int:
+    import json
+    return json.loads(run_btk("btk-inspect", "super", "--format", "json", devices[0]).stdout)["flags"]
+
+
+@pytest.mark.parametrize("revert", [False, True], ids=["enable", "revert"])
+def test_bg_tree_batches_resume(tmp_path, revert):
+    """A conversion in batches (one block group per transaction) interrupted at any flush -- at
+    every batch commit in particular -- is finished by running the same command again, or undone
+    by the opposite one; either way btk-check and the reference check pass."""
+    base = built("mkfs-single").copy_to(tmp_path / "base")
+    if revert:
+        assert run_btk("btk-convert", "bg-tree", *base).returncode == 0
+    args = ["bg-tree", "--batch", "1"] + (["--revert"] if revert else [])
+    work = _copies(base, tmp_path / "work")
+    log = tmp_path / "wlog"
+    p = crash.record(log, "btk-convert", *args, *work)
+    assert p.returncode == 0, p.stderr
+    assert "in 5 transaction(s)" in p.stderr, p.stderr  # setup, 3 block groups, finish
+    wl = crash.count(log)
+    half_done = 0
+    pts = sorted(set(crash.points(wl, around_flushes=True, step=max(1, wl.writes // 8))))
+    for k, seed, crashed in crash.replay(base, log, crash.states(pts), tmp_path / "crash"):
+        if not _super_flags(crashed) & CHANGING_BG_TREE:
+            continue
+        half_done += 1
+        undo = half_done % 2 == 0  # every other state is undone instead of finished
+        again = ["bg-tree"] + ([] if revert == undo else ["--revert"])
+        r = run_btk("btk-convert", *again, *crashed)
+        assert r.returncode == 0 and "left half done" in r.stderr, f"after {k} writes: {r.stderr}"
+        assert not _super_flags(crashed) & CHANGING_BG_TREE
+        assert bool(_compat_ro(crashed) & BGT) == (revert == undo), k
+        chk = run_btk("btk-check", *crashed)
+        assert chk.returncode == 0, f"after {k} writes, resumed:\n{chk.stdout}{chk.stderr}"
+        if half_done <= 4:
+            oracle.reference_check(crashed)
+    assert half_done >= 3, half_done
