@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "check/check.h"
+#include "check/copy_verify.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
@@ -14,7 +15,7 @@
 struct tree_visit {
 	struct check_ctx *ctx;
 	const struct tree_root_ptr *root;
-	uint8_t *copy_buf;
+	struct copy_verifier *copies;   /* the other copies of each block, on -j threads */
 };
 
 /* Trees whose blocks are never shared: every block's owner is the tree. */
@@ -24,28 +25,24 @@ static bool tree_has_fixed_owner(uint64_t id)
 	       id != BTRFS_TREE_RELOC_OBJECTID && id != BTRFS_DATA_RELOC_TREE_OBJECTID;
 }
 
-/* The copy that served the read is good; check the others too. */
-static void verify_other_copies(struct tree_visit *v, const struct tree_block *b)
+/* The other copies of a block, verified (copy_verify.c): report the bad ones. */
+static void report_copies(void *arg, const struct copy_job *j)
 {
-	struct fs_info *fs = v->ctx->fs;
-	int n = volumes_num_copies(fs, b->bytenr);
-	struct block_expect e = { .generation = block_generation(b), .level = (int)block_level(b) };
+	struct check_ctx *ctx = arg;
 
-	for (int m = 0; m < n; m++) {
-		enum block_problem p;
-		if (m == b->mirror)
+	for (int m = 0; m < j->ncopies; m++) {
+		if (m == j->good)
 			continue;
-		p = block_read_copy(fs, b->bytenr, m, &e, v->copy_buf);
-		v->ctx->stats.copies_verified++;
-		if (p == BLOCK_OK || p == BLOCK_DEV_MISSING)
+		ctx->stats.copies_verified++;
+		if (j->problem[m] == BLOCK_OK || j->problem[m] == BLOCK_DEV_MISSING)
 			continue;
-		report_problem(v->ctx, PR_TREE_BLOCK_BAD_COPY, "tree %" PRIu64 ": block %" PRIu64 " copy %d: %s",
-			       v->root->objectid, b->bytenr, m + 1, block_problem_name(p));
+		report_problem(ctx, PR_TREE_BLOCK_BAD_COPY, "tree %" PRIu64 ": block %" PRIu64 " copy %d: %s",
+			       j->tree, j->bytenr, m + 1, block_problem_name(j->problem[m]));
 	}
 	/* copies before the good one were already found bad by block_read */
-	for (int m = 0; m < b->mirror; m++)
-		report_problem(v->ctx, PR_TREE_BLOCK_BAD_COPY, "tree %" PRIu64 ": block %" PRIu64 " copy %d is bad",
-			       v->root->objectid, b->bytenr, m + 1);
+	for (int m = 0; m < j->good; m++)
+		report_problem(ctx, PR_TREE_BLOCK_BAD_COPY, "tree %" PRIu64 ": block %" PRIu64 " copy %d is bad",
+			       j->tree, j->bytenr, m + 1);
 }
 
 static int visit_block(void *arg, const struct tree_block *b)
@@ -68,12 +65,22 @@ static int visit_block(void *arg, const struct tree_block *b)
 	ctx->stats.tree_bytes += ctx->fs->nodesize;
 	if (block_level(b) == 0)
 		ctx->stats.items += block_nritems(b);
-	verify_other_copies(v, b);
+	if ((ret = copy_verifier_add(v->copies, v->root->objectid, b)) < 0)
+		return ret;
 	if (tree_has_fixed_owner(v->root->objectid) && block_owner(b) != v->root->objectid)
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64,
 			       v->root->objectid, b->bytenr, block_owner(b));
 	progress_update(ctx->progress, ctx->stats.tree_bytes);
 	return 0;
+}
+
+/* A child already checked from another tree is skipped: not worth reading ahead. */
+static bool already_visited(void *arg, uint64_t bytenr)
+{
+	struct tree_visit *v = arg;
+	struct ebitmap *marks = v->root->objectid == BTRFS_TREE_LOG_OBJECTID ? v->ctx->log_blocks : v->ctx->visited;
+
+	return ebitmap_test(marks, bytenr, v->ctx->fs->nodesize) > 0;
 }
 
 static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
@@ -90,19 +97,20 @@ int check_tree_blocks(struct check_ctx *ctx)
 	struct fs_info *fs = ctx->fs;
 	struct fs_tree_list list;
 	struct tree_visit v = { .ctx = ctx };
+	static const struct tree_walk_prefetch pf = { .all_copies = true, .skip = already_visited };
 	int ret;
 
 	ctx->visited = ebitmap_create(fs->sectorsize);
 	ebitmap_destroy(ctx->log_blocks); /* from a run before a repair */
 	ctx->log_blocks = ebitmap_create(fs->sectorsize);
-	v.copy_buf = malloc(fs->nodesize);
-	if (!ctx->visited || !ctx->log_blocks || !v.copy_buf) {
-		free(v.copy_buf);
+	if (!ctx->visited || !ctx->log_blocks)
 		return -ENOMEM;
-	}
+	ret = copy_verifier_create(fs, ctx->opts->jobs, report_copies, ctx, &v.copies);
+	if (ret)
+		return ret;
 	ret = fs_list_trees(fs, &list);
 	if (ret) {
-		free(v.copy_buf);
+		copy_verifier_destroy(v.copies);
 		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs->errmsg);
 		return 0;
 	}
@@ -110,7 +118,8 @@ int check_tree_blocks(struct check_ctx *ctx)
 		struct tree_walk_ops ops = { visit_block, bad_block, &v };
 		v.root = &list.roots[i];
 		ctx->stats.trees++;
-		ret = tree_walk(fs, v.root, &ops, NULL);
+		ret = tree_walk_prefetching(fs, v.root, &ops, &pf, NULL);
+		copy_verifier_drain(v.copies);   /* a tree's copy problems come before the next tree's */
 		if (ret == -ENOMEM)
 			break;
 		if (ret) {
@@ -120,6 +129,6 @@ int check_tree_blocks(struct check_ctx *ctx)
 		}
 	}
 	fs_tree_list_free(&list);
-	free(v.copy_buf);
+	copy_verifier_destroy(v.copies);
 	return ret;
 }

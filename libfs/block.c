@@ -438,6 +438,11 @@ void block_forget(struct fs_info *fs, struct tree_block *b)
 	block_put(fs, b);
 }
 
+bool block_is_cached(struct fs_info *fs, uint64_t bytenr)
+{
+	return cache_lookup(fs->cache, bytenr) != NULL;
+}
+
 int block_read_child(struct fs_info *fs, const struct tree_block *parent, unsigned slot,
 		     struct tree_block **out)
 {

@@ -73,6 +73,8 @@ int block_create(struct fs_info *fs, uint64_t bytenr, struct tree_block **out);
 /* Take a block out of the cache (its extent was freed); drops the caller's
  * reference. Other holders keep a valid but uncached block. */
 void block_forget(struct fs_info *fs, struct tree_block *block);
+/* Whether a block at bytenr is in the cache (whatever it holds). */
+bool block_is_cached(struct fs_info *fs, uint64_t bytenr);
 
 /* Header accessors on a cached block. */
 static inline unsigned block_level(const struct tree_block *b) { return header_level(b->data); }

@@ -62,6 +62,17 @@ static void file_close(struct io_dev *io)
 	free(fp);
 }
 
+static int file_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
+{
+	struct file_priv *fp = io->priv;
+
+	if (off >= fp->size)
+		return 0;
+	if (len > fp->size - off)
+		len = fp->size - off;
+	return -posix_fadvise(fp->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 static const struct io_ops file_ops = {
 	.name = "file",
 	.read = file_read,
@@ -69,6 +80,7 @@ static const struct io_ops file_ops = {
 	.flush = file_flush,
 	.size = file_size,
 	.close = file_close,
+	.prefetch = file_prefetch,
 };
 
 static struct io_dev *io_alloc(const struct io_ops *ops, const char *path, bool writable, void *priv)

@@ -18,6 +18,9 @@ struct io_ops {
 	int (*flush)(struct io_dev *io);
 	uint64_t (*size)(struct io_dev *io);
 	void (*close)(struct io_dev *io);
+	/* Optional (may be NULL): start reading a range into the page cache, a
+	 * hint that returns at once; 0 or -errno. */
+	int (*prefetch)(struct io_dev *io, uint64_t offset, uint64_t len);
 };
 
 struct io_dev {
@@ -41,6 +44,11 @@ static inline int io_read(struct io_dev *io, void *buf, size_t len, uint64_t off
 static inline int io_write(struct io_dev *io, const void *buf, size_t len, uint64_t off)
 {
 	return io->ops->write(io, buf, len, off);
+}
+/* A read-ahead hint; backends without one ignore it. */
+static inline int io_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
+{
+	return io->ops->prefetch ? io->ops->prefetch(io, off, len) : 0;
 }
 static inline int io_flush(struct io_dev *io) { return io->ops->flush(io); }
 static inline uint64_t io_size(struct io_dev *io) { return io->ops->size(io); }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "libfs/prefetch.h"
 #include "libfs/tree.h"
 
 void tree_path_init(struct tree_path *path)
@@ -193,21 +194,45 @@ void tree_iter_init(struct tree_iter *it, struct fs_info *fs, const struct tree_
 	it->min = *min;
 	it->max = *max;
 	it->started = 0;
+	memset(it->prefetched, 0, sizeof(it->prefetched));
 	tree_path_init(&it->path);
+}
+
+/* On entering a leaf: announce the siblings still ahead under each node of
+ * the path not announced before, up to the iterator's last key. */
+static int iter_prefetch(struct tree_iter *it)
+{
+	for (int level = 1; level <= it->path.root_level && level < BTRFS_MAX_LEVEL; level++) {
+		const struct tree_block *node = it->path.nodes[level];
+		struct prefetch_filter f = { .first = (unsigned)it->path.slots[level] + 1, .end = (unsigned)-1,
+					     .max = &it->max };
+		int ret;
+
+		if (!node || it->prefetched[level] == node->bytenr)
+			continue;
+		it->prefetched[level] = node->bytenr;
+		if ((ret = block_prefetch_children(it->fs, node, &f)))
+			return ret;
+	}
+	return 0;
 }
 
 int tree_iter_next(struct tree_iter *it, struct btrfs_key *key, const uint8_t **data, uint32_t *size)
 {
+	bool first = !it->started;
 	int ret;
 
 	if (it->started < 0)
 		return 0;
-	if (!it->started) {
+
+	if (first) {
 		it->started = 1;
 		ret = tree_search(it->fs, &it->root, &it->min, &it->path);
 	} else {
 		ret = tree_next(it->fs, &it->path);
 	}
+	if (!ret && (first || it->path.slots[0] == 0))
+		ret = iter_prefetch(it);
 	if (ret) {
 		it->started = -1;
 		return ret < 0 ? ret : 0;

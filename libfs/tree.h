@@ -37,11 +37,14 @@ struct tree_iter {
 	struct btrfs_key min, max;
 	struct tree_path path;
 	int started;
+	/* node whose children were read ahead, per level (prefetch.h) */
+	uint64_t prefetched[BTRFS_MAX_LEVEL];
 };
 void tree_iter_init(struct tree_iter *it, struct fs_info *fs, const struct tree_root_ptr *root,
 		    const struct btrfs_key *min, const struct btrfs_key *max);
 /* 1 with key/data/size set, 0 at the end, -errno on error. Data stays valid
- * until the next call or tree_iter_release. */
+ * until the next call or tree_iter_release. The leaves and nodes up to max
+ * are read ahead in physical order, one node's children at a time. */
 int tree_iter_next(struct tree_iter *it, struct btrfs_key *key, const uint8_t **data, uint32_t *size);
 void tree_iter_release(struct tree_iter *it);
 

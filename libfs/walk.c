@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libfs/prefetch.h"
 #include "libfs/tree.h"
 #include "libfs/walk.h"
 
@@ -12,8 +13,26 @@ struct walk_level {
 	unsigned next_slot;
 };
 
+/* A node is about to have its children read: announce them. */
+static int walk_prefetch(struct fs_info *fs, const struct tree_walk_ops *ops, const struct tree_walk_prefetch *pf,
+			 const struct tree_block *node)
+{
+	struct prefetch_filter f = { .first = 0, .end = block_nritems(node), .all_copies = pf->all_copies,
+				     .skip = pf->skip, .arg = ops->arg };
+
+	return block_prefetch_children(fs, node, &f);
+}
+
 int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 	      uint64_t *bad_blocks)
+{
+	static const struct tree_walk_prefetch first_copies = { false, NULL };
+
+	return tree_walk_prefetching(fs, root, ops, &first_copies, bad_blocks);
+}
+
+int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
+			  const struct tree_walk_prefetch *pf, uint64_t *bad_blocks)
 {
 	struct walk_level stack[BTRFS_MAX_LEVEL];
 	struct block_expect e = { .generation = root->generation, .level = root->level };
@@ -32,8 +51,8 @@ int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct
 		return ret < 0 ? ret : 0;
 	}
 	stack[0] = (struct walk_level){ b, 0 };
-	ret = 0;
-	while (depth >= 0) {
+	ret = walk_prefetch(fs, ops, pf, b);
+	while (depth >= 0 && !ret) {
 		struct walk_level *top = &stack[depth];
 		struct tree_block *child;
 		int r;
@@ -67,6 +86,7 @@ int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct
 			continue;
 		}
 		stack[++depth] = (struct walk_level){ child, 0 };
+		ret = walk_prefetch(fs, ops, pf, child);
 	}
 	for (; depth >= 0; depth--)
 		block_put(fs, stack[depth].block);

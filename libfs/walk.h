@@ -21,6 +21,17 @@ struct tree_walk_ops {
 int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 	      uint64_t *bad_blocks);
 
+/* What tree_walk reads ahead: each node's children in physical order
+ * (prefetch.h), first copies only, unless all_copies (for a visit that
+ * verifies every copy); skip (may be NULL, called with ops->arg) is true for
+ * a child the visit will skip. */
+struct tree_walk_prefetch {
+	bool all_copies;
+	bool (*skip)(void *arg, uint64_t bytenr);
+};
+int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
+			  const struct tree_walk_prefetch *pf, uint64_t *bad_blocks);
+
 /* Every tree of the filesystem, in the order dump-tree prints them: root
  * tree, chunk tree, then each ROOT_ITEM of the root tree, then the log tree. */
 struct fs_tree_list {
