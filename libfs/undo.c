@@ -414,6 +414,12 @@ static uint64_t udev_size(struct io_dev *io)
 	return io_size(((struct undo_dev *)io->priv)->lower);
 }
 
+/* A read-ahead hint passes straight to the device below. */
+static int udev_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
+{
+	return io_prefetch(((struct undo_dev *)io->priv)->lower, off, len);
+}
+
 static void udev_close(struct io_dev *io)
 {
 	struct undo_dev *d = io->priv;
@@ -433,6 +439,7 @@ static const struct io_ops undo_io_ops = {
 	.write = udev_write,
 	.flush = udev_flush,
 	.size = udev_size,
+	.prefetch = udev_prefetch,
 	.close = udev_close,
 };
 

@@ -569,6 +569,12 @@ static uint64_t wdev_size(struct io_dev *io)
 	return io_size(((struct wlog_dev *)io->priv)->lower);
 }
 
+/* A read-ahead hint passes straight to the device below (it is not a write). */
+static int wdev_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
+{
+	return io_prefetch(((struct wlog_dev *)io->priv)->lower, off, len);
+}
+
 static void wdev_close(struct io_dev *io)
 {
 	struct wlog_dev *d = io->priv;
@@ -584,6 +590,7 @@ static const struct io_ops wlog_io_ops = {
 	.write = wdev_write,
 	.flush = wdev_flush,
 	.size = wdev_size,
+	.prefetch = wdev_prefetch,
 	.close = wdev_close,
 };
 
