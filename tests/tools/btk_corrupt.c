@@ -6,7 +6,8 @@
  * tree and key (a named field, raw bytes, or deletion), raw device bytes.
  * Tree blocks get a fresh checksum unless --no-csum; --copy N damages one
  * copy (mirror) of a block only. Edits are in place: nothing is COWed, so the
- * rest of the filesystem stays as it was.
+ * rest of the filesystem stays as it was. --batch FILE applies many edits
+ * (one per line) with the filesystem opened once.
  *
  * Exit status 0, 1 on errors, 2 on usage errors. */
 #include <errno.h>
@@ -33,7 +34,7 @@ struct corrupt {
 	unsigned npaths;
 	/* target */
 	bool super, delete, get, no_csum, have_block, have_key;
-	const char *raw, *tree;
+	const char *raw, *tree, *batch;
 	uint64_t bytenr;
 	struct btrfs_key key;
 	/* change */
@@ -49,7 +50,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: btk-corrupt [OPTIONS] DEVICE...\n"
-		"Damage an unmounted btrfs filesystem on purpose (test tool; one edit per run).\n"
+		"Damage an unmounted btrfs filesystem on purpose (test tool; one edit per run,\n"
+		"or many with --batch).\n"
 		"Target (one of):\n"
 		"  -S, --super               a superblock field\n"
 		"  -b, --block BYTENR        a tree block, by logical address\n"
@@ -71,6 +73,12 @@ static void usage(FILE *f)
 		"                            with --super, 0 with --raw\n"
 		"  -n, --no-csum             leave the checksum stale\n"
 		"  -l, --list-fields         list the field names and exit\n"
+		"      --batch FILE          apply the edits in FILE, one per line, each written as\n"
+		"                            the options of one run without DEVICE (e.g. \"-t extent\n"
+		"                            -k 13631488,EXTENT_ITEM,4096 -f refs -v +1\"); blank lines\n"
+		"                            and lines starting with # are skipped; FILE - is stdin.\n"
+		"                            The filesystem is opened once; stops at the first\n"
+		"                            failing line (its exit status)\n"
 		"  -h, --help\n");
 }
 
@@ -353,6 +361,16 @@ static int corrupt_raw(struct corrupt *c)
 	return 0;
 }
 
+/* Drop a block just rewritten from the cache, so a later edit (--batch) reads
+ * what is now on disk instead of the stale cached image. */
+static void forget_cached(struct fs_info *fs, uint64_t bytenr)
+{
+	struct tree_block *b;
+
+	if (block_is_cached(fs, bytenr) && block_read(fs, bytenr, &BLOCK_EXPECT_ANY, &b) == 0)
+		block_forget(fs, b);
+}
+
 /* Write a block image to the chosen copies, with a fresh checksum unless --no-csum. */
 static int write_block(struct corrupt *c, uint64_t bytenr, uint8_t *buf)
 {
@@ -385,6 +403,7 @@ static int write_block(struct corrupt *c, uint64_t bytenr, uint8_t *buf)
 		       copies[i].devid, copies[i].physical);
 		written++;
 	}
+	forget_cached(fs, bytenr);
 	if (!written) {
 		fprintf(stderr, "btk-corrupt: block %" PRIu64 " has no copy %d\n", bytenr, c->copy);
 		return 1;
@@ -581,7 +600,7 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 		{ "get", no_argument, NULL, 'g' }, { "copy", required_argument, NULL, 'c' },
 		{ "super-copy", required_argument, NULL, 's' }, { "device", required_argument, NULL, 'D' },
 		{ "no-csum", no_argument, NULL, 'n' }, { "list-fields", no_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' }, { 0 }
+		{ "help", no_argument, NULL, 'h' }, { "batch", required_argument, NULL, 'F' }, { 0 }
 	};
 	int o, targets;
 	uint64_t v;
@@ -618,12 +637,15 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 		case 'n': c->no_csum = true; break;
 		case 'l': list_fields(); exit(0);
 		case 'h': usage(stdout); exit(0);
+		case 'F': c->batch = optarg; break;
 		default: return -1;
 		}
 	}
 	c->paths = argv + optind;
 	c->npaths = (unsigned)(argc - optind);
 	targets = c->super + c->have_block + (c->tree || c->have_key) + !!c->raw;
+	if (c->batch)
+		return targets || c->field || c->bytes || c->delete || c->get || !c->npaths ? -1 : 0;
 	if (targets != 1 || !c->npaths || (c->tree && !c->have_key) || (c->have_key && !c->tree))
 		return -1;
 	if (c->device != ALL && (unsigned)c->device >= c->npaths)
@@ -634,6 +656,76 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 	if (c->delete && !c->tree)
 		return -1;
 	return 0;
+}
+
+static int corrupt_one(struct corrupt *c)
+{
+	return c->super ? corrupt_super(c) : c->raw ? corrupt_raw(c) : c->have_block ? corrupt_block(c)
+											  : corrupt_item(c);
+}
+
+#define BATCH_MAX_ARGS 64
+
+/* One --batch line: parse it as the options of a run (with the outer DEVICEs)
+ * into a fresh edit that shares the open filesystem and write handles. */
+static int batch_line(struct corrupt *outer, char *line, unsigned lineno)
+{
+	char *argv[BATCH_MAX_ARGS + 2];
+	struct corrupt c = { 0 };
+	int argc = 0;
+
+	argv[argc++] = (char *)"btk-corrupt";
+	for (char *t = strtok(line, " \t\r\n"); t; t = strtok(NULL, " \t\r\n")) {
+		if (argc == BATCH_MAX_ARGS) {
+			fprintf(stderr, "btk-corrupt: --batch line %u: too many words\n", lineno);
+			return 2;
+		}
+		argv[argc++] = t;
+	}
+	if (argc == 1 || argv[1][0] == '#')
+		return 0;
+	if (argc + outer->npaths > BATCH_MAX_ARGS + 1) {
+		fprintf(stderr, "btk-corrupt: --batch: too many devices\n");
+		return 2;
+	}
+	for (unsigned i = 0; i < outer->npaths; i++)
+		argv[argc++] = outer->paths[i];
+	argv[argc] = NULL;
+	optind = 0; /* restart getopt (glibc: a full reinitialisation) */
+	if (parse_args(&c, argc, argv) || c.batch) {
+		fprintf(stderr, "btk-corrupt: --batch line %u: bad edit\n", lineno);
+		return 2;
+	}
+	c.fs = outer->fs;
+	c.wio = outer->wio;
+	return corrupt_one(&c);
+}
+
+static int run_batch(struct corrupt *c)
+{
+	FILE *f = strcmp(c->batch, "-") ? fopen(c->batch, "r") : stdin;
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0, done = 0;
+	int ret = 0;
+
+	if (!f) {
+		fprintf(stderr, "btk-corrupt: %s: %s\n", c->batch, strerror(errno));
+		return 1;
+	}
+	while (!ret && getline(&line, &cap, f) >= 0) {
+		ret = batch_line(c, line, ++lineno);
+		done += !ret;
+	}
+	if (!ret && ferror(f)) {
+		fprintf(stderr, "btk-corrupt: %s: read error\n", c->batch);
+		ret = 1;
+	}
+	printf("batch: %u of %u lines done\n", done, lineno);
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -650,10 +742,8 @@ int main(int argc, char **argv)
 	c.wio = calloc(c.npaths, sizeof(*c.wio));
 	if (!c.wio)
 		return 1;
-	if (c.super) {
-		ret = corrupt_super(&c);
-	} else if (c.raw) {
-		ret = corrupt_raw(&c);
+	if (c.super || c.raw) {
+		ret = corrupt_one(&c);
 	} else {
 		fs_open_options_init(&fo);
 		if ((ret = fs_open((const char *const *)c.paths, c.npaths, &fo, &c.fs, msg, sizeof(msg))) != 0) {
@@ -661,7 +751,7 @@ int main(int argc, char **argv)
 			free(c.wio);
 			return 1;
 		}
-		ret = c.have_block ? corrupt_block(&c) : corrupt_item(&c);
+		ret = c.batch ? run_batch(&c) : corrupt_one(&c);
 	}
 	for (unsigned i = 0; i < c.npaths; i++)
 		if (c.wio[i]) {
