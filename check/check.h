@@ -76,6 +76,9 @@ int check_run(struct check_ctx *ctx);
 /* Free what a run left in the context (not the filesystem). */
 void check_ctx_release(struct check_ctx *ctx);
 
+/* Problems of one kind shown in full; the rest are counted only. */
+#define REPORT_SHOW_MAX 1000
+
 /* Record one problem: counts it and prints or collects it per output format. */
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

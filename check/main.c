@@ -160,6 +160,10 @@ static void print_summary(struct check_ctx *ctx)
 		       size_format(ctx->stats.data_csum_bytes, s1, sizeof(s1), SIZE_HUMAN), ctx->stats.data_csum_seconds,
 		       ctx->stats.data_csum_seconds > 0 ?
 			       (double)ctx->stats.data_csum_bytes / 1048576.0 / ctx->stats.data_csum_seconds : 0.0);
+	for (unsigned c = 0; c < PR__COUNT; c++)
+		if (ctx->counts[c] > REPORT_SHOW_MAX)
+			printf("... and %" PRIu64 " more [%s] not shown\n", ctx->counts[c] - REPORT_SHOW_MAX,
+			       problem_lookup(c)->id);
 	if (ctx->errors || ctx->warnings)
 		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)\n", ctx->errors, ctx->warnings);
 	else

@@ -87,8 +87,6 @@ void refs_report(struct check_ctx *ctx, enum problem_code code, const char *fmt,
 	char buf[480];
 	va_list ap;
 
-	if (ctx->counts[code] >= REFS_REPORT_MAX)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);

@@ -33,9 +33,8 @@ struct csum_need {
 int csum_missing_bytes(struct check_ctx *ctx, uint64_t base, const struct csum_need *need, size_t n,
 		       uint64_t *missing);
 
-/* Report through report_problem, at most REFS_REPORT_MAX times per code (a
- * badly broken filesystem would otherwise print millions of lines). */
-#define REFS_REPORT_MAX 1000
+/* report_problem() with the message formatted here (report_problem shows at
+ * most REPORT_SHOW_MAX of a kind and counts the rest). */
 void refs_report(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -23,6 +23,10 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 		ctx->errors++;
 	else
 		ctx->warnings++;
+	/* every problem is counted (and noted for --repair); only the first
+	 * REPORT_SHOW_MAX of each kind are shown, the summary says how many more */
+	if (ctx->counts[code] > REPORT_SHOW_MAX)
+		return;
 	if (ctx->opts->format == CLI_FORMAT_JSON) {
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "code", json_object_new_int(code));
