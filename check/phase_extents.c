@@ -216,8 +216,14 @@ static int compare_free_space_tree(struct extent_scan *s)
 	struct check_ctx *ctx = s->ctx;
 	struct fs_info *fs = ctx->fs;
 
-	if (!(fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) || !fs->free_space_root.bytenr)
+	if (!(fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE))
 		return 0;
+	if (!fs->free_space_root.bytenr) {
+		/* the kernel refuses to mount a filesystem that claims the tree and lacks it */
+		report_problem(ctx, PR_FREE_SPACE_MISMATCH,
+			       "the superblock says there is a free-space tree, but the root tree has no root item for it");
+		return 0;
+	}
 	for (size_t i = 0; i < s->bgs.count && !cli_cancelled(); i++) {
 		const struct block_group *bg = &s->bgs.groups[i];
 		struct ebitmap *fst = ebitmap_create(fs->sectorsize), *want = ebitmap_create(fs->sectorsize);

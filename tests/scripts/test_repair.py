@@ -137,6 +137,11 @@ def damage_free_space(devs):
     corrupt(devs, "-t", "free-space", "-k", key_arg(info), "-f", "extent_count", "-v", "+3")
 
 
+def damage_free_space_root(devs):
+    # the superblock still claims the tree: the kernel refuses to mount this
+    corrupt(devs, "-t", "root", "-k", "10,132,0", "-d")
+
+
 def damage_uuid_tree(devs):
     corrupt(devs, "-t", "uuid", "-k", key_arg(first_item(devs, "uuid", "UUID_KEY_SUBVOL")), "-d")
 
@@ -155,6 +160,9 @@ DAMAGES = {
     "counters": (SIMPLE, {"block-group-used", "super-bytes-used", "dev-bytes-used"}, damage_counters,
                  "space-counters"),
     "free-space": (SIMPLE, {"free-space-mismatch"}, damage_free_space, "free-space-tree"),
+    # its blocks stay allocated with no tree using them: the extent-refs class frees them first
+    "free-space-root": (SIMPLE, {"free-space-mismatch", "tree-block-leaked"}, damage_free_space_root,
+                        ("extent-refs", "free-space-tree")),
     # the check does not detect a lost uuid item yet (uuid-tree-missing): ask for the rebuild
     "uuid-tree": (SIMPLE, set(), damage_uuid_tree, "uuid-tree", ("--rebuild-uuid-tree",)),
 }
@@ -177,7 +185,7 @@ def repair_cycle(cases: list[str], tmp_path: Path, keep_repaired: bool = False) 
     require_btk("btk-check")
     require_btk("btk-undo")
     want_ids = set().union(*(DAMAGES[c][1] for c in cases))
-    classes = {DAMAGES[c][3] for c in cases}
+    classes = {k for c in cases for k in ((DAMAGES[c][3],) if isinstance(DAMAGES[c][3], str) else DAMAGES[c][3])}
     extra = [a for c in cases for a in (DAMAGES[c][4] if len(DAMAGES[c]) > 4 else ())]
     base_rc, base_ids, pristine_uuids = baseline(name)
     devs = kernel_fs(name).copy_to(tmp_path / "devs")
