@@ -129,7 +129,7 @@ clean:
 
 # ---------------------------------------------------------------------------
 # Fuzzing (fuzz/): libFuzzer harnesses, and the replay of the inputs they
-# ever crashed on (tests/images/fuzz/{image,items}/) as a regression test.
+# ever crashed on (tests/images/fuzz/<harness>/) as a regression test.
 #   make fuzz                  clang + libFuzzer + ASan/UBSan: $(B)/fuzz/fuzz_*
 #   make check-fuzz-regress    $(CC) + ASan/UBSan replay of the kept inputs
 # Run a fuzzer:  $(B)/fuzz/fuzz_image -max_total_time=600 CORPUS_DIR tests/images/fuzz/image

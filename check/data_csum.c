@@ -245,7 +245,8 @@ static int list_stripes(struct fs_info *fs, struct dc_stripe **out, size_t *coun
 			v[n++] = (struct dc_stripe){ ch->stripes[k].devid, ch->stripes[k].physical, ssize, ch };
 		}
 	}
-	qsort(v, n, sizeof(*v), stripe_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), stripe_cmp);
 	*out = v;
 	*count = n;
 	return 0;

@@ -289,7 +289,7 @@ int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *roo
 	return ret;
 }
 
-static void qgroup_state_free(struct check_ctx *ctx)
+void qgroup_state_free(struct check_ctx *ctx)
 {
 	struct qgroup_state *st = ctx->qgroups;
 
@@ -329,6 +329,8 @@ static int link_relations(struct check_ctx *ctx, struct qgroup_table *t, struct 
 	char a[48], b[48];
 	int ret;
 
+	if (!n)
+		return 0; /* rel may be NULL: qsort and bsearch want an array */
 	qsort(rel, n, sizeof(*rel), relation_cmp);
 	for (size_t i = 0; i < n; i++) {
 		struct relation mirror = { rel[i].b, rel[i].a };

@@ -3,14 +3,14 @@
 # coverage (no sanitizers) around the replay driver, run every input once,
 # and print llvm-cov's per-file report for the library sources it reaches.
 #
-#   fuzz/coverage.sh image|items CORPUS_DIR... [-- llvm-cov report options]
+#   fuzz/coverage.sh image|items|check CORPUS_DIR... [-- llvm-cov report options]
 #
 # Needs clang, llvm-profdata and llvm-cov (Debian: clang-14, llvm-14).
 # Output goes to ${BTK_BUILD_DIR:-build}/fuzz/coverage-<harness>/.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-harness=${1:?usage: fuzz/coverage.sh image|items CORPUS_DIR...}
+harness=${1:?usage: fuzz/coverage.sh image|items|check CORPUS_DIR...}
 shift
 dirs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do dirs+=("$1"); shift; done
@@ -25,7 +25,8 @@ mkdir -p "$out"
 
 flags=$(sed -n 's/^DEP_CFLAGS = //p' config.mk)
 libs=$(sed -n 's/^DEP_LIBS = //p' config.mk)
-src=(libfs/*.c common/*.c inspect/item_json.c)
+src=(libfs/*.c common/*.c inspect/item_json.c fuzz/base.c)
+[ "$harness" = check ] && src+=($(ls check/*.c | grep -v '^check/main\.c$'))
 # shellcheck disable=SC2086
 "$CLANG" -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $flags -g -O0 -w \
     -fprofile-instr-generate -fcoverage-mapping \
@@ -38,4 +39,7 @@ LLVM_PROFILE_FILE="$out/%p.profraw" "$out/replay" "${dirs[@]}" 2>/dev/null
 # the read path the harnesses drive (other libfs files are not reachable from them)
 files=(libfs/block.c libfs/blockgroups.c libfs/csum.c libfs/fs.c libfs/io.c libfs/super.c
        libfs/tree.c libfs/volumes.c libfs/walk.c libfs/names.c inspect/item_json.c)
+# fuzz_check: btk-check's detection phases and the sorter behind them
+[ "$harness" = check ] && files=(libfs/tree.c libfs/super.c libfs/recsort.c libfs/ebitmap.c
+       $(ls check/*.c | grep -v -e '^check/main\.c$' -e '^check/repair'))
 "$COV" report "$out/replay" -instr-profile="$out/all.profdata" "$@" "${files[@]}"

@@ -701,6 +701,8 @@ struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg
 	struct recsort *rs;
 	size_t arena, min_buf;
 	long page = sysconf(_SC_PAGESIZE);
+	const char *run_limit;
+	unsigned long long limit;
 
 	if (!record_size || record_size > MAX_RECORD || !cmp || memory_budget < RECSORT_MIN_BUDGET) {
 		errno = EINVAL;
@@ -733,6 +735,9 @@ struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg
 	rs->arena_len = arena;
 	rs->min_buf = min_buf;
 	rs->cap = arena / record_size;
+	run_limit = getenv("BTK_RECSORT_RUN_RECORDS"); /* tests, fuzzing: small inputs spill too */
+	if (run_limit && (limit = strtoull(run_limit, NULL, 10)) > 0 && limit < rs->cap)
+		rs->cap = (size_t)limit;
 	rs->st.budget = memory_budget;
 	rs->meta = heap_cost(sizeof(*rs)) + heap_cost(strlen(rs->tmpdir) + 1);
 	mem_note(rs);

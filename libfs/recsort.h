@@ -33,7 +33,8 @@ struct recsort;
 
 /* record_size: 1..65536. memory_budget: at least RECSORT_MIN_BUDGET (and room
  * for a few 4 KiB buffers of records). tmpdir NULL: $TMPDIR, else /tmp.
- * NULL with errno EINVAL or ENOMEM. */
+ * NULL with errno EINVAL or ENOMEM. $BTK_RECSORT_RUN_RECORDS=N (tests and
+ * fuzzing) caps a run in memory at N records, so that small inputs spill. */
 #define RECSORT_MIN_BUDGET (64 * 1024)
 struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg,
 			       size_t memory_budget, const char *tmpdir);

@@ -1,0 +1,75 @@
+/* The detection run of btk-check: every phase in order, and the release of
+ * what a run leaves in the context (shared by main.c and fuzz/fuzz_check.c). */
+#include <string.h>
+
+#include "check/check.h"
+#include "check/repair_notes.h"
+#include "common/messages.h"
+#include "libfs/blockgroups.h"
+#include "libfs/ebitmap.h"
+#include "libfs/recsort.h"
+
+/* The progress total of the tree-block phase: bytes used in metadata and
+ * system block groups (one copy), or the superblock's bytes_used if the
+ * block groups cannot be read. */
+static uint64_t metadata_bytes_used(struct fs_info *fs)
+{
+	struct block_group_list bgs;
+	uint64_t sum = 0;
+
+	if (fs_read_block_groups(fs, &bgs) != 0)
+		return super_bytes_used(fs->super);
+	for (size_t i = 0; i < bgs.count; i++)
+		if (bgs.groups[i].flags & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
+			sum += bgs.groups[i].used;
+	block_group_list_free(&bgs);
+	return sum ? sum : super_bytes_used(fs->super);
+}
+
+int check_run(struct check_ctx *ctx)
+{
+	static const struct {
+		const char *name;
+		int (*run)(struct check_ctx *);
+	} phases[] = {
+		{ "superblocks", check_superblocks },
+		{ "tree blocks", check_tree_blocks },
+		{ "chunks and devices", check_chunks },
+		{ "extents and free space", check_extents },
+		{ "extent references and checksums", check_refs },
+		{ "filesystem trees", check_fs_trees },
+		{ "subvolumes", check_subvolumes },
+		{ "quota groups", check_qgroups },
+		{ "data checksums", check_data_csums },
+	};
+
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		int ret;
+		if (cli_cancelled())
+			return FSCK_EXIT_CANCELLED;
+		progress_next_phase(ctx->progress, phases[i].name,
+				    !strcmp(phases[i].name, "tree blocks") ? metadata_bytes_used(ctx->fs) : 0);
+		msg_verbose("checking %s", phases[i].name);
+		ret = phases[i].run(ctx);
+		if (ret) {
+			msg_errno(ret, "%s", phases[i].name);
+			return FSCK_EXIT_ERROR;
+		}
+	}
+	return cli_cancelled() ? FSCK_EXIT_CANCELLED : 0;
+}
+
+void check_ctx_release(struct check_ctx *ctx)
+{
+	json_object_put(ctx->json_problems);
+	ctx->json_problems = NULL;
+	ebitmap_destroy(ctx->visited);
+	ctx->visited = NULL;
+	ebitmap_destroy(ctx->log_blocks);
+	ctx->log_blocks = NULL;
+	refs_free(ctx);
+	qgroup_state_free(ctx);
+	recsort_destroy(ctx->subvol_entries);
+	ctx->subvol_entries = NULL;
+	repair_notes_free(ctx);
+}
