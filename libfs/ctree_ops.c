@@ -569,6 +569,24 @@ int leaf_choose_split(const uint8_t *leaf, uint32_t nodesize, unsigned insert_sl
 	return plan_split(&q, plan);
 }
 
+int leaf_choose_split_edge(const uint8_t *leaf, uint32_t nodesize, unsigned insert_slot,
+			   uint32_t insert_size, unsigned edge, struct leaf_split_plan *plan)
+{
+	int ret = leaf_choose_split(leaf, nodesize, insert_slot, insert_size, plan);
+	unsigned n;
+
+	if (ret || plan->nr_new == 0)
+		return ret;
+	n = header_nritems(leaf);
+	/* the item alone is always a valid block: insert_size <= leaf_max_item_size() */
+	if ((edge & CTREE_EDGE_RIGHT) && insert_slot == n) {
+		*plan = (struct leaf_split_plan){ .nr_new = 1, .cut = { n, n }, .target = 1, .slot = 0 };
+	} else if ((edge & CTREE_EDGE_LEFT) && insert_slot == 0) {
+		*plan = (struct leaf_split_plan){ .nr_new = 1, .cut = { 0, n }, .target = 0, .slot = 0 };
+	}
+	return 0;
+}
+
 int leaf_choose_split_extend(const uint8_t *leaf, uint32_t nodesize, unsigned slot,
 			     uint32_t new_size, struct leaf_split_plan *plan)
 {
@@ -748,6 +766,19 @@ int node_set_key(uint8_t *node, uint32_t nodesize, unsigned slot, const struct b
 		return -EINVAL;
 	key_to_disk(key_ptr_key_ptr(node_key_ptr(node, slot)), key);
 	return 0;
+}
+
+unsigned node_choose_split(const uint8_t *node, unsigned slot, unsigned edge)
+{
+	unsigned n = header_nritems(node);
+
+	if (n < 2)
+		return n / 2;
+	if ((edge & CTREE_EDGE_RIGHT) && slot + 1 == n)
+		return n - 1;
+	if ((edge & CTREE_EDGE_LEFT) && slot == 0)
+		return 1;
+	return n / 2;
 }
 
 int node_split(uint8_t *left, uint8_t *right, uint32_t nodesize, unsigned split_slot)

@@ -115,6 +115,19 @@ struct leaf_split_plan {
  * leaf_max_item_size() or insert_slot > nritems. */
 int leaf_choose_split(const uint8_t *leaf, uint32_t nodesize, unsigned insert_slot,
 		      uint32_t insert_size, struct leaf_split_plan *plan);
+/* Where a leaf or node sits in its tree, for the split choices below: the
+ * last block of its level (every pointer above it is its node's last) or the
+ * first. Keys arriving in order keep landing at that edge, so cutting there
+ * instead of in the middle leaves the blocks behind full. */
+#define CTREE_EDGE_RIGHT 1u
+#define CTREE_EDGE_LEFT  2u
+/* leaf_choose_split(), but when a split is needed and the new item goes after
+ * the last item of a CTREE_EDGE_RIGHT leaf, it goes alone into new1 (cut[0] ==
+ * nritems, nothing moves); before the first item of a CTREE_EDGE_LEFT leaf, it
+ * goes alone into the emptied leaf (cut[0] == 0, every item moves to new1).
+ * Other slots or edge == 0: exactly leaf_choose_split(). */
+int leaf_choose_split_edge(const uint8_t *leaf, uint32_t nodesize, unsigned insert_slot,
+			   uint32_t insert_size, unsigned edge, struct leaf_split_plan *plan);
 /* Plan room to grow item slot to new_size bytes; the same contract. When no
  * single cut works the item is cut out alone into new1: cut = {slot, slot + 1}.
  * At the edges one new leaf always suffices (at worst the item alone: kept in
@@ -148,6 +161,12 @@ int node_set_ptr(uint8_t *node, uint32_t nodesize, unsigned slot, const struct b
 		 uint64_t blockptr, uint64_t generation);
 /* Replace only the key of pointer slot (fixup of low keys). */
 int node_set_key(uint8_t *node, uint32_t nodesize, unsigned slot, const struct btrfs_key *key);
+/* The split_slot for node_split() of a node whose pointer `slot` leads to
+ * where a new key goes: the middle (nritems / 2), but at the edge of the tree
+ * (edge as for leaf_choose_split_edge) going down its outermost pointer, only
+ * that pointer is cut off (nritems - 1 on the right, 1 on the left), so the
+ * rest stays full. A node of fewer than 2 pointers: nritems / 2. */
+unsigned node_choose_split(const uint8_t *node, unsigned slot, unsigned edge);
 /* Move pointers [split_slot, nritems) of left into right, an empty node of the
  * same level. */
 int node_split(uint8_t *left, uint8_t *right, uint32_t nodesize, unsigned split_slot);

@@ -187,22 +187,41 @@ static int grow_root(struct trans *t, struct trans_root *root, struct tree_path 
 	return 0;
 }
 
-/* Split a full node in two; its parent has room (ensured top-down). */
-static int split_node(struct trans *t, struct trans_root *root, struct tree_path *path, int level)
+/* Whether the block at `level` of the path is the first and/or last of its
+ * level in the tree (CTREE_EDGE_*): every pointer above it is 0 / the last. */
+static unsigned path_edge(const struct tree_path *path, int level)
+{
+	unsigned edge = CTREE_EDGE_LEFT | CTREE_EDGE_RIGHT;
+
+	for (int l = level + 1; l <= path->root_level; l++) {
+		unsigned slot = (unsigned)path->slots[l];
+		if (slot != 0)
+			edge &= ~CTREE_EDGE_LEFT;
+		if (slot + 1 != block_nritems(path->nodes[l]))
+			edge &= ~CTREE_EDGE_RIGHT;
+	}
+	return edge;
+}
+
+/* Split a full node in two; its parent has room (ensured top-down). At the
+ * edge of the tree only the outermost pointer is cut off when the new key
+ * goes down it (keys in order then fill nodes), else the middle. */
+static int split_node(struct trans *t, struct trans_root *root, struct tree_path *path, int level,
+		      unsigned slot)
 {
 	struct tree_block *left, *right;
 	struct btrfs_key first;
-	unsigned n;
+	unsigned cut;
 	int ret;
 
 	if (level == path->root_level && (ret = grow_root(t, root, path)))
 		return ret;
 	left = path->nodes[level];
-	n = block_nritems(left);
+	cut = node_choose_split(left->data, slot, path_edge(path, level));
 	ret = new_tree_block(t, root, (unsigned)level, &right);
 	if (ret)
 		return ret;
-	ret = node_split(left->data, right->data, nodesize(t), n / 2);
+	ret = node_split(left->data, right->data, nodesize(t), cut);
 	if (!ret) {
 		block_key(right, 0, &first);
 		ret = node_insert_ptr(path->nodes[level + 1]->data, nodesize(t),
@@ -225,7 +244,8 @@ static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path
 	if (path->root_level == 0 && (ret = grow_root(t, root, path)))
 		return ret;
 	ret = extend ? leaf_choose_split_extend(leaf->data, nodesize(t), (unsigned)path->slots[0], size, &plan)
-		     : leaf_choose_split(leaf->data, nodesize(t), (unsigned)path->slots[0], size, &plan);
+		     : leaf_choose_split_edge(leaf->data, nodesize(t), (unsigned)path->slots[0], size,
+					      path_edge(path, 0), &plan);
 	if (ret)
 		return fs_error(t->fs, ret, "item of %u bytes cannot fit in a %u-byte leaf", size, nodesize(t));
 	for (unsigned i = 0; i < plan.nr_new; i++) {
@@ -238,6 +258,10 @@ static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path
 	if (ret)
 		goto out;
 	pslot = (unsigned)path->slots[1];
+	/* every item moved on: the leaf's pointer gets the new item's (smaller)
+	 * key first, so the pointer to new1 fits after it */
+	if (!extend && plan.nr_new && plan.cut[0] == 0)
+		fixup_low_keys(path, 1, key);
 	for (unsigned i = 0; i < plan.nr_new; i++) {
 		struct btrfs_key first = *key; /* a new leaf left empty waits for the new item */
 		if (block_nritems(nb[i]))
@@ -288,13 +312,13 @@ static int search_once(struct trans *t, struct trans_root *root, const struct bt
 	for (; level > 0; level--) {
 		unsigned slot;
 		b = path->nodes[level];
-		if (ins_len > 0 && block_nritems(b) + 2 > node_max_ptrs(nodesize(t))) {
-			ret = split_node(t, root, path, level);
-			return ret ? ret : 2;
-		}
 		slot = lower_bound(b, key, &exact);
 		if (!exact && slot > 0)
 			slot--;
+		if (ins_len > 0 && block_nritems(b) + 2 > node_max_ptrs(nodesize(t))) {
+			ret = split_node(t, root, path, level, slot);
+			return ret ? ret : 2;
+		}
 		path->slots[level] = (int)slot;
 		ret = block_read_child(t->fs, b, slot, &path->nodes[level - 1]);
 		if (ret)
