@@ -481,8 +481,13 @@ static int commit_keep_qgroup_status(struct trans *t)
 	struct tree_path path;
 	uint8_t *item;
 	uint32_t size;
-	int ret = trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota);
+	int ret;
 
+	/* an fsid change rewrites blocks in place between its commits: leave
+	 * its commits exactly as they are (quotas stay as stale as before) */
+	if (t->fs->fsid_change)
+		return 0;
+	ret = trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota);
 	if (ret == -ENOENT)
 		return 0;
 	if (ret)
