@@ -27,10 +27,10 @@
 #include "libfs/volumes.h"
 #include "libfs/walk.h"
 
-enum { OPT_COMPRESS = 256, OPT_SANITIZE, OPT_DATA, OPT_WALK_EXTENT, OPT_FORMAT, OPT_EXACT };
+enum { OPT_COMPRESS = 256, OPT_SANITIZE, OPT_DATA, OPT_WALK_EXTENT, OPT_FORMAT, OPT_ZERO_UNUSED, OPT_FRAME_SIZE };
 
 static const struct argp_option dump_options[] = {
-	{ "compress-level", 'c', "LEVEL", 0, "Compression level: zstd 1-19 (default 3), lz4 1 (fast, default) "
+	{ "compress-level", 'c', "LEVEL", 0, "Compression level: zstd 1-19 (default 1), lz4 1 (fast, default) "
 	  "or 2-12 (LZ4 HC), btrfs-image zlib 0-9 (default 9; 0 stores)", 0 },
 	{ "compress", OPT_COMPRESS, "ALG", 0, "Frame compression of a btk image: zstd (default), lz4 or none", 0 },
 	{ "jobs", 'j', "N", 0, "Compression threads (default: the number of CPUs)", 0 },
@@ -41,9 +41,13 @@ static const struct argp_option dump_options[] = {
 	{ "walk-extent-tree", OPT_WALK_EXTENT, NULL, 0, "Find tree blocks from the extent tree and read them in "
 	  "address order instead of walking every tree (faster; log trees are still walked)", 0 },
 	{ "format", OPT_FORMAT, "FMT", 0, "Image format: btk (default) or btrfs-image", 0 },
-	{ "exact", OPT_EXACT, NULL, 0, "Keep every tree block byte for byte, the unused space of leaves and "
-	  "nodes included (by default it is zeroed and the checksum recomputed, like btrfs-image does: "
-	  "much smaller images, same trees)", 0 },
+	{ "frame-size", OPT_FRAME_SIZE, "SIZE", 0, "Raw bytes per compressed frame of a btk image, 64K-64M "
+	  "(default 16M); memory grows with it: about (jobs + 2) x 2 x SIZE", 0 },
+	{ "zero-unused", OPT_ZERO_UNUSED, NULL, 0, "Zero the unused space of leaves and nodes (stale bytes between "
+	  "item headers and item data, after a node's last pointer) and recompute the checksum, as btrfs-image "
+	  "does: a smaller image on an aged filesystem, and no old names or data left in free leaf space; the "
+	  "restored blocks are then not byte-identical (the trees are the same). Always on with --sanitize. "
+	  "Default: every tree block is kept byte for byte", 0 },
 	{ 0 }
 };
 
@@ -86,7 +90,14 @@ static error_t dump_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid --sanitize '%s' (expected random or collide)", arg);
 		break;
 	case OPT_DATA: a->data = true; break;
-	case OPT_EXACT: a->exact = true; break;
+	case OPT_ZERO_UNUSED: a->zero_unused = true; break;
+	case OPT_FRAME_SIZE: {
+		uint64_t v;
+		if (size_parse(arg, &v) || v < BTK_IMG_FRAME_RAW_MIN || v > BTK_IMG_FRAME_RAW_MAX)
+			argp_error(state, "invalid --frame-size '%s' (64K to 64M)", arg);
+		a->frame_size = (size_t)v;
+		break;
+	}
 	case OPT_WALK_EXTENT: a->walk_extent_tree = true; break;
 	case OPT_FORMAT:
 		if (!strcmp(arg, "btk"))
@@ -118,6 +129,8 @@ static error_t dump_parse(int key, char *arg, struct argp_state *state)
 #pragma weak sanitize_tree_block
 #pragma weak sanitizer_error
 #pragma weak sanitizer_free
+#pragma weak sanitize_prescan_fs
+#pragma weak sanitize_super
 static bool sanitizer_available(void)
 {
 	return sanitizer_new != NULL && sanitize_tree_block != NULL;
@@ -180,7 +193,7 @@ static bool zero_unused(const struct fs_info *fs, uint8_t *b)
 /* Sanitize (when asked) and write one tree block; data is a private copy. */
 static int emit_block(struct dump_ctx *d, uint64_t bytenr, uint8_t *data)
 {
-	if (!d->args->exact && zero_unused(d->fs, data) && !d->san) {
+	if ((d->args->zero_unused || d->san) && zero_unused(d->fs, data) && !d->san) {
 		uint8_t csum[BTRFS_CSUM_SIZE];
 		csum_compute(d->fs->csum_type, data + BTRFS_CSUM_SIZE, d->fs->nodesize - BTRFS_CSUM_SIZE, csum);
 		memcpy(header_csum_ptr(data), csum, BTRFS_CSUM_SIZE);
@@ -417,6 +430,29 @@ static uint64_t bytes_to_dump(struct fs_info *fs, bool data)
 	return total;
 }
 
+/* The other superblock copies of a device that a restore could not derive
+ * from its primary (a log-tree sync writes only the primary): kept verbatim. */
+static int dump_super_copies(struct dump_ctx *d, struct fs_device *dev, const uint8_t *primary)
+{
+	uint8_t sb[BTRFS_SUPER_INFO_SIZE], derived[BTRFS_SUPER_INFO_SIZE];
+	int ret;
+
+	for (int m = 1; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+		uint64_t off = btrfs_super_offset(m);
+		if (off + BTRFS_SUPER_INFO_SIZE > dev->total_bytes || io_read(dev->io, sb, sizeof(sb), off) ||
+		    super_magic(sb) != BTRFS_MAGIC)
+			continue; /* a restore writes the derived copy */
+		memcpy(derived, primary, sizeof(derived));
+		super_set_bytenr(derived, off);
+		super_update_csum(derived);
+		if (!memcmp(sb, derived, sizeof(sb)))
+			continue;
+		if ((ret = btk_writer_add_super_copy(d->bw, dev->devid, (unsigned)m, sb)))
+			return ret;
+	}
+	return 0;
+}
+
 /* Each present device's own superblock (its dev_item differs). */
 static int dump_superblocks(struct dump_ctx *d)
 {
@@ -433,10 +469,14 @@ static int dump_superblocks(struct dump_ctx *d)
 			msg_warning("device %llu: primary superblock unreadable, using the filesystem's",
 				    (unsigned long long)dev->devid);
 		}
+		if (d->san && (ret = sanitize_super(d->san, sb)))
+			return ret;
 		if ((ret = sink_add(d, IMG_REC_SUPER, dev->devid, sb, sizeof(sb))))
 			return ret;
 		if (!d->bw)
 			break; /* btrfs-image holds one superblock */
+		if (!d->san && (ret = dump_super_copies(d, dev, sb)))
+			return ret;
 	}
 	return 0;
 }
@@ -584,11 +624,17 @@ int cmd_dump(int argc, char **argv)
 		msg_errno(ret, "cannot set up the sanitizer");
 		goto out;
 	}
+	/* random mode re-keys dir items: first learn the key ranges of every copy (snapshots, log trees) */
+	if (d.san && (ret = sanitize_prescan_fs(d.san, d.fs))) {
+		msg_error("sanitizing failed: %s", sanitizer_error(d.san)[0] ? sanitizer_error(d.san) : strerror(-ret));
+		goto out;
+	}
 	fill_header(&d, &h, devs);
 	if ((ret = open_output(a.out, &fd)))
 		goto out;
 	if (a.format == IMG_FORMAT_BTK) {
-		ret = btk_writer_open(&d.bw, fd, &h, a.comp, a.level_set ? a.level : 0, a.jobs, msg, sizeof(msg));
+		struct btk_writer_opts wo = { a.comp, a.level_set ? a.level : 0, a.jobs, a.frame_size };
+		ret = btk_writer_open(&d.bw, fd, &h, &wo, msg, sizeof(msg));
 		if (ret)
 			msg_error("%s", msg);
 	} else {

@@ -19,7 +19,8 @@ struct dump_args {
 	int sanitize;              /* enum sanitize_mode */
 	bool data;
 	bool walk_extent_tree;
-	bool exact;                /* keep unused block space as it is */
+	size_t frame_size;         /* 0: the writer's default */
+	bool zero_unused;          /* zero the unused space of tree blocks (always with sanitize) */
 	enum img_format format;
 	struct cli_common_options common;
 };

@@ -20,6 +20,9 @@
 #define BTK_IMG_INDEX_ENTRY 32
 #define BTK_IMG_TRAILER_FIXED 48
 #define BTK_IMG_FRAME_RAW_DEFAULT (16u << 20)
+#define BTK_IMG_FRAME_RAW_MIN (64u << 10)
+#define BTK_IMG_ZSTD_LEVEL 1                     /* default zstd level */
+#define BTK_IMG_ZSTD_HASH_LOG 20                 /* zstd hash and chain tables: at least 2^20 entries */
 #define BTK_IMG_FRAME_RAW_MAX (64u << 20)       /* the reader refuses larger frames */
 #define BTK_IMG_MAX_RECORD (1u << 20)            /* data records are split to this */
 
@@ -60,6 +63,7 @@ struct img_record {
 	uint64_t logical;        /* for IMG_REC_SUPER: the devid */
 	uint32_t len;
 	uint16_t type;
+	uint16_t copy;           /* IMG_REC_SUPER: which superblock copy (0 primary, 1 at 64 MiB, 2 at 256 GiB) */
 	const uint8_t *data;
 	uint64_t frame_offset;   /* where its frame starts in the image */
 };
@@ -71,10 +75,17 @@ struct img_totals {
 };
 
 struct btk_writer;
-/* threads: compression workers (>= 1); level: compressor level (0 = default). */
-int btk_writer_open(struct btk_writer **w, int fd, const struct img_header *h, enum img_compress comp,
-		    int level, unsigned threads, char *err, size_t errlen);
+struct btk_writer_opts {
+	enum img_compress comp;
+	int level;               /* compressor level (0 = default) */
+	unsigned threads;        /* compression workers (>= 1) */
+	size_t frame_size;       /* raw bytes per frame (0 = default); a larger record gets a frame of its own */
+};
+int btk_writer_open(struct btk_writer **w, int fd, const struct img_header *h, const struct btk_writer_opts *o,
+		    char *err, size_t errlen);
 int btk_writer_add(struct btk_writer *w, uint16_t type, uint64_t logical, const void *data, uint32_t len);
+/* A superblock copy other than the primary, kept because it differs from the primary. */
+int btk_writer_add_super_copy(struct btk_writer *w, uint64_t devid, unsigned copy, const void *sb);
 /* Write the last frame and the trailer; the totals are returned if wanted. */
 int btk_writer_finish(struct btk_writer *w, struct img_totals *totals);
 const char *btk_writer_error(const struct btk_writer *w);

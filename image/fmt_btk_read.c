@@ -22,7 +22,8 @@ struct btk_reader {
 	XXH64_state_t *idx;       /* index entries as read */
 	struct img_header h;
 	uint8_t *comp, *raw;
-	size_t raw_len, pos;
+	uint8_t *prev;            /* the previous frame's raw bytes: a chained frame's zstd prefix */
+	size_t raw_len, pos, prev_len;
 	uint32_t rec_left;
 	uint64_t frame_off;
 	ZSTD_DCtx *zd;
@@ -255,14 +256,19 @@ static int next_frame(struct btk_reader *r)
 	uint8_t fh[BTK_IMG_FRAME_HEADER], e[BTK_IMG_INDEX_ENTRY];
 	uint32_t clen, rlen, nrec;
 	uint64_t off = r->in.offset;
+	bool chained;
+	uint8_t *t;
 	int ret;
 
 	if ((ret = rd_exact(r, fh, 4, "a frame header")))
 		return ret;
 	if (!memcmp(fh, "BEND", 4))
 		return read_trailer(r, fh);
-	if (memcmp(fh, "BFRM", 4))
+	chained = !memcmp(fh, "BFRP", 4);
+	if (memcmp(fh, "BFRM", 4) && !chained)
 		return rd_error(r, off, "bad frame magic");
+	if (chained && (r->h.compression != IMG_COMPRESS_ZSTD || !r->totals.frames))
+		return rd_error(r, off, "a chained frame %s", r->totals.frames ? "needs zstd" : "comes first");
 	if ((ret = rd_exact(r, fh + 4, sizeof(fh) - 4, "a frame header")))
 		return ret;
 	clen = get_le32(fh + 4);
@@ -275,18 +281,32 @@ static int next_frame(struct btk_reader *r)
 		return rd_error(r, off + 4, "compressed frame size %u out of range", clen);
 	if (nrec == 0 || (uint64_t)nrec * BTK_IMG_RECORD_HEADER > rlen)
 		return rd_error(r, off + 12, "bad record count %u", nrec);
+	/* the last frame's bytes become the prefix; the older buffer is reused */
+	t = r->prev;
+	r->prev = r->raw;
+	r->prev_len = r->raw_len;
+	r->raw = t;
 	free(r->comp);
-	free(r->raw);
 	r->comp = malloc(clen);
-	r->raw = r->h.compression == IMG_COMPRESS_NONE ? NULL : malloc(rlen);
-	if (!r->comp || (!r->raw && r->h.compression != IMG_COMPRESS_NONE))
+	if (!r->comp)
 		return -ENOMEM;
+	if (r->h.compression == IMG_COMPRESS_NONE) {
+		free(r->raw);
+		r->raw = NULL;
+	} else {
+		if (!(t = realloc(r->raw, rlen)))
+			return -ENOMEM;
+		r->raw = t;
+	}
 	if ((ret = rd_exact(r, r->comp, clen, "a frame")))
 		return ret;
 	if (XXH64(r->comp, clen, 0) != get_le64(fh + 16))
 		return rd_error(r, off, "frame checksum mismatch");
 	if (r->h.compression == IMG_COMPRESS_ZSTD) {
-		size_t n = ZSTD_decompressDCtx(r->zd, r->raw, rlen, r->comp, clen);
+		size_t n;
+		if (chained && ZSTD_isError(ZSTD_DCtx_refPrefix(r->zd, r->prev, r->prev_len)))
+			return rd_error(r, off, "cannot use the previous frame as a prefix");
+		n = ZSTD_decompressDCtx(r->zd, r->raw, rlen, r->comp, clen);
 		if (ZSTD_isError(n) || n != rlen)
 			return rd_error(r, off, "frame does not decompress (zstd)");
 	} else if (r->h.compression == IMG_COMPRESS_LZ4) {
@@ -337,9 +357,12 @@ int btk_reader_next(struct btk_reader *r, struct img_record *rec)
 				if (len > r->raw_len - p - BTK_IMG_RECORD_HEADER)
 					return rd_error(r, r->frame_off, "record %u of the frame (length %u) overruns it",
 							i, len);
-				if (type < IMG_REC_TREE || type > IMG_REC_SUPER || get_le16(r->raw + p + 14))
+				if (type < IMG_REC_TREE || type > IMG_REC_SUPER)
 					return rd_error(r, r->frame_off, "record %u of the frame has unknown type %u", i,
 							type);
+				if (get_le16(r->raw + p + 14) > (type == IMG_REC_SUPER ? 2 : 0))
+					return rd_error(r, r->frame_off, "record %u of the frame has a bad copy number %u",
+							i, get_le16(r->raw + p + 14));
 				if (type != IMG_REC_SUPER && lg + len < lg)
 					return rd_error(r, r->frame_off, "record %u of the frame wraps around", i);
 				if (type != IMG_REC_SUPER) {
@@ -363,6 +386,7 @@ int btk_reader_next(struct btk_reader *r, struct img_record *rec)
 	rec->logical = get_le64(r->raw + r->pos);
 	rec->len = get_le32(r->raw + r->pos + 8);
 	rec->type = get_le16(r->raw + r->pos + 12);
+	rec->copy = get_le16(r->raw + r->pos + 14);
 	rec->data = r->raw + r->pos + BTK_IMG_RECORD_HEADER;
 	rec->frame_offset = r->frame_off;
 	r->pos += BTK_IMG_RECORD_HEADER + rec->len;
@@ -399,5 +423,6 @@ void btk_reader_free(struct btk_reader *r)
 	free(r->h.devices);
 	free(r->comp);
 	free(r->raw);
+	free(r->prev);
 	free(r);
 }

@@ -171,7 +171,7 @@ int cmd_info(int argc, char **argv)
 	}
 	while ((ret = img_source_next(&src, &rec)) == 1) {
 		if (rec.type == IMG_REC_SUPER) {
-			c.supers++;
+			c.supers += rec.copy == 0;
 		} else if (rec.type == IMG_REC_TREE) {
 			c.tree_blocks++;
 			c.tree_bytes += rec.len;

@@ -22,6 +22,7 @@
 #include "image/restore.h"
 #include "libfs/block.h"
 #include "libfs/csum.h"
+#include "libfs/ebitmap.h"
 #include "libfs/fdio.h"
 #include "libfs/super.h"
 
@@ -138,21 +139,24 @@ int rs_error(struct restore_ctx *r, const char *fmt, ...)
 
 static int take_super(struct restore_ctx *r, const struct img_record *rec)
 {
-	uint8_t *v;
+	struct img_super *v;
 
 	if (rec->len != BTRFS_SUPER_INFO_SIZE)
 		return rs_error(r, "superblock record of %u bytes", rec->len);
 	if (super_magic(rec->data) != BTRFS_MAGIC)
 		return rs_error(r, "the image's superblock of device %llu has no btrfs magic",
 				(unsigned long long)rec->logical);
-	v = realloc(r->supers, (r->nsupers + 1) * (8 + BTRFS_SUPER_INFO_SIZE));
+	if (r->nsupers >= 4 * BTK_IMG_MAX_DEVICES)
+		return rs_error(r, "too many superblock records");
+	v = realloc(r->supers, (r->nsupers + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	r->supers = v;
-	v += r->nsupers++ * (8 + BTRFS_SUPER_INFO_SIZE);
-	memcpy(v, &rec->logical, 8);
-	memcpy(v + 8, rec->data, BTRFS_SUPER_INFO_SIZE);
-	if (!r->have_super || rec->logical < r->super_devid) {
+	v += r->nsupers++;
+	v->devid = rec->logical;
+	v->copy = rec->copy;
+	memcpy(v->data, rec->data, BTRFS_SUPER_INFO_SIZE);
+	if (rec->copy == 0 && (!r->have_super || rec->logical < r->super_devid)) {
 		memcpy(r->super, rec->data, BTRFS_SUPER_INFO_SIZE);
 		r->super_devid = rec->logical;
 		r->have_super = true;
@@ -246,14 +250,6 @@ static int parse_chunk_tree(struct restore_ctx *r)
 	if (!r->ndevs || !r->fs->chunks->count)
 		return rs_error(r, "the image's chunk tree has no devices or no chunks");
 	qsort(r->devs, r->ndevs, sizeof(*r->devs), cmp_dev);
-	for (unsigned i = 0; i < r->ndevs; i++) {
-		for (size_t k = 0; k < r->nsupers; k++) {
-			uint64_t devid;
-			memcpy(&devid, r->supers + k * (8 + BTRFS_SUPER_INFO_SIZE), 8);
-			if (devid == r->devs[i].devid)
-				r->devs[i].super = r->supers + k * (8 + BTRFS_SUPER_INFO_SIZE) + 8;
-		}
-	}
 	return 0;
 }
 
@@ -308,23 +304,26 @@ static int write_marks(struct restore_ctx *r, struct io_dev *io, uint64_t size)
 }
 
 int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t *base,
-			 const uint8_t *dev_item, uint64_t size)
+			 const uint8_t *dev_item, const uint8_t *const *verbatim, uint64_t size)
 {
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	int ret;
 
-	(void)r;
-	if ((ret = io_flush(io)))
+	if ((ret = batch_flush(r->batch)) || (ret = io_flush(io)))
 		return ret;
 	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
 		uint64_t off = btrfs_super_offset(m);
 		if (off + BTRFS_SUPER_INFO_SIZE > size)
 			break;
-		memcpy(sb, base, sizeof(sb));
-		if (dev_item)
-			memcpy(super_dev_item_ptr(sb), dev_item, sizeof(struct btrfs_dev_item));
-		super_set_bytenr(sb, off);
-		super_update_csum(sb);
+		if (verbatim && verbatim[m]) {
+			memcpy(sb, verbatim[m], sizeof(sb));
+		} else {
+			memcpy(sb, base, sizeof(sb));
+			if (dev_item)
+				memcpy(super_dev_item_ptr(sb), dev_item, sizeof(struct btrfs_dev_item));
+			super_set_bytenr(sb, off);
+			super_update_csum(sb);
+		}
 		if ((ret = io_write(io, sb, sizeof(sb), off)))
 			return ret;
 	}
@@ -364,6 +363,8 @@ static int open_outputs(struct restore_ctx *r)
 		if ((ret = write_marks(r, d->io, size)))
 			return rs_error(r, "writing to %s: %s", r->outs[i], strerror(-ret)), ret;
 	}
+	if ((ret = batch_open(&r->batch, r->outs, r->nouts)))
+		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
 	/* the chunk map's stripes point at the outputs now */
 	for (size_t c = 0; r->layout == LAYOUT_ORIGINAL && c < fs->chunks->count; c++) {
 		struct chunk *ch = fs->chunks->chunks[c];
@@ -379,10 +380,14 @@ static int open_outputs(struct restore_ctx *r)
 
 static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {
+	int ret = parity_note(r, logical, len);
+
+	if (ret)
+		return ret;
 	while (len) {
 		struct phys_copy copies[MAX_COPIES];
 		uint64_t contig;
-		int n = volumes_map(r->fs, logical, len, copies, &contig), ret;
+		int n = volumes_map(r->fs, logical, len, copies, &contig);
 		uint32_t k;
 
 		if (n < 0)
@@ -392,7 +397,8 @@ static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t
 			if (!copies[i].dev)
 				return rs_error(r, "chunk at %llu names device %llu, which the image does not have",
 						(unsigned long long)logical, (unsigned long long)copies[i].devid);
-			if ((ret = io_write(copies[i].dev->io, data, k, copies[i].physical)))
+			ret = batch_add(r->batch, (unsigned)(copies[i].dev - r->fs->devices), copies[i].physical, data, k);
+			if (ret)
 				return rs_error(r, "writing %s: %s", copies[i].dev->io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
 		}
@@ -417,7 +423,7 @@ static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *
 			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
 		k = contig < len ? (uint32_t)contig : len;
 		for (unsigned i = 0; i < n; i++) {
-			if ((ret = io_write(io, data, k, phys[i])))
+			if ((ret = batch_add(r->batch, 0, phys[i], data, k)))
 				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
 		}
@@ -554,14 +560,31 @@ static int take_record(struct restore_ctx *r, const struct img_record *rec)
 	return spill_record(r, rec);
 }
 
+/* The image's copy of one device's superblock, or NULL. */
+static const uint8_t *find_super(const struct restore_ctx *r, uint64_t devid, unsigned copy)
+{
+	for (size_t k = 0; k < r->nsupers; k++)
+		if (r->supers[k].devid == devid && r->supers[k].copy == copy)
+			return r->supers[k].data;
+	return NULL;
+}
+
+/* Each device gets its own superblocks from the image byte for byte; a
+ * device the image has no superblock of (a btrfs-image dump holds one) gets
+ * the filesystem's with its own dev item. */
 static int finish_original(struct restore_ctx *r)
 {
-	int ret;
+	int ret = parity_finish(r);
 
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < r->fs->num_devices; i++) {
 		const struct src_device *d = &r->devs[i];
-		const uint8_t *base = d->super ? d->super : r->super;
-		ret = restore_write_supers(r, r->fs->devices[i].io, base, d->item, r->fs->devices[i].total_bytes);
+		const uint8_t *verbatim[BTRFS_SUPER_MIRROR_MAX];
+		for (unsigned m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++)
+			verbatim[m] = find_super(r, d->devid, m);
+		ret = restore_write_supers(r, r->fs->devices[i].io, r->super, d->item, verbatim,
+					   r->fs->devices[i].total_bytes);
 		if (ret)
 			return rs_error(r, "writing the superblocks of %s: %s", r->outs[i], strerror(-ret)), ret;
 	}
@@ -579,6 +602,8 @@ static void restore_free(struct restore_ctx *r)
 	free(r->supers);
 	free(r->devs);
 	free(r->place);
+	batch_free(r->batch);
+	ebitmap_destroy(r->parity_rows);
 	if (r->fs) {
 		for (unsigned i = 0; i < r->fs->num_devices; i++)
 			if (r->fs->devices[i].io)

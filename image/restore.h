@@ -27,7 +27,13 @@ struct held_list {
 struct src_device {
 	uint64_t devid;
 	uint8_t item[sizeof(struct btrfs_dev_item)];
-	uint8_t *super;          /* its own superblock from the image, or NULL */
+};
+
+/* A superblock record of the image: one copy of one device's superblock. */
+struct img_super {
+	uint64_t devid;
+	unsigned copy;
+	uint8_t data[BTRFS_SUPER_INFO_SIZE];
 };
 
 /* Where the one-device layout puts a chunk. */
@@ -44,6 +50,8 @@ struct spilled {
 	uint16_t type;
 };
 
+struct write_batch;
+
 struct restore_ctx {
 	enum restore_layout layout;
 	char **outs;
@@ -53,7 +61,7 @@ struct restore_ctx {
 	uint8_t super[BTRFS_SUPER_INFO_SIZE]; /* the superblock of the lowest devid seen */
 	bool have_super;
 	uint64_t super_devid;
-	uint8_t *supers;          /* SUPER records: devid (8 bytes) + 4096 bytes each */
+	struct img_super *supers; /* every SUPER record */
 	size_t nsupers;
 	/* the chunk tree, collected first */
 	struct held_list chunk_blocks;
@@ -67,6 +75,8 @@ struct restore_ctx {
 	uint64_t new_size;
 	struct held_list dev_blocks;
 	int out_fd;
+	struct write_batch *batch;    /* writes of tree blocks and data, gathered */
+	struct ebitmap *parity_rows;  /* RAID5/6 full stripes written into (logical ranges) */
 	/* records before the chunk tree was complete */
 	FILE *spill;
 	struct spilled *sp;
@@ -77,6 +87,18 @@ struct restore_ctx {
 	struct progress *prog;
 	char err[512];
 };
+
+/* Gathered writes onto the outputs (restore_batch.c): batch_add copies the
+ * bytes; batch_flush writes everything, sorted, and starts writeback. */
+int batch_open(struct write_batch **b, char **paths, unsigned n);
+int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len);
+int batch_flush(struct write_batch *b);
+void batch_free(struct write_batch *b);
+
+/* RAID5/6 (restore_parity.c): note the full stripes a write touches; at the
+ * end, recompute their parity from what the outputs hold. */
+int parity_note(struct restore_ctx *r, uint64_t logical, uint64_t len);
+int parity_finish(struct restore_ctx *r);
 
 int held_add(struct held_list *l, uint64_t bytenr, const uint8_t *data, uint32_t len);
 struct held_block *held_find(struct held_list *l, uint64_t bytenr);
@@ -89,10 +111,11 @@ void restore_block_csum(struct restore_ctx *r, uint8_t *block);
 int rs_error(struct restore_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Write [logical, logical+len) to every copy in the layout being restored. */
 int restore_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len);
-/* Flush, then write every superblock copy within size: base with bytenr,
- * dev_item (unless NULL) and the checksum set; flush again. */
+/* Flush, then write every superblock copy within size: verbatim[copy] when
+ * given (verbatim may be NULL), else base with bytenr, dev_item (unless NULL)
+ * and the checksum set; flush again. */
 int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t *base,
-			 const uint8_t *dev_item, uint64_t size);
+			 const uint8_t *dev_item, const uint8_t *const *verbatim, uint64_t size);
 
 /* One-device layout: place every chunk (after the chunk tree is complete),
  * map a logical range, patch a block on its way out, rewrite the chunk and

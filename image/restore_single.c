@@ -478,7 +478,7 @@ static int new_super(struct restore_ctx *r, const struct single_dev *d, uint8_t 
 {
 	uint8_t *backups = super_super_roots_ptr(sb);
 
-	memcpy(sb, r->devs[0].super ? r->devs[0].super : r->super, BTRFS_SUPER_INFO_SIZE);
+	memcpy(sb, r->super, BTRFS_SUPER_INFO_SIZE);
 	super_set_num_devices(sb, 1);
 	super_set_total_bytes(sb, r->new_size);
 	memcpy(super_dev_item_ptr(sb), d->item, sizeof(d->item));
@@ -511,7 +511,7 @@ int single_finish(struct restore_ctx *r)
 		goto out;
 	if ((ret = new_super(r, &d, sb)))
 		goto out;
-	ret = restore_write_supers(r, r->fs->devices[0].io, sb, NULL, r->new_size);
+	ret = restore_write_supers(r, r->fs->devices[0].io, sb, NULL, NULL, r->new_size);
 	if (ret)
 		rs_error(r, "writing the superblocks of %s: %s", r->outs[0], strerror(-ret));
 out:

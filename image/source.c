@@ -166,6 +166,7 @@ static int bimg_next(struct img_source *src, struct img_record *rec)
 		src->items++;
 		if (bytenr == BTRFS_SUPER_INFO_OFFSET && len == BTRFS_SUPER_INFO_SIZE) {
 			rec->type = IMG_REC_SUPER;
+			rec->copy = 0;
 			rec->logical = dev_item_devid(super_dev_item_ptr(data));
 			rec->len = len;
 			rec->data = data;
@@ -178,6 +179,7 @@ static int bimg_next(struct img_source *src, struct img_record *rec)
 	}
 	len = ns && src->pend_len >= ns ? ns : src->pend_len;
 	rec->type = IMG_REC_TREE;
+	rec->copy = 0;
 	rec->logical = src->pend_logical;
 	rec->len = len;
 	rec->data = src->pend_data;

@@ -59,6 +59,75 @@ def out_paths(tmp_path: Path, n: int) -> list[Path]:
     return [tmp_path / f"restored{i}.img" for i in range(n)]
 
 
+def devid_of(dev) -> int:
+    p = run_btk("btk-inspect", "super", "--format", "json", dev)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["dev_item"]["devid"]
+
+
+def chunk_copies(chunk: dict, logical: int) -> list[tuple[int, int]]:
+    """(devid, physical) of every data copy of logical in chunk, the way btrfs stripes it."""
+    off, sl, st, prof = logical - chunk["logical"], chunk["stripe_len"], chunk["stripes"], chunk["profile"]
+    nr, inside = divmod(off, sl)
+    if prof == "RAID0":
+        row, idx, n = nr // len(st), nr % len(st), 1
+    elif prof == "RAID10":
+        groups = len(st) // 2
+        row, idx, n = nr // groups, (nr % groups) * 2, 2
+    elif prof in ("RAID5", "RAID6"):
+        data = len(st) - (1 if prof == "RAID5" else 2)
+        row = nr // data
+        idx, n = (row + nr % data) % len(st), 1
+    else:
+        return [(s["devid"], s["physical"] + off) for s in st]
+    return [(st[idx + i]["devid"], st[idx + i]["physical"] + row * sl + inside) for i in range(n)]
+
+
+def tree_block_addrs(devices) -> set[int]:
+    """Logical address of every tree block btk-inspect sees: item and pointer lines, tree roots."""
+    p = run_btk("btk-inspect", "super", "--format", "json", devices[0])
+    sb = json.loads(p.stdout)
+    addrs = {a for a in (sb["root"], sb["chunk_root"], sb["log_root"]) if a}
+    for line in tree_jsonl(devices).splitlines():
+        d = json.loads(line)
+        addrs.add(d["block"])
+        if "blockptr" in d:
+            addrs.add(d["blockptr"])
+        elif d.get("type") == "ROOT_ITEM" and d["fields"].get("bytenr"):
+            addrs.add(d["fields"]["bytenr"])
+    return addrs
+
+
+def assert_metadata_identical(src, outs):
+    """Every copy of every tree block, at its physical place on every device, and every superblock
+    copy are byte-identical between the source and the restored devices."""
+    chunks = json.loads(run_btk("btk-inspect", "map", "--format", "json", *src).stdout)
+    nodesize = json.loads(run_btk("btk-inspect", "super", "--format", "json", src[0]).stdout)["nodesize"]
+    by_devid = {devid_of(d): (d, o) for d, o in zip(src, outs)}
+    files = {devid: (open(d, "rb"), open(o, "rb")) for devid, (d, o) in by_devid.items()}
+    try:
+        for devid, (a, b) in files.items():
+            size = os.fstat(a.fileno()).st_size
+            for off in (64 << 10, 64 << 20, 256 << 30):
+                if off + 4096 <= size:
+                    a.seek(off), b.seek(off)
+                    assert a.read(4096) == b.read(4096), f"device {devid}: superblock at {off} differs"
+        checked = 0
+        for logical in sorted(tree_block_addrs(src)):
+            chunk = next(c for c in chunks if c["logical"] <= logical < c["logical"] + c["length"])
+            for devid, phys in chunk_copies(chunk, logical):
+                a, b = files[devid]
+                a.seek(phys), b.seek(phys)
+                want = a.read(nodesize)
+                assert int.from_bytes(want[48:56], "little") == logical, f"no tree block {logical} at {devid}:{phys}"
+                assert b.read(nodesize) == want, f"tree block {logical} differs at device {devid} offset {phys}"
+                checked += 1
+        assert checked
+    finally:
+        for a, b in files.values():
+            a.close(), b.close()
+
+
 # --------------------------------------------------------------------------- round trips
 
 ORIGINAL = ["s16k-crc32c-zstd", "s4k-xxhash-holes-lzo", "bgt-squota-xxhash", "raid10-4dev", "raid1c4-4dev-sha256"]
@@ -72,6 +141,7 @@ def roundtrip_original(tmp_path, name, *dump_opts):
     img = dump(src, tmp_path / "fs.btkimg", *dump_opts)
     outs = restore(img, out_paths(tmp_path, len(src)))
     assert tree_jsonl(outs) == tree_jsonl(src), "btk-inspect tree differs after dump + restore"
+    assert_metadata_identical(src, outs)
     oracle.reference_check(outs)
     assert metadata_view(outs) == metadata_view(src)
 
@@ -87,12 +157,52 @@ def test_roundtrip_original_more(tmp_path, name):
     roundtrip_original(tmp_path, name)
 
 
+def unused_space(block: bytes) -> bytes:
+    """A tree block's bytes that hold nothing: between a leaf's item headers and its lowest item
+    data, after a node's last pointer."""
+    n = int.from_bytes(block[0x60:0x64], "little")
+    if block[0x64] == 0:
+        start = 101 + 25 * n
+        end = min([len(block)] + [101 + int.from_bytes(block[101 + 25 * i + 17:101 + 25 * i + 21], "little")
+                                  for i in range(n)])
+    else:
+        start, end = 101 + 33 * n, len(block)
+    return block[start:end]
+
+
+def test_exact_and_zero_unused(tmp_path):
+    """mkfs leaves stale bytes in free leaf space: a default dump keeps them (the restored metadata is
+    byte-identical), --zero-unused wipes them and the trees and the reference check stay the same."""
+    src = built("mkfs-single").devices
+    outs = restore(dump(src, tmp_path / "exact.btkimg"), out_paths(tmp_path, 1))
+    assert_metadata_identical(src, outs)
+    zouts = restore(dump(src, tmp_path / "zero.btkimg", "--zero-unused"), [tmp_path / "zeroed.img"])
+    assert tree_jsonl(zouts) == tree_jsonl(src)
+    nodesize = json.loads(run_btk("btk-inspect", "super", "--format", "json", src[0]).stdout)["nodesize"]
+    chunks = json.loads(run_btk("btk-inspect", "map", "--format", "json", *src).stdout)
+    stale = 0
+    with open(src[0], "rb") as a, open(zouts[0], "rb") as b:
+        for logical in tree_block_addrs(src):
+            chunk = next(c for c in chunks if c["logical"] <= logical < c["logical"] + c["length"])
+            for _, phys in chunk_copies(chunk, logical):
+                a.seek(phys), b.seek(phys)
+                stale += any(unused_space(a.read(nodesize)))
+                assert not any(unused_space(b.read(nodesize))), f"block {logical}: unused space kept"
+    assert stale, "the source has no stale bytes: this test proves nothing"
+    oracle.reference_check(zouts)
+
+
 @pytest.mark.parametrize("opts", [("--compress", "lz4", "-j", "1"), ("--compress", "none"),
-                                  ("--walk-extent-tree", "-c", "9")], ids=["lz4", "none", "extent-tree"])
+                                  ("--walk-extent-tree", "-c", "9"), ("--frame-size", "64K", "-j", "3")],
+                         ids=["lz4", "none", "extent-tree", "chained-frames"])
 def test_roundtrip_variants(tmp_path, opts):
-    """Other compressors and the extent-tree walk give the same filesystem back."""
+    """Other compressors, the extent-tree walk and small (chained) zstd frames give the same
+    filesystem back."""
     src = built("s16k-crc32c-zstd").devices
     img = dump(src, tmp_path / "fs.btkimg", *opts)
+    if "--frame-size" in opts:
+        info = json.loads(run_btk("btk-image", "info", "--format", "json", img).stdout)
+        assert info["frames"] > 3
     outs = restore(img, out_paths(tmp_path, 1))
     assert tree_jsonl(outs) == tree_jsonl(src)
 
@@ -111,6 +221,24 @@ def test_data_roundtrip(tmp_path, name):
         got = oracle.file_hashes(mnt)
     assert got == oracle.snapshot_hashes(src)
 
+
+@pytest.mark.parametrize("name,drop", [("raid5-3dev", 1), ("raid6-4dev-64k", 2)])
+def test_raid56_parity(tmp_path, name, drop):
+    """RAID5 data and RAID6 data + metadata restored with --data: the parity of every full stripe
+    written is recomputed (P, and Q for RAID6), so the filesystem still reads back identical with
+    as many devices missing as the profile tolerates (the kernel rebuilds their stripes from the
+    parity; a scrub would not tell: it rewrites bad parity silently)."""
+    require_kernel()
+    src = built(name).devices
+    outs = restore(dump(src, tmp_path / "fs.btkimg", "--data"), out_paths(tmp_path, len(src)))
+    want = oracle.snapshot_hashes(src)
+    fsbuild.run(["btrfs", "device", "scan", "--forget"], check=False)
+    for gone in range(len(outs) - drop + 1):
+        left = outs[:gone] + outs[gone + drop:]
+        with fsbuild.attached(left, readonly=True) as loops, \
+                fsbuild.mounted(loops, ("ro", "degraded", "rescue=nologreplay")) as mnt:
+            assert oracle.file_hashes(mnt) == want, f"devices {gone}..{gone + drop - 1} missing: files differ"
+    oracle.reference_check(outs)
 
 SINGLE = ["raid1-2dev", "raid10-4dev", "raid5-3dev"]
 SINGLE_SLOW = ["raid1c3-3dev", "raid0-2dev-blake2", "raid6-4dev-64k", "s4k-xxhash-holes-lzo", "bgt-squota-xxhash"]
