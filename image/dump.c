@@ -35,8 +35,9 @@ static const struct argp_option dump_options[] = {
 	{ "compress", OPT_COMPRESS, "ALG", 0, "Frame compression of a btk image: zstd (default), lz4 or none", 0 },
 	{ "jobs", 'j', "N", 0, "Compression threads (default: the number of CPUs)", 0 },
 	{ "sanitize", OPT_SANITIZE, "MODE", OPTION_ARG_OPTIONAL, "Hide names: random (default) replaces them "
-	  "with same-length random names, collide keeps their crc32c hash; inline data, xattr values and "
-	  "symlink targets are zeroed", 0 },
+	  "with same-length random names, collide keeps their crc32c hash (names of 5 bytes or more); inline "
+	  "data and xattr values are zeroed (btrfs.* property xattrs are kept), symlink targets replaced by "
+	  "same-length random paths, the label replaced", 0 },
 	{ "data", OPT_DATA, NULL, 0, "Include the data extents (not with --sanitize)", 0 },
 	{ "walk-extent-tree", OPT_WALK_EXTENT, NULL, 0, "Find tree blocks from the extent tree and read them in "
 	  "address order instead of walking every tree (faster; log trees are still walked)", 0 },
@@ -121,19 +122,6 @@ static error_t dump_parse(int key, char *arg, struct argp_state *state)
 		return ARGP_ERR_UNKNOWN;
 	}
 	return 0;
-}
-
-/* The sanitizer is another module (image/sanitize.c); until it is linked in,
- * --sanitize says it is not available instead of failing the build. */
-#pragma weak sanitizer_new
-#pragma weak sanitize_tree_block
-#pragma weak sanitizer_error
-#pragma weak sanitizer_free
-#pragma weak sanitize_prescan_fs
-#pragma weak sanitize_super
-static bool sanitizer_available(void)
-{
-	return sanitizer_new != NULL && sanitize_tree_block != NULL;
 }
 
 /* ---------------------------------------------------------------- the sink */
@@ -532,9 +520,10 @@ static int check_args(const struct dump_args *a)
 		msg_error("--data would ship file contents: it cannot be combined with --sanitize");
 		return -EINVAL;
 	}
-	if (a->sanitize == SANITIZE_RANDOM && a->walk_extent_tree) {
-		msg_error("--sanitize=random re-keys items and needs the tree walk's order: drop --walk-extent-tree "
-			  "or use --sanitize=collide");
+	if (a->sanitize && a->walk_extent_tree) {
+		/* both modes may re-key (collide does for names too short to keep their
+		 * hash), and nodes take their children's new keys only in post-order */
+		msg_error("--sanitize re-keys items and needs the tree walk's order: drop --walk-extent-tree");
 		return -EINVAL;
 	}
 	if (a->format == IMG_FORMAT_BTRFS_IMAGE && a->data) {
@@ -612,11 +601,6 @@ int cmd_dump(int argc, char **argv)
 	if (!d.visited || !d.scratch || !devs || !d.pend[BTRFS_MAX_LEVEL - 1].data) {
 		msg_error("out of memory");
 		ret = -ENOMEM;
-		goto out;
-	}
-	if (a.sanitize && !sanitizer_available()) {
-		msg_error("--sanitize is not available in this build yet");
-		ret = -ENOSYS;
 		goto out;
 	}
 	if (a.sanitize && (ret = sanitizer_new(&d.san, (enum sanitize_mode)a.sanitize, d.fs->csum_type,
