@@ -7,7 +7,12 @@ $(error run ./autogen.sh && ./configure first)
 endif
 
 B ?= build
-PYTEST ?= python3 -m pytest
+# Debian's python3 (scripts/install-deps installs pytest and pytest-xdist for it)
+# rather than whatever python3 comes first in PATH.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+PYTEST ?= $(PYTHON) -m pytest
+# Two test workers when pytest-xdist is there: the suite mostly waits on the kernel.
+PYTEST_JOBS ?= $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo "-n 2")
 BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wmissing-prototypes \
 	-Wstrict-prototypes -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $(WERROR) \
 	-DBTK_VERSION='"$(VERSION)"'
@@ -93,7 +98,7 @@ unit: $(UNIT_BINS)
 # Unit tests, then the pytest suite (real filesystems; kernel tests need root).
 check: all unit
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t --jobs 2 --short-filename; done
-	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q tests/scripts $(PYTEST_ARGS)
+	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
 
 # The same suite built with ASan + UBSan in build-asan/, minus the tests marked slow
 # (crash replays and big images: they exercise the reference tools more than btk's code).

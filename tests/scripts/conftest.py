@@ -28,6 +28,7 @@ import fsbuild  # noqa: E402
 
 REQUIRE = os.environ.get("BTK_REQUIRE_KERNEL_TESTS") == "1"
 BUILD_DIR = Path(os.environ.get("BTK_BUILD_DIR") or fsbuild.REPO / "build")
+CACHE_PREFIX = str(fsbuild.cache_root()) + os.sep
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
                      "runtime error:", "MemorySanitizer", "ThreadSanitizer")
 
@@ -101,9 +102,12 @@ def run_btk(tool: str, *args, timeout: float = 300, check_crash: bool = True) ->
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     where = f"{tool} {' '.join(map(str, args))}"
+    # a cached image another test worker has attached would be refused as mounted
+    cached = [a for a in map(str, args) if a.startswith(CACHE_PREFIX) and os.path.isfile(a)]
     try:
-        p = subprocess.run([str(path), *map(str, args)], capture_output=True, text=True,
-                           errors="surrogateescape", timeout=timeout, env=env)
+        with fsbuild.fsid_lock(cached):
+            p = subprocess.run([str(path), *map(str, args)], capture_output=True, text=True,
+                               errors="surrogateescape", timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{where} timed out after {timeout}s", pytrace=False)
     for marker in SANITIZER_MARKERS:

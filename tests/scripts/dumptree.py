@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+import fsbuild
+
 U64 = (1 << 64) - 1
 
 
@@ -528,9 +530,10 @@ def parse_dump_tree(text: str) -> DumpTree:
 
 
 def dump_tree(devices, *args, timeout=300) -> DumpTree:
-    p = subprocess.run(["btrfs", "inspect-internal", "dump-tree", "--noscan", *map(str, args),
-                        *map(str, devices)], capture_output=True, text=True, timeout=timeout,
-                       errors="surrogateescape")
+    with fsbuild.fsid_lock(devices):  # not while another test worker has the image mounted
+        p = subprocess.run(["btrfs", "inspect-internal", "dump-tree", "--noscan", *map(str, args),
+                            *map(str, devices)], capture_output=True, text=True, timeout=timeout,
+                           errors="surrogateescape")
     if p.returncode != 0:
         raise RuntimeError(f"dump-tree failed ({p.returncode}): {p.stderr}")
     d = parse_dump_tree(p.stdout)

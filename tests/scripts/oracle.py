@@ -41,7 +41,8 @@ def reference_check(devices: list[Path]) -> None:
     """`btrfs check` (the reference) must pass; a multi-device filesystem is checked
     through loop devices, since btrfs-progs finds the other members only by scanning."""
     if len(devices) == 1:
-        p = fsbuild.run(["btrfs", "check", "--readonly", str(devices[0])], check=False, timeout=600)
+        with fsbuild.fsid_lock(devices):  # btrfs check refuses an image another worker has mounted
+            p = fsbuild.run(["btrfs", "check", "--readonly", str(devices[0])], check=False, timeout=600)
     else:
         with fsbuild.attached(devices, readonly=True) as loops:
             fsbuild.run(["btrfs", "device", "scan", *loops], check=False)

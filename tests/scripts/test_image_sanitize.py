@@ -75,7 +75,6 @@ def walk(mnt: Path) -> dict:
 
 
 def mounted_walk(devices, options=("ro", "rescue=nologreplay")) -> dict:
-    fsbuild.run(["btrfs", "device", "scan", "--forget"], check=False)
     with fsbuild.attached(devices, readonly="ro" in options) as loops, fsbuild.mounted(loops, options) as mnt:
         return walk(mnt)
 
