@@ -37,22 +37,6 @@ struct xrepair {
 	uint64_t rewritten, created, deleted, said;
 };
 
-static uint32_t inline_ref_size(uint32_t type)
-{
-	switch (type) {
-	case BTRFS_TREE_BLOCK_REF_KEY:
-	case BTRFS_SHARED_BLOCK_REF_KEY:
-	case BTRFS_EXTENT_OWNER_REF_KEY:
-		return sizeof(struct btrfs_extent_inline_ref);
-	case BTRFS_EXTENT_DATA_REF_KEY:
-		return 1 + sizeof(struct btrfs_extent_data_ref);
-	case BTRFS_SHARED_DATA_REF_KEY:
-		return sizeof(struct btrfs_extent_inline_ref) + sizeof(struct btrfs_shared_data_ref);
-	default:
-		return 0;
-	}
-}
-
 static uint64_t ref_seq(const struct extent_fix *f)
 {
 	return f->type == BTRFS_EXTENT_DATA_REF_KEY ? btrfs_extent_data_ref_hash(f->a, f->b, f->c) : f->a;
@@ -252,7 +236,7 @@ static int insert_keyed(struct xrepair *x, const struct extent_fix *f)
 
 static void put_inline(uint8_t *p, const struct extent_fix *f)
 {
-	memset(p, 0, inline_ref_size(f->type));
+	memset(p, 0, extent_inline_ref_size((uint8_t)f->type));
 	inline_ref_set_type(p, (uint8_t)f->type);
 	if (f->type == BTRFS_EXTENT_DATA_REF_KEY) {
 		data_ref_set_root(p + 1, f->a);
@@ -362,7 +346,7 @@ static int fix_extent(struct xrepair *x)
 	memcpy(out, item, head);
 	osize = head;
 	for (size_t i = 0; i < x->nrefs && !ret; i++) {
-		uint32_t n = inline_ref_size(x->refs[i].type);
+		uint32_t n = extent_inline_ref_size((uint8_t)x->refs[i].type);
 		bool data = x->refs[i].type == BTRFS_EXTENT_DATA_REF_KEY || x->refs[i].type == BTRFS_SHARED_DATA_REF_KEY;
 		total += data ? x->refs[i].count : 1;
 		if (!n) {

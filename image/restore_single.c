@@ -99,25 +99,10 @@ int single_place_chunks(struct restore_ctx *r)
 	return 0;
 }
 
-static size_t chunk_index(const struct chunk_map *map, uint64_t logical)
-{
-	size_t lo = 0, hi = map->count;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const struct chunk *c = map->chunks[mid];
-		if (c->logical + c->length <= logical)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned *ncopies, uint64_t *contig)
 {
 	const struct chunk_map *map = r->fs->chunks;
-	size_t i = chunk_index(map, logical);
+	size_t i = chunk_map_find_index(map, logical);
 	const struct chunk *c;
 
 	if (i >= map->count || map->chunks[i]->logical > logical)
@@ -379,7 +364,7 @@ static int new_chunk_tree(struct restore_ctx *r, struct single_dev *d, struct it
 			key.offset = 1;
 			ret = items_push(out, &key, d->item, sizeof(d->item));
 		} else if (key.type == BTRFS_CHUNK_ITEM_KEY) {
-			size_t idx = chunk_index(r->fs->chunks, key.offset);
+			size_t idx = chunk_map_find_index(r->fs->chunks, key.offset);
 			uint32_t size = 0;
 			if (idx >= r->fs->chunks->count || r->fs->chunks->chunks[idx]->logical != key.offset)
 				ret = rs_error(r, "chunk %llu vanished", (unsigned long long)key.offset);

@@ -533,23 +533,6 @@ static const struct field_desc data_ref_fields[] = {
 	UINT_OF(struct btrfs_extent_data_ref, count),
 };
 
-/* Bytes after the type byte of an inline ref, or 0 for an unknown type. */
-static size_t inline_ref_body_size(uint8_t type)
-{
-	switch (type) {
-	case BTRFS_TREE_BLOCK_REF_KEY:
-	case BTRFS_SHARED_BLOCK_REF_KEY:
-	case BTRFS_EXTENT_OWNER_REF_KEY:
-		return sizeof(uint64_t);
-	case BTRFS_EXTENT_DATA_REF_KEY:
-		return sizeof(struct btrfs_extent_data_ref);
-	case BTRFS_SHARED_DATA_REF_KEY:
-		return sizeof(uint64_t) + sizeof(struct btrfs_shared_data_ref);
-	default:
-		return 0;
-	}
-}
-
 /* One inline ref whose body (after the type byte) is complete at body. */
 static struct json_object *inline_ref_json(uint8_t type, const uint8_t *body)
 {
@@ -603,7 +586,7 @@ static void decode_inline_refs(struct json_object *out, const struct item_ctx *c
 	add(out, "inline_refs", refs);
 	while (cur < c->size) {
 		uint8_t type = c->data[cur];
-		size_t body = inline_ref_body_size(type);
+		size_t body = extent_inline_ref_size(type) ? extent_inline_ref_size(type) - 1u : 0;
 
 		if (body == 0 || c->size - cur - 1 < body) {
 			set_malformed(c);

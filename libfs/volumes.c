@@ -74,8 +74,7 @@ static struct fs_device *device_by_devid(struct fs_info *fs, uint64_t devid)
 	return NULL;
 }
 
-/* Index of the first chunk whose end is above logical. */
-static size_t chunk_map_find_index(const struct chunk_map *map, uint64_t logical)
+size_t chunk_map_find_index(const struct chunk_map *map, uint64_t logical)
 {
 	size_t lo = 0, hi = map->count;
 

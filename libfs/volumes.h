@@ -46,6 +46,8 @@ uint64_t chunk_stripe_size(uint64_t length, uint64_t type, unsigned num_stripes,
  * Validates geometry; -EUCLEAN with a message on nonsense. */
 int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
 const struct chunk *chunk_map_lookup(const struct chunk_map *map, uint64_t logical);
+/* Index of the first chunk (in logical order) whose end is above logical. */
+size_t chunk_map_find_index(const struct chunk_map *map, uint64_t logical);
 void chunk_map_free(struct chunk_map *map);
 /* Replace the stripes of the in-memory chunk at logical (the on-disk chunk
  * item is not touched): used to send writes to the union of old and new

@@ -118,6 +118,14 @@ def run_btk(tool: str, *args, timeout: float = 300, check_crash: bool = True) ->
     return p
 
 
+def check_json(devices, *args):
+    """btk-check --format json that must complete (exit 0 or 4): (exit, output, problem ids)."""
+    p = run_btk("btk-check", "--format", "json", *args, *devices)
+    assert p.returncode in (0, 4), f"btk-check exit {p.returncode}:\n{p.stderr[-3000:]}"
+    out = json.loads(p.stdout)
+    return p.returncode, out, {x["id"] for x in out["problems"]}
+
+
 def error_lines(stderr: str, tool: str = "btk-inspect") -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"{tool}: error:")]
 

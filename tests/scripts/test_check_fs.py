@@ -6,12 +6,11 @@ groups) must show none of these problems. Copies of one recipe with one item
 field edited (btk-corrupt, checksum fixed) must show exactly the expected
 problems, and the reference `btrfs check` must fail on each of them too.
 More cases, as small committed images, are in tests/images/corrupt/."""
-import json
 import subprocess
 
 import pytest
 
-from conftest import RECIPE_NAMES, btk_path, built, btk_tree_records, run_btk, skip_or_fail
+from conftest import RECIPE_NAMES, btk_path, built, btk_tree_records, check_json, run_btk, skip_or_fail
 import fsbuild
 
 # the problem ids of phase_fs*.c and phase_roots.c
@@ -27,13 +26,6 @@ FS_IDS = {
 # single device, no-holes, extrefs (the links directory), xattrs, a subvolume,
 # a read-only snapshot of it and a snapshot of the top level
 BASE = "s16k-crc32c-zstd"
-
-
-def check_json(devices, *args):
-    p = run_btk("btk-check", "--format", "json", *args, *devices)
-    assert p.returncode in (0, 4), f"btk-check exit {p.returncode}:\n{p.stderr[-3000:]}"
-    out = json.loads(p.stdout)
-    return p.returncode, out, {x["id"] for x in out["problems"]}
 
 
 @pytest.mark.parametrize("name", RECIPE_NAMES)

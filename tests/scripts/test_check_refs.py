@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import RECIPE_NAMES, btk_path, built, btk_tree_records, run_btk, skip_or_fail
+from conftest import RECIPE_NAMES, btk_path, built, btk_tree_records, check_json, run_btk, skip_or_fail
 import fsbuild
 
 # the problem ids of phase_refs.c, phase_csums.c and data_csum.c
@@ -20,13 +20,6 @@ REF_IDS = {
     "data-csum-mismatch", "data-unreadable",
 }
 BASE = "s16k-crc32c-zstd"   # single device, snapshots and reflinks: shared and keyed refs
-
-
-def check_json(devices, *args):
-    p = run_btk("btk-check", "--format", "json", *args, *devices)
-    assert p.returncode in (0, 4), f"btk-check exit {p.returncode}:\n{p.stderr[-3000:]}"
-    out = json.loads(p.stdout)
-    return p.returncode, out, {x["id"] for x in out["problems"]}
 
 
 @pytest.mark.parametrize("name", RECIPE_NAMES)

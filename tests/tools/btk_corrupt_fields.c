@@ -223,22 +223,6 @@ static bool indexed(const char *name, const char *prefix, unsigned *index, const
 	return true;
 }
 
-static uint32_t inline_ref_size(uint8_t type)
-{
-	switch (type) {
-	case BTRFS_TREE_BLOCK_REF_KEY:
-	case BTRFS_SHARED_BLOCK_REF_KEY:
-	case BTRFS_EXTENT_OWNER_REF_KEY:
-		return 9;
-	case BTRFS_EXTENT_DATA_REF_KEY:
-		return 1 + sizeof(struct btrfs_extent_data_ref);
-	case BTRFS_SHARED_DATA_REF_KEY:
-		return 9 + sizeof(struct btrfs_shared_data_ref);
-	default:
-		return 0;
-	}
-}
-
 /* refN.{type,offset,root,parent,objectid,count} of an extent item's inline refs. */
 static int inline_ref_field(uint8_t key_type, const uint8_t *data, uint32_t size, unsigned index,
 			    const char *rest, struct field_loc *out, const char **why)
@@ -255,7 +239,7 @@ static int inline_ref_field(uint8_t key_type, const uint8_t *data, uint32_t size
 		if (pos >= size)
 			return fail(why, "no such inline ref", -ERANGE);
 		t = data[pos];
-		len = inline_ref_size(t);
+		len = extent_inline_ref_size(t);
 		if (!len)
 			return fail(why, "unknown inline ref type", -ERANGE);
 		if (i == index)
