@@ -4,9 +4,11 @@ problem ids, text and JSON agree, and exit codes follow fsck(8)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import re
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -47,7 +49,8 @@ def corpus_images() -> dict[str, Path]:
         digest = hashlib.sha256(xz.read_bytes()).hexdigest()[:12]
         img = out_dir / f"{expect.stem}-{digest}.img"
         if not img.exists():
-            tmp = img.with_suffix(".tmp")
+            # parallel test workers may unpack the same image: each into its own file, renamed atomically
+            tmp = img.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
             subprocess.run(f"xz -dc '{xz}' | cp --sparse=always /dev/stdin '{tmp}'", shell=True, check=True)
             tmp.rename(img)
         return expect.stem, img
