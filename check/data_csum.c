@@ -197,6 +197,9 @@ static int verify_stripe(struct dc_state *s, const struct dc_stripe *st)
 	tree_iter_init(&it, fs, &fs->csum_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
 		uint64_t start = k.offset, end = start + (uint64_t)(size / fs->csum_size) * fs->sectorsize;
+
+		if (end < start) /* past the end of the address space: clamp */
+			end = UINT64_MAX;
 		uint64_t lo = start > ch->logical ? start : ch->logical;
 		uint64_t hi = end < ch->logical + ch->length ? end : ch->logical + ch->length;
 

@@ -71,6 +71,8 @@ static int next_item(struct csum_cursor *c)
 	c->have = true;
 	c->start = k.offset;
 	c->end = k.offset + (csize ? (uint64_t)(size / csize) * ctx->fs->sectorsize : 0);
+	if (c->end < c->start) /* past the end of the address space: clamp */
+		c->end = UINT64_MAX;
 	c->outside = 0;
 	ctx->stats.csum_bytes += c->end - c->start;
 	if (c->start < c->pos)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "check/phase_fs.h"
+#include "check/repair_notes.h"
 #include "libfs/csum.h"
 
 #define BTRFS_NAME_LEN 255
@@ -291,12 +292,16 @@ void fs_inode_finish(struct fs_walk *w)
 
 	if (!s->have_item)
 		return;
-	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size)
+	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size) {
 		report_problem(w->ctx, PR_DIR_ISIZE, "root %" PRIu64 " dir %" PRIu64 ": size %" PRIu64
 			       ", its entries add up to %" PRIu64, root, s->ino, s->isize, s->dir_size);
-	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && s->nbytes != s->found_bytes)
+		repair_note_inode_problem(w->ctx, PR_DIR_ISIZE, root, s->ino);
+	}
+	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && s->nbytes != s->found_bytes) {
 		report_problem(w->ctx, PR_INODE_NBYTES, "root %" PRIu64 " inode %" PRIu64 ": nbytes %" PRIu64
 			       ", its extents add up to %" PRIu64, root, s->ino, s->nbytes, s->found_bytes);
+		repair_note_inode_problem(w->ctx, PR_INODE_NBYTES, root, s->ino);
+	}
 	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
 	    s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize))
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
@@ -307,5 +312,6 @@ void fs_inode_finish(struct fs_walk *w)
 	} else if (s->nlink != s->names) {
 		report_problem(w->ctx, PR_INODE_NLINK, "root %" PRIu64 " inode %" PRIu64 ": nlink %u, %" PRIu64
 			       " name(s)", root, s->ino, s->nlink, s->names);
+		repair_note_inode_problem(w->ctx, PR_INODE_NLINK, root, s->ino);
 	}
 }

@@ -180,6 +180,9 @@ static int read_csum_items(struct cfix *x, bool fix)
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		uint64_t len = (uint64_t)(size / x->csize) * ss, pos, end = key.offset + len;
 
+		if (end < key.offset) /* past the end of the address space: clamp */
+			end = UINT64_MAX;
+
 		/* the old item as it is, whole (its size may be wrong): to compare and delete */
 		ret = clist_add(&x->old, key.offset, size, data, size);
 		if (ret)

@@ -117,18 +117,10 @@ int repair_note_inode(struct check_ctx *ctx, enum problem_code code, uint64_t ro
 	return note_add(ctx, NOTES_INODES, &f);
 }
 
-void repair_note_problem(struct check_ctx *ctx, enum problem_code code, const char *detail)
+void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t ino)
 {
-	uint64_t root, ino;
-
-	if (code != PR_INODE_NLINK && code != PR_DIR_ISIZE && code != PR_INODE_NBYTES)
-		return;
 	if (!ctx->opts->repair)
 		return;
-	if (sscanf(detail, "root %" SCNu64 " %*[a-z] %" SCNu64 ":", &root, &ino) != 2) {
-		repair_note_unfixable(ctx);
-		return;
-	}
 	if (repair_note_inode(ctx, code, root, ino) < 0)
 		repair_note_unfixable(ctx);
 }

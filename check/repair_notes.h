@@ -44,9 +44,9 @@ int repair_note_extent(struct check_ctx *ctx, const struct extent_fix *f);
 /* Space an extent item will be created for: claimed before any tree changes. */
 int repair_note_claim(struct check_ctx *ctx, uint64_t bytenr, uint64_t len);
 int repair_note_inode(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t ino);
-/* From report_problem(): notes what a problem's text names, for the codes
- * whose detectors (check/phase_fs_items.c) write "root R inode|dir I: ...". */
-void repair_note_problem(struct check_ctx *ctx, enum problem_code code, const char *detail);
+/* From the inode detectors (check/phase_fs_items.c), with --repair: an inode
+ * whose nlink, size or nbytes the inodes class recomputes. */
+void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t ino);
 /* An extent that needs a repair but cannot have one (its references are too
  * many to hold, or it is damaged in a way only reported). */
 void repair_note_unfixable(struct check_ctx *ctx);

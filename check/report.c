@@ -3,7 +3,6 @@
 #include <stdio.h>
 
 #include "check/check.h"
-#include "check/repair_notes.h"
 #include "common/messages.h"
 
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
@@ -18,7 +17,6 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 	if (!def)
 		return;
 	ctx->counts[code]++;
-	repair_note_problem(ctx, code, detail);
 	if (def->severity == SEV_ERROR)
 		ctx->errors++;
 	else

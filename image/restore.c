@@ -453,10 +453,19 @@ static int place_record(struct restore_ctx *r, uint16_t type, uint64_t logical, 
 		uint64_t owner = header_owner(data);
 		if (owner == BTRFS_CHUNK_TREE_OBJECTID)
 			return 0; /* an unreachable chunk-tree block: the rewritten tree replaces it */
+		bool edited = owner == BTRFS_DEV_TREE_OBJECTID ||
+			      ((owner == BTRFS_EXTENT_TREE_OBJECTID || owner == BTRFS_BLOCK_GROUP_TREE_OBJECTID) &&
+			       header_level(data) == 0);
+		/* blocks the single layout parses and rewrites must be sound first */
+		if (edited) {
+			enum block_problem p = block_verify(r->fs, logical, data, &BLOCK_EXPECT_ANY);
+			if (p != BLOCK_OK)
+				return rs_error(r, "tree block %llu in the image is bad: %s", (unsigned long long)logical,
+						block_problem_name(p));
+		}
 		if (owner == BTRFS_DEV_TREE_OBJECTID)
 			return held_add(&r->dev_blocks, logical, data, len);
-		if ((owner == BTRFS_EXTENT_TREE_OBJECTID || owner == BTRFS_BLOCK_GROUP_TREE_OBJECTID) &&
-		    header_level(data) == 0) {
+		if (edited) {
 			uint8_t *copy = malloc(len);
 			int ret;
 			if (!copy)

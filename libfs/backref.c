@@ -122,8 +122,14 @@ static int keyed_find(struct trans *t, uint64_t bytenr, const struct backref *r,
 	if (ret)
 		return ret;
 	if (r->type != BTRFS_EXTENT_DATA_REF_KEY) {
+		uint32_t want = r->type == BTRFS_SHARED_DATA_REF_KEY ? sizeof(struct btrfs_shared_data_ref) : 0;
+
 		*key = (struct btrfs_key){ bytenr, r->type, r->id };
-		return tree_lookup(t->fs, &root, key, item, size);
+		ret = tree_lookup(t->fs, &root, key, item, size);
+		if (ret == 0 && *size != want)
+			return fs_error(t->fs, -EUCLEAN, "extent %llu: keyed reference of type %u has %u bytes, not %u",
+					(unsigned long long)bytenr, r->type, *size, want);
+		return ret;
 	}
 	/* hash collisions take the next offsets */
 	for (uint64_t off = btrfs_extent_data_ref_hash(r->id, r->objectid, r->offset), i = 0; i < EXTENT_DATA_REF_PROBES; i++, off++) {
@@ -137,7 +143,10 @@ static int keyed_find(struct trans *t, uint64_t bytenr, const struct backref *r,
 		}
 		if (ret)
 			return ret;
-		if (*size >= sizeof(struct btrfs_extent_data_ref) && data_ref_root(item) == r->id &&
+		if (*size != sizeof(struct btrfs_extent_data_ref))
+			return fs_error(t->fs, -EUCLEAN, "extent %llu: data reference item of %u bytes",
+					(unsigned long long)bytenr, *size);
+		if (data_ref_root(item) == r->id &&
 		    data_ref_objectid(item) == r->objectid && data_ref_offset(item) == r->offset)
 			return 0;
 		*size = cap;

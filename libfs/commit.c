@@ -365,6 +365,9 @@ static int device_super(struct trans *t, const struct fs_device *d, uint8_t *sb)
 		ret = tree_lookup(t->fs, &chunk, &key, item, &size);
 	if (ret)
 		return fs_error(t->fs, ret, "device %llu has no dev item", (unsigned long long)d->devid);
+	if (size != sizeof(item))
+		return fs_error(t->fs, -EUCLEAN, "device %llu: dev item of %u bytes", (unsigned long long)d->devid,
+				size);
 	memcpy(super_dev_item_ptr(sb), item, sizeof(item));
 	return 0;
 }
