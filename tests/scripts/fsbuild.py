@@ -326,7 +326,7 @@ def populate(mnt: Path, r: Recipe):
     run(["btrfs", "qgroup", "create", "1/100", mnt])
     subvol_id = run(["btrfs", "inspect-internal", "rootid", mnt / "subvol"]).stdout.strip()
     run(["btrfs", "qgroup", "assign", "--no-rescan", f"0/{subvol_id}", "1/100", mnt], check=False)
-    run(["sync"])
+    run(["sync", "-f", mnt])
     # snapshots: read-only of the subvolume, writable of the top level; then COW
     # both sides so tree blocks become shared / full-backref
     run(["btrfs", "subvolume", "snapshot", "-r", mnt / "subvol", mnt / "subvol-snap-ro"])
@@ -337,7 +337,7 @@ def populate(mnt: Path, r: Recipe):
         f.write(rng.randbytes(64 * 1024))
     _write(mnt / "snap" / "only-in-snap", rng.randbytes(20000))
     run(["btrfs", "quota", "rescan", "-w", mnt], check=False)
-    run(["sync"])
+    run(["sync", "-f", mnt])
 
 
 def leave_log_tree(mnt: Path, images: list[Path], dest: list[Path]):

@@ -62,6 +62,6 @@ def kernel_roundtrip(devices: list[Path], hashes: dict[str, str], *, write_more:
             (mnt / "after-btk").mkdir(exist_ok=True)
             for i in range(200):
                 (mnt / "after-btk" / f"f{i}").write_bytes(os.urandom(3000))
-            fsbuild.run(["sync"])
+            fsbuild.run(["sync", "-f", mnt])
     reference_check(devices)
     return df

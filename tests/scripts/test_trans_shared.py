@@ -51,10 +51,10 @@ def snapshots_fs(root: str, quota: bool) -> tuple[Path, dict[str, str]]:
             (vol / f"data-{i:02d}").write_bytes(os.urandom(20000 + 4096 * i))
         for i in range(0, 40, 4):
             run(["cp", "--reflink=always", vol / f"data-{i:02d}", vol / f"reflink-{i:02d}"])
-        run(["sync"])
+        run(["sync", "-f", mnt])
         run(["btrfs", "subvolume", "snapshot", vol, mnt / "snap"])
         run(["btrfs", "subvolume", "snapshot", mnt / "snap", mnt / "snap2"])
-        run(["sync"])
+        run(["sync", "-f", mnt])
         ids = run(["btrfs", "subvolume", "list", mnt]).stdout
         assert re.search(r"ID 256 .* path vol$", ids, re.M) and re.search(r"ID 258 .* path snap2$", ids, re.M), ids
         hashes = oracle.file_hashes(vol)

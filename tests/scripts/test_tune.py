@@ -225,7 +225,7 @@ def kernel_verify(devices, want: dict[str, str], *, expect_ro: bool = False, wri
                 with open(mnt / "written-after-tune", "wb") as f:
                     f.write(os.urandom(3 * MiB))
                 (mnt / "random-3M").unlink(missing_ok=True)
-                run(["sync"])
+                run(["sync", "-f", mnt])
                 got = tree_hashes(mnt)
         if write and not expect_ro:
             btrfs_check(loops[0])
@@ -650,7 +650,7 @@ def received_fs(tmp_root: str) -> list[Path]:
             assert send.returncode == 0 and recv.returncode == 0, recv.stderr
             (mnt / "subvol" / "after-s1").write_bytes(b"incremental\n" * 100)
             run(["btrfs", "subvolume", "snapshot", "-r", mnt / "subvol", mnt / "s2"])
-            run(["sync"])
+            run(["sync", "-f", mnt])
     return devs
 
 

@@ -79,7 +79,7 @@ def snap_base(img: Path, opts: list[str], nfiles: int):
             run(["cp", "--reflink=always", mnt / "file3", mnt / "reflink3"])
             (mnt / "snap" / "after").write_bytes(b"written in the snapshot\n")
             (mnt / "file1").write_bytes(b"rewritten\n")
-            run(["sync"])
+            run(["sync", "-f", mnt])
         finally:
             run(["umount", mnt], check=False)
     finally:
