@@ -19,7 +19,7 @@ import pytest
 
 import fsbuild
 import oracle
-from conftest import btk_path, built, require_btk, require_kernel, run_btk, skip_or_fail, SANITIZER_MARKERS
+from conftest import CACHE_PREFIX, SANITIZER_MARKERS, btk_path, built, require_btk, require_kernel, run_btk, skip_or_fail
 
 
 def require_btrfs_image():
@@ -29,7 +29,10 @@ def require_btrfs_image():
 
 
 def btrfs_image(*args, timeout=300):
-    p = fsbuild.run(["btrfs-image", *map(str, args)], check=False, timeout=timeout)
+    # not while another test worker has a cached source mounted
+    cached = [a for a in map(str, args) if a.startswith(CACHE_PREFIX)]
+    with fsbuild.fsid_lock(cached):
+        p = fsbuild.run(["btrfs-image", *map(str, args)], check=False, timeout=timeout)
     assert p.returncode == 0, f"btrfs-image {' '.join(map(str, args))} failed:\n{p.stdout}{p.stderr}"
     return p
 
