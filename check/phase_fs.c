@@ -16,8 +16,7 @@
 
 static bool is_subvolume_tree(uint64_t id)
 {
-	return id == BTRFS_FS_TREE_OBJECTID || id == BTRFS_DATA_RELOC_TREE_OBJECTID ||
-	       (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
+	return key_is_subvolume_id(id) || id == BTRFS_DATA_RELOC_TREE_OBJECTID;
 }
 
 static int collect_root(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)

@@ -18,11 +18,6 @@ struct roots_scan {
 	int err;
 };
 
-static bool is_subvolume(uint64_t id)
-{
-	return id == BTRFS_FS_TREE_OBJECTID || (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
-}
-
 static bool uuid_is_zero(const uint8_t *u)
 {
 	static const uint8_t zero[BTRFS_UUID_SIZE];
@@ -56,7 +51,7 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	struct check_ctx *ctx = s->ctx;
 	struct block_expect any = BLOCK_EXPECT_ANY;
 	struct tree_block *b;
-	bool subvol = is_subvolume(k->objectid);
+	bool subvol = key_is_subvolume_id(k->objectid);
 	struct root_rec r = { .b = k->objectid };
 
 	if (size < BTRFS_ROOT_ITEM_V1_SIZE) {

@@ -18,13 +18,6 @@ struct tree_visit {
 	struct copy_verifier *copies;   /* the other copies of each block, on -j threads */
 };
 
-/* Trees whose blocks are never shared: every block's owner is the tree. */
-static bool tree_has_fixed_owner(uint64_t id)
-{
-	return id != BTRFS_FS_TREE_OBJECTID && !(id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID) &&
-	       id != BTRFS_TREE_RELOC_OBJECTID && id != BTRFS_DATA_RELOC_TREE_OBJECTID;
-}
-
 /* The other copies of a block, verified (copy_verify.c): report the bad ones. */
 static void report_copies(void *arg, const struct copy_job *j)
 {
@@ -67,7 +60,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 		ctx->stats.items += block_nritems(b);
 	if ((ret = copy_verifier_add(v->copies, v->root->objectid, b)) < 0)
 		return ret;
-	if (tree_has_fixed_owner(v->root->objectid) && block_owner(b) != v->root->objectid)
+	if (key_tree_never_shared(v->root->objectid) && block_owner(b) != v->root->objectid)
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64,
 			       v->root->objectid, b->bytenr, block_owner(b));
 	progress_update(ctx->progress, ctx->stats.tree_bytes);

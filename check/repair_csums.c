@@ -254,8 +254,7 @@ static int collect_used_extents(struct cfix *x)
 	tree_iter_init(&it, x->fs, &x->fs->tree_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
 		struct tree_root_ptr *p;
-		bool subvol = key.objectid == BTRFS_FS_TREE_OBJECTID ||
-			      (key.objectid >= BTRFS_FIRST_FREE_OBJECTID && key.objectid <= BTRFS_LAST_FREE_OBJECTID);
+		bool subvol = key_is_subvolume_id(key.objectid);
 		if (key.type != BTRFS_ROOT_ITEM_KEY || !subvol || size < BTRFS_ROOT_ITEM_V1_SIZE ||
 		    !root_item_refs(d) || !root_item_bytenr(d) || root_item_level(d) >= BTRFS_MAX_LEVEL)
 			continue;

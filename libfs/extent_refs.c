@@ -9,14 +9,6 @@
 #include "libfs/trans_internal.h"
 #include "libfs/tree.h"
 
-/* Trees whose blocks are never shared between roots. */
-static bool tree_never_shared(uint64_t root)
-{
-	return root != BTRFS_FS_TREE_OBJECTID && root != BTRFS_TREE_RELOC_OBJECTID &&
-	       root != BTRFS_DATA_RELOC_TREE_OBJECTID &&
-	       !(root >= BTRFS_FIRST_FREE_OBJECTID && root <= BTRFS_LAST_FREE_OBJECTID);
-}
-
 /* Copying shared blocks changes how much of each subvolume is exclusive:
  * like the kernel when it cannot account, mark the qgroups inconsistent (a
  * rescan at the next mount fixes the numbers). Simple quotas count data only. */
@@ -54,7 +46,7 @@ int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 	if (header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC)
 		return fs_error(t->fs, -EOPNOTSUPP, "tree block %llu belongs to a relocation tree",
 				(unsigned long long)b->bytenr);
-	if (tree_never_shared(root)) {
+	if (key_tree_never_shared(root)) {
 		if (owner != root)
 			return fs_error(t->fs, -EUCLEAN, "tree block %llu of tree %llu has owner %llu",
 					(unsigned long long)b->bytenr, (unsigned long long)root,

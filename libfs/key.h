@@ -2,6 +2,7 @@
 #ifndef BTK_KEY_H
 #define BTK_KEY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "libfs/format.h"
 
@@ -39,6 +40,19 @@ static inline int key_compare(const struct btrfs_key *a, const struct btrfs_key 
 
 /* The bytes an extent-tree key allocates: key.offset for an EXTENT_ITEM,
  * nodesize for a (skinny) METADATA_ITEM, 0 for any other item. */
+/* The top-level tree or a subvolume/snapshot tree (not the data reloc tree). */
+static inline bool key_is_subvolume_id(uint64_t id)
+{
+	return id == BTRFS_FS_TREE_OBJECTID || (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
+}
+
+/* A tree whose blocks no other root shares (neither snapshots nor relocation
+ * copy it): every block's owner is the tree itself. */
+static inline bool key_tree_never_shared(uint64_t id)
+{
+	return !key_is_subvolume_id(id) && id != BTRFS_TREE_RELOC_OBJECTID && id != BTRFS_DATA_RELOC_TREE_OBJECTID;
+}
+
 static inline uint64_t extent_key_length(const struct btrfs_key *key, uint32_t nodesize)
 {
 	if (key->type == BTRFS_EXTENT_ITEM_KEY)

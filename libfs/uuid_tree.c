@@ -69,11 +69,6 @@ static bool uuid_is_zero(const uint8_t *uuid)
 	return memcmp(uuid, zero, sizeof(zero)) == 0;
 }
 
-static bool is_subvolume(uint64_t id)
-{
-	return id == BTRFS_FS_TREE_OBJECTID || (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID);
-}
-
 /* The root items as this transaction sees the root tree. */
 static int collect(struct fs_info *fs, struct trans *t, struct uuid_list *l, unsigned *subvols,
 		   unsigned *received)
@@ -89,7 +84,7 @@ static int collect(struct fs_info *fs, struct trans *t, struct uuid_list *l, uns
 		return ret;
 	tree_iter_init(&it, fs, &root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		if (key.type != BTRFS_ROOT_ITEM_KEY || !is_subvolume(key.objectid) ||
+		if (key.type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(key.objectid) ||
 		    size < sizeof(struct btrfs_root_item) || root_item_refs(data) == 0)
 			continue;
 		if (!uuid_is_zero(root_item_uuid_ptr(data))) {
