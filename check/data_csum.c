@@ -13,8 +13,8 @@
 
 #include "check/refs.h"
 #include "libfs/csum.h"
+#include "libfs/csum_tree.h"
 #include "libfs/io.h"
-#include "libfs/tree.h"
 #include "libfs/volumes.h"
 
 #define JOB_BAD_MAX 16
@@ -178,38 +178,20 @@ static int queue_range(struct dc_state *s, const struct dc_stripe *st, uint64_t 
 	return 0;
 }
 
-/* Every csum item overlapping the chunk of stripe st. */
+/* Every checksummed run of the chunk of stripe st. */
 static int verify_stripe(struct dc_state *s, const struct dc_stripe *st)
 {
 	struct fs_info *fs = s->ctx->fs;
 	const struct chunk *ch = st->chunk;
-	/* a csum item spans at most a leaf's worth of checksums */
-	uint64_t span = (uint64_t)fs->nodesize / fs->csum_size * fs->sectorsize;
-	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY,
-				 ch->logical > span ? ch->logical - span : 0 };
-	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, ch->logical + ch->length - 1 };
-	struct tree_iter it;
-	struct btrfs_key k;
+	struct csum_tree_cursor c;
 	const uint8_t *d;
-	uint32_t size;
+	uint64_t lo, hi;
 	int ret;
 
-	tree_iter_init(&it, fs, &fs->csum_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		uint64_t start = k.offset, end = start + (uint64_t)(size / fs->csum_size) * fs->sectorsize;
-
-		if (end < start) /* past the end of the address space: clamp */
-			end = UINT64_MAX;
-		uint64_t lo = start > ch->logical ? start : ch->logical;
-		uint64_t hi = end < ch->logical + ch->length ? end : ch->logical + ch->length;
-
-		if (lo >= hi)
-			continue;
-		ret = queue_range(s, st, lo, hi, d + (lo - start) / fs->sectorsize * fs->csum_size);
-		if (ret < 0)
-			break;
-	}
-	tree_iter_release(&it);
+	ret = csum_tree_open(&c, fs, ch->logical, ch->logical + ch->length);
+	while (!ret && (ret = csum_tree_next(&c, &lo, &hi, &d)) == 1)
+		ret = queue_range(s, st, lo, hi, d);
+	csum_tree_close(&c);
 	if (ret < 0 && ret != -ECANCELED && ret != -ENOMEM) {
 		report_problem(s->ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", fs->errmsg);
 		ret = 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "check/refs.h"
+#include "libfs/csum_tree.h"
 #include "libfs/tree.h"
 
 struct csum_cursor {
@@ -147,44 +148,20 @@ void csum_cursor_destroy(struct csum_cursor *c)
 int csum_missing_bytes(struct check_ctx *ctx, uint64_t base, const struct csum_need *need, size_t n,
 		       uint64_t *missing)
 {
-	struct fs_info *fs = ctx->fs;
-	struct btrfs_key key = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, base + need[0].lo };
-	struct tree_path path;
-	uint64_t covered = 0, pos = base + need[0].lo, end = base + need[n - 1].hi;
+	struct csum_tree_cursor c;
+	const uint8_t *sums;
+	uint64_t covered = 0, s, e;
 	size_t i = 0;
 	int ret;
 
 	*missing = 0;
 	for (size_t k = 0; k < n; k++)
 		*missing += need[k].hi - need[k].lo;
-	if (!fs->csum_root.bytenr)
-		return 0;
-	tree_path_init(&path);
-	ret = tree_search_le(fs, &fs->csum_root, &key, &path);
-	if (ret == 1) {
-		tree_path_release(fs, &path);
-		key.offset = 0;
-		ret = tree_search(fs, &fs->csum_root, &key, &path);
-	}
-	while (ret == 0) {
-		uint32_t size;
-		uint64_t s, e;
-
-		tree_item_key(&path, &key);
-		tree_item_data(&path, &size);
-		if (key.objectid != BTRFS_EXTENT_CSUM_OBJECTID || key.type != BTRFS_EXTENT_CSUM_KEY) {
-			if (key.objectid > BTRFS_EXTENT_CSUM_OBJECTID ||
-			    (key.objectid == BTRFS_EXTENT_CSUM_OBJECTID && key.type > BTRFS_EXTENT_CSUM_KEY))
-				break;
-			ret = tree_next(fs, &path);
-			continue;
-		}
-		s = key.offset;
-		if (s >= end)
-			break;
-		e = s + (fs->csum_size ? (uint64_t)(size / fs->csum_size) * fs->sectorsize : 0);
-		/* intersect [max(s,pos), e) with the needed ranges from i on */
-		for (s = s > pos ? s : pos; s < e && i < n;) {
+	ret = csum_tree_open(&c, ctx->fs, base + need[0].lo, base + need[n - 1].hi);
+	while (!ret && (ret = csum_tree_next(&c, &s, &e, &sums)) == 1) {
+		ret = 0;
+		/* intersect [s, e) with the needed ranges from i on */
+		while (s < e && i < n) {
 			uint64_t lo = base + need[i].lo, hi = base + need[i].hi;
 			if (hi <= s) {
 				i++;
@@ -196,11 +173,8 @@ int csum_missing_bytes(struct check_ctx *ctx, uint64_t base, const struct csum_n
 			covered += b - a;
 			s = b;
 		}
-		if (e > pos)
-			pos = e;
-		ret = tree_next(fs, &path);
 	}
-	tree_path_release(fs, &path);
+	csum_tree_close(&c);
 	if (ret == -ENOMEM)
 		return ret;
 	/* an unreadable csum leaf is reported by the tree-block phase: no verdict */

@@ -11,94 +11,20 @@
 
 #include "convert/convert.h"
 #include "libfs/csum.h"
-#include "libfs/tree.h"
+#include "libfs/csum_tree.h"
 
 #define PIECE (1u << 20) /* bytes of one extent handled at a time */
 #define MAX_SECTORS (PIECE / 4096)
-
-/* The csum items of one chunk's range, walked forward with the data. */
-struct csum_cursor {
-	struct fs_info *fs;
-	struct tree_iter it;
-	bool open, done;
-	uint64_t start;        /* logical address of the current item's first sector */
-	uint32_t n;            /* sectors it covers */
-	const uint8_t *csums;
-};
 
 struct data_verify {
 	struct fs_info *fs;
 	const struct chunk_plan *plan;
 	struct verify_stats *st;
-	struct csum_cursor cur;
+	struct csum_tree_cursor cur;
 	uint8_t *bufs[8], *good;
 	char *msg;
 	size_t msglen;
 };
-
-/* Start at the csum item that covers `from` (it may begin before the chunk). */
-static int csum_cursor_open(struct csum_cursor *c, struct fs_info *fs, uint64_t from, uint64_t to)
-{
-	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, from };
-	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, to - 1 }, k;
-	struct tree_path path;
-	int ret;
-
-	memset(c, 0, sizeof(*c));
-	c->fs = fs;
-	if (!fs->csum_root.bytenr) {
-		c->done = true;
-		return 0;
-	}
-	tree_path_init(&path);
-	ret = tree_search_le(fs, &fs->csum_root, &min, &path);
-	if (ret == 0) {
-		tree_item_key(&path, &k);
-		if (k.objectid == min.objectid && k.type == min.type)
-			min.offset = k.offset;
-	}
-	tree_path_release(fs, &path);
-	if (ret < 0)
-		return ret;
-	tree_iter_init(&c->it, fs, &fs->csum_root, &min, &max);
-	c->open = true;
-	return 0;
-}
-
-static void csum_cursor_close(struct csum_cursor *c)
-{
-	if (c->open)
-		tree_iter_release(&c->it);
-	c->open = false;
-}
-
-/* The expected checksum of the sector at `logical` (ascending calls only):
- * 1 with *csum set, 0 when the csum tree has none, -errno. */
-static int csum_cursor_get(struct csum_cursor *c, uint64_t logical, const uint8_t **csum)
-{
-	uint32_t ss = c->fs->sectorsize;
-
-	while (!c->done && (c->n == 0 || c->start + (uint64_t)c->n * ss <= logical)) {
-		struct btrfs_key k;
-		const uint8_t *d;
-		uint32_t size;
-		int ret = tree_iter_next(&c->it, &k, &d, &size);
-		if (ret < 0)
-			return ret;
-		if (ret == 0) {
-			c->done = true;
-			c->n = 0;
-			break;
-		}
-		c->start = k.offset;
-		c->n = size / c->fs->csum_size;
-		c->csums = d;
-	}
-	if (c->done || logical < c->start)
-		return 0;
-	*csum = c->csums + (logical - c->start) / ss * c->fs->csum_size;
-	return 1;
-}
 
 int data_verify_begin(struct fs_info *fs, const struct chunk_plan *p, struct verify_stats *st, char *msg,
 		      size_t msglen, struct data_verify **out)
@@ -120,7 +46,7 @@ int data_verify_begin(struct fs_info *fs, const struct chunk_plan *p, struct ver
 		data_verify_end(d);
 		return -ENOMEM;
 	}
-	ret = csum_cursor_open(&d->cur, fs, p->logical, p->logical + p->length);
+	ret = csum_tree_open(&d->cur, fs, p->logical, p->logical + p->length);
 	if (ret) {
 		data_verify_end(d);
 		return ret;
@@ -133,7 +59,7 @@ void data_verify_end(struct data_verify *d)
 {
 	if (!d)
 		return;
-	csum_cursor_close(&d->cur);
+	csum_tree_close(&d->cur);
 	for (unsigned i = 0; i < 8; i++)
 		free(d->bufs[i]);
 	free(d->good);
@@ -173,6 +99,7 @@ static int data_piece(struct data_verify *d, uint64_t pos, uint32_t len)
 	const struct chunk_plan *p = d->plan;
 	uint32_t ss = d->fs->sectorsize, nsec = len / ss;
 	const uint8_t *want[MAX_SECTORS];
+	uint8_t sums[MAX_SECTORS][BTRFS_CSUM_SIZE]; /* the cursor's pointers do not outlive its leaf */
 	int8_t src[MAX_SECTORS];           /* the old copy whose sector is good, or -1 */
 	uint8_t stay_bad[8][MAX_SECTORS / 8];
 	bool adds = false, any_stay_bad = false, readok[8] = { false };
@@ -186,12 +113,15 @@ static int data_piece(struct data_verify *d, uint64_t pos, uint32_t len)
 		adds |= p->added[k];
 	for (uint32_t s = 0; s < nsec; s++) {
 		src[s] = -1;
-		ret = csum_cursor_get(&d->cur, pos + (uint64_t)s * ss, &want[s]);
+		ret = csum_tree_get(&d->cur, pos + (uint64_t)s * ss, &want[s]);
 		if (ret < 0)
 			return ret;
 		if (ret == 0) {
 			want[s] = NULL;
 			d->st->data_unverified += ss;
+		} else {
+			memcpy(sums[s], want[s], d->fs->csum_size);
+			want[s] = sums[s];
 		}
 	}
 	/* the copies that stay first: each is read and checked; the others only as sources */

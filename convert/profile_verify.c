@@ -2,7 +2,9 @@
  * chunks is read on the copies that stay and verified; a bad copy is
  * rewritten from a good one, and new stripes are filled from good copies.
  * Blocks are visited in extent-tree order, which is physical order within
- * a chunk of the mirror family. */
+ * a chunk of the mirror family, and read in runs by reader threads ahead of
+ * the checking, uncached where the device allows it (libfs/read_pipe): the
+ * bytes verified are the device's, not a cached copy. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +13,27 @@
 
 #include "convert/convert.h"
 #include "libfs/block.h"
+#include "libfs/read_pipe.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
+
+/* Tree blocks are read in runs of up to SPAN bytes of the chunk, one read
+ * per copy that stays, instead of one read per block; a gap of more than
+ * MAX_GAP between two blocks starts a new run rather than being read. RUNS
+ * runs are read ahead by READERS threads while the blocks of the oldest are
+ * checked. */
+#define SPAN (1u << 20)
+#define MAX_GAP (256u << 10)
+#define RUNS 6
+#define READERS 3
+
+/* A run of tree blocks read with one read per copy that stays. */
+struct run {
+	const struct chunk_plan *plan;
+	uint64_t first, span;
+	struct pending { uint64_t bytenr; int level; } *blocks;
+	size_t n;
+};
 
 struct verify_ctx {
 	struct fs_info *fs;
@@ -20,18 +41,12 @@ struct verify_ctx {
 	bool verify;
 	struct verify_stats *st;
 	uint8_t *good, *buf;
-	uint8_t *span[8];          /* one read of up to SPAN bytes per copy that stays */
-	uint64_t ahead[8];         /* chunk offset up to which copy i was prefetched */
-	struct pending { uint64_t bytenr; int level; } *pend;
-	size_t npend;
+	struct read_pipe *pipe;
+	struct read_slot *filling;   /* the slot the next blocks join, or NULL */
+	struct run runs[RUNS];       /* per slot of the pipe */
 	char *msg;
 	size_t msglen;
 };
-
-/* Tree blocks are read in runs of up to SPAN bytes of the chunk, one read
- * per copy that stays, instead of one read per block. */
-#define SPAN (1u << 20)
-#define PREFETCH (8u << 20) /* read-ahead hint beyond the run being checked */
 
 struct io_dev *convert_device_io(struct fs_info *fs, uint64_t devid)
 {
@@ -131,50 +146,84 @@ static int handle_block(struct verify_ctx *v, uint64_t bytenr, int level, const 
 	return 0;
 }
 
-/* Read the pending run of tree blocks once per copy that stays, then handle
- * each block from memory (a copy whose read failed is read block by block). */
-static int flush_pending(struct verify_ctx *v)
+/* Is old copy i of the plan read: it stays and its device is open? */
+static bool staying_copy(struct verify_ctx *v, const struct chunk_plan *p, unsigned i)
 {
-	const struct chunk_plan *p = v->plan;
-	uint64_t first, span;
-	int ret = 0;
-	const uint8_t *pre[8] = { NULL };
+	return plan_old_stays(p, i) && convert_device_io(v->fs, p->old_stripes[i].devid);
+}
 
-	if (!v->npend)
+/* Check the blocks of the oldest run read ahead (a copy whose read failed
+ * is read block by block): 1, 0 when none is queued, or -errno. */
+static int check_run(struct verify_ctx *v)
+{
+	struct read_slot *slot = read_pipe_next(v->pipe);
+	const uint8_t *pre[8] = { NULL };
+	struct run *r;
+	int ret = 0;
+
+	if (!slot)
 		return 0;
-	first = v->pend[0].bytenr;
-	span = v->pend[v->npend - 1].bytenr + v->fs->nodesize - first;
-	for (unsigned i = 0; i < p->nold; i++) {
-		struct io_dev *io = convert_device_io(v->fs, p->old_stripes[i].devid);
-		if (!plan_old_stays(p, i) || !io)
+	r = &v->runs[slot->index];
+	for (unsigned i = 0, k = 0; i < r->plan->nold && i < 8; i++) {
+		const struct read_seg *g = &slot->seg[k];
+		if (!staying_copy(v, r->plan, i))
 			continue;
-		if (io_read(io, v->span[i], span, p->old_stripes[i].physical + (first - p->logical)) == 0) {
-			v->st->bytes_read += span;
-			pre[i] = v->span[i];
-		}
-		/* keep the device reading ahead while this run is checked */
-		uint64_t end = first - p->logical + span;
-		if (v->ahead[i] < end + PREFETCH / 2 && end < p->stripe_size) {
-			uint64_t from = v->ahead[i] > end ? v->ahead[i] : end;
-			uint64_t to = end + PREFETCH < p->stripe_size ? end + PREFETCH : p->stripe_size;
-			io_prefetch(io, p->old_stripes[i].physical + from, to - from);
-			v->ahead[i] = to;
+		k++;
+		if (g->ret == 0) {
+			v->st->bytes_read += r->span;
+			pre[i] = g->buf;
 		}
 	}
-	for (size_t b = 0; b < v->npend && !ret; b++) {
+	v->plan = r->plan;
+	for (size_t b = 0; b < r->n && !ret; b++) {
 		const uint8_t *at[8];
 		for (unsigned i = 0; i < 8; i++)
-			at[i] = pre[i] ? pre[i] + (v->pend[b].bytenr - first) : NULL;
-		ret = handle_block(v, v->pend[b].bytenr, v->pend[b].level, at);
+			at[i] = pre[i] ? pre[i] + (r->blocks[b].bytenr - r->first) : NULL;
+		ret = handle_block(v, r->blocks[b].bytenr, r->blocks[b].level, at);
 	}
-	v->npend = 0;
+	r->n = 0;
+	read_pipe_release(v->pipe);
+	return ret < 0 ? ret : 1;
+}
+
+/* Queue the run being filled for reading on every copy that stays. */
+static void submit_run(struct verify_ctx *v)
+{
+	struct read_slot *slot = v->filling;
+	struct run *r;
+
+	if (!slot)
+		return;
+	r = &v->runs[slot->index];
+	r->span = r->blocks[r->n - 1].bytenr + v->fs->nodesize - r->first;
+	for (unsigned i = 0, k = 0; i < r->plan->nold && i < 8; i++) {
+		if (!staying_copy(v, r->plan, i))
+			continue;
+		slot->seg[k].io = convert_device_io(v->fs, r->plan->old_stripes[i].devid);
+		slot->seg[k].offset = r->plan->old_stripes[i].physical + (r->first - r->plan->logical);
+		slot->seg[k++].len = r->span;
+	}
+	read_pipe_submit(v->pipe);
+	v->filling = NULL;
+}
+
+/* Submit the run being filled and check every run queued. */
+static int drain_runs(struct verify_ctx *v)
+{
+	int ret = 0;
+
+	submit_run(v);
+	while ((ret = check_run(v)) > 0)
+		;
 	return ret;
 }
 
-/* Queue a tree block; a run is flushed when the next block would not fit. */
+/* Add a tree block to the run being filled; a run is submitted when the
+ * next block would not fit or lies too far ahead. */
 static int queue_block(struct verify_ctx *v, uint64_t bytenr, int level)
 {
 	const struct chunk_plan *p = v->plan;
+	struct run *r = v->filling ? &v->runs[v->filling->index] : NULL;
 	int ret;
 
 	if (bytenr < p->logical || v->fs->nodesize > p->logical + p->length - bytenr) {
@@ -182,10 +231,23 @@ static int queue_block(struct verify_ctx *v, uint64_t bytenr, int level)
 			 (unsigned long long)bytenr, (unsigned long long)p->logical);
 		return -EUCLEAN;
 	}
-	if (v->npend && (bytenr < v->pend[v->npend - 1].bytenr + v->fs->nodesize ||
-			 bytenr + v->fs->nodesize - v->pend[0].bytenr > SPAN) && (ret = flush_pending(v)))
-		return ret;
-	v->pend[v->npend++] = (struct pending){ bytenr, level };
+	if (r) {
+		uint64_t end = r->blocks[r->n - 1].bytenr + v->fs->nodesize;
+		if (bytenr < end || bytenr - end > MAX_GAP || bytenr + v->fs->nodesize - r->first > SPAN) {
+			submit_run(v);
+			r = NULL;
+		}
+	}
+	while (!r) {
+		v->filling = read_pipe_fill(v->pipe);
+		if (v->filling) {
+			r = &v->runs[v->filling->index];
+			*r = (struct run){ .plan = p, .first = bytenr, .blocks = r->blocks };
+		} else if ((ret = check_run(v)) < 0) {
+			return ret;
+		}
+	}
+	r->blocks[r->n++] = (struct pending){ bytenr, level };
 	return 0;
 }
 
@@ -201,7 +263,6 @@ static int handle_chunk(struct verify_ctx *v)
 	bool adds = false;
 	int ret;
 
-	memset(v->ahead, 0, sizeof(v->ahead));
 	for (unsigned k = 0; k < v->plan->nnew; k++)
 		adds |= v->plan->added[k];
 	if (!v->verify && !adds)
@@ -232,14 +293,28 @@ static int handle_chunk(struct verify_ctx *v)
 			break;
 	}
 	if (ret >= 0) {
-		int r2 = flush_pending(v);
+		int r2 = drain_runs(v);
 		if (r2)
 			ret = r2;
 	}
-	v->npend = 0;
 	tree_iter_release(&it);
 	data_verify_end(dv);
 	return ret < 0 ? ret : 0;
+}
+
+/* The most copies read in any plan: one read segment each. */
+static unsigned max_copies(struct verify_ctx *v, const struct chunk_plan *plans, size_t nplans)
+{
+	unsigned most = 1;
+
+	for (size_t c = 0; c < nplans; c++) {
+		unsigned n = 0;
+		for (unsigned i = 0; i < plans[c].nold && i < 8; i++)
+			n += staying_copy(v, &plans[c], i);
+		if (n > most)
+			most = n;
+	}
+	return most;
 }
 
 int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, size_t nplans, bool verify,
@@ -247,19 +322,16 @@ int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, 
 {
 	struct verify_ctx v = { .fs = fs, .verify = verify, .st = st, .msg = msg, .msglen = msglen };
 	struct timespec a, b;
-	int ret = 0;
+	int ret;
 
 	memset(st, 0, sizeof(*st));
 	v.good = malloc(fs->nodesize);
 	v.buf = malloc(fs->nodesize);
-	v.pend = calloc(SPAN / 4096, sizeof(*v.pend));
-	for (unsigned i = 0; i < 8; i++)
-		v.span[i] = NULL;
-	for (size_t i = 0; i < nplans && !ret; i++)
-		for (unsigned k = 0; k < plans[i].nold && k < 8; k++)
-			if (!v.span[k] && !(v.span[k] = malloc(SPAN)))
-				ret = -ENOMEM;
-	if (ret || !v.good || !v.buf || !v.pend) {
+	ret = read_pipe_create(RUNS, max_copies(&v, plans, nplans), SPAN, READERS, &v.pipe);
+	for (unsigned i = 0; i < RUNS && !ret; i++)
+		if (!(v.runs[i].blocks = calloc(SPAN / 4096, sizeof(*v.runs[i].blocks))))
+			ret = -ENOMEM;
+	if (ret || !v.good || !v.buf) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -274,9 +346,9 @@ int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, 
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	st->seconds = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 out:
-	for (unsigned i = 0; i < 8; i++)
-		free(v.span[i]);
-	free(v.pend);
+	read_pipe_destroy(v.pipe);
+	for (unsigned i = 0; i < RUNS; i++)
+		free(v.runs[i].blocks);
 	free(v.good);
 	free(v.buf);
 	if (ret && !msg[0])

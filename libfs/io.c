@@ -1,6 +1,7 @@
 /* io backends: regular files / block devices, and memory buffers. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 struct file_priv {
 	int fd;
 	uint64_t size;
+	int dfd;                /* O_DIRECT descriptor: -1 not opened yet, -2 unavailable */
+	pthread_mutex_t dlock;  /* guards opening dfd */
 };
 
 static int file_read(struct io_dev *io, void *buf, size_t len, uint64_t off)
@@ -59,6 +62,9 @@ static void file_close(struct io_dev *io)
 	struct file_priv *fp = io->priv;
 
 	close(fp->fd);
+	if (fp->dfd >= 0)
+		close(fp->dfd);
+	pthread_mutex_destroy(&fp->dlock);
 	free(fp);
 }
 
@@ -73,6 +79,39 @@ static int file_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
 	return -posix_fadvise(fp->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
+/* The O_DIRECT descriptor, opened on first use (read-only: only reads use
+ * it); -EOPNOTSUPP when the file system refuses O_DIRECT. */
+static int file_direct_fd(struct io_dev *io, struct file_priv *fp)
+{
+	int fd;
+
+	pthread_mutex_lock(&fp->dlock);
+	if (fp->dfd == -1) {
+		fp->dfd = open(io->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (fp->dfd < 0)
+			fp->dfd = -2;
+	}
+	fd = fp->dfd;
+	pthread_mutex_unlock(&fp->dlock);
+	return fd >= 0 ? fd : -EOPNOTSUPP;
+}
+
+static int file_read_direct(struct io_dev *io, void *buf, size_t len, uint64_t off)
+{
+	struct file_priv *fp = io->priv;
+	int fd, ret;
+
+	if (off > fp->size || len > fp->size - off)
+		return -ENXIO;
+	if ((off | len | (uintptr_t)buf) % IO_DIRECT_ALIGN)
+		return -EINVAL;
+	fd = file_direct_fd(io, fp);
+	if (fd < 0)
+		return fd;
+	ret = fd_read_full(fd, buf, len, off);
+	return ret == -ENODATA ? -ENXIO : ret;
+}
+
 static const struct io_ops file_ops = {
 	.name = "file",
 	.read = file_read,
@@ -81,6 +120,7 @@ static const struct io_ops file_ops = {
 	.size = file_size,
 	.close = file_close,
 	.prefetch = file_prefetch,
+	.read_direct = file_read_direct,
 };
 
 static struct io_dev *io_alloc(const struct io_ops *ops, const char *path, bool writable, void *priv)
@@ -127,6 +167,8 @@ int io_open_file(const char *path, unsigned flags, struct io_dev **out)
 		return -ENOMEM;
 	}
 	fp->fd = fd;
+	fp->dfd = -1;
+	pthread_mutex_init(&fp->dlock, NULL);
 	if (S_ISBLK(st.st_mode)) {
 		uint64_t bytes;
 		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0) {

@@ -4,6 +4,7 @@
 #ifndef BTK_IO_H
 #define BTK_IO_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +22,14 @@ struct io_ops {
 	/* Optional (may be NULL): start reading a range into the page cache, a
 	 * hint that returns at once; 0 or -errno. */
 	int (*prefetch)(struct io_dev *io, uint64_t offset, uint64_t len);
+	/* Optional (may be NULL): read what the device holds, bypassing the
+	 * page cache (O_DIRECT); buf, len and offset aligned to IO_DIRECT_ALIGN.
+	 * Safe from several threads at once. Writes a wrapper holds back are
+	 * not seen. 0, -EOPNOTSUPP when the backend cannot, or -errno. */
+	int (*read_direct)(struct io_dev *io, void *buf, size_t len, uint64_t offset);
 };
+
+#define IO_DIRECT_ALIGN 4096
 
 struct io_dev {
 	const struct io_ops *ops;
@@ -49,6 +57,11 @@ static inline int io_write(struct io_dev *io, const void *buf, size_t len, uint6
 static inline int io_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
 {
 	return io->ops->prefetch ? io->ops->prefetch(io, off, len) : 0;
+}
+/* An uncached read (see io_ops.read_direct); -EOPNOTSUPP without one. */
+static inline int io_read_direct(struct io_dev *io, void *buf, size_t len, uint64_t off)
+{
+	return io->ops->read_direct ? io->ops->read_direct(io, buf, len, off) : -EOPNOTSUPP;
 }
 static inline int io_flush(struct io_dev *io) { return io->ops->flush(io); }
 static inline uint64_t io_size(struct io_dev *io) { return io->ops->size(io); }

@@ -420,6 +420,12 @@ static int udev_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
 	return io_prefetch(((struct undo_dev *)io->priv)->lower, off, len);
 }
 
+/* An uncached read passes to the device below (held-back writes are not seen). */
+static int udev_read_direct(struct io_dev *io, void *buf, size_t len, uint64_t off)
+{
+	return io_read_direct(((struct undo_dev *)io->priv)->lower, buf, len, off);
+}
+
 static void udev_close(struct io_dev *io)
 {
 	struct undo_dev *d = io->priv;
@@ -440,6 +446,7 @@ static const struct io_ops undo_io_ops = {
 	.flush = udev_flush,
 	.size = udev_size,
 	.prefetch = udev_prefetch,
+	.read_direct = udev_read_direct,
 	.close = udev_close,
 };
 

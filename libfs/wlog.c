@@ -575,6 +575,12 @@ static int wdev_prefetch(struct io_dev *io, uint64_t off, uint64_t len)
 	return io_prefetch(((struct wlog_dev *)io->priv)->lower, off, len);
 }
 
+/* An uncached read passes straight to the device below, like any read. */
+static int wdev_read_direct(struct io_dev *io, void *buf, size_t len, uint64_t off)
+{
+	return io_read_direct(((struct wlog_dev *)io->priv)->lower, buf, len, off);
+}
+
 static void wdev_close(struct io_dev *io)
 {
 	struct wlog_dev *d = io->priv;
@@ -591,6 +597,7 @@ static const struct io_ops wlog_io_ops = {
 	.flush = wdev_flush,
 	.size = wdev_size,
 	.prefetch = wdev_prefetch,
+	.read_direct = wdev_read_direct,
 	.close = wdev_close,
 };
 
