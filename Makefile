@@ -90,8 +90,9 @@ $(B)/tests/unit/test_%: $(B)/tests/unit/test_%.o $(patsubst %.c,$(B)/%.o,$(UNIT_
 	$(CC) $(LDFLAGS) -o $@ $^ $(CRITERION_LIBS) $(LIBS)
 
 # Unit tests of image/ modules link the objects they test.
-$(B)/tests/unit/test_sanitize: $(B)/image/sanitize.o $(B)/image/sanitize_map.o $(B)/image/name_forge.o
+$(B)/tests/unit/test_sanitize: $(B)/image/sanitize.o $(B)/image/sanitize_map.o $(B)/image/map_arena.o $(B)/image/name_forge.o
 $(B)/tests/unit/test_fmt_btrfs_image: $(B)/image/fmt_btrfs_image.o $(B)/image/imgio.o
+$(B)/tests/unit/test_restore_held: $(B)/image/held.o
 
 unit: $(UNIT_BINS)
 
@@ -152,7 +153,7 @@ FUZZ_LIB_SRC += $(filter-out check/main.c,$(wildcard check/*.c))
 ifneq ($(wildcard image/fmt_btk_read.c),)
 FUZZ_HARNESSES += imgfile
 FUZZ_LIB_SRC += image/fmt_btrfs_image.c image/fmt_btk_read.c image/fmt_btk_write.c image/imgio.c \
-	image/sanitize.c image/sanitize_map.c image/name_forge.c
+	image/sanitize.c image/sanitize_map.c image/map_arena.c image/name_forge.c
 endif
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # the filesystems fuzz_image patches (tests/images/fuzz/make-base.sh)

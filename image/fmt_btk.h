@@ -58,7 +58,18 @@ struct img_header {
 	uint8_t sys_chunk_array[2048];
 };
 
-/* One record read back; data stays valid until the next call. */
+/* A frame's raw bytes, shared: records point into it; whoever keeps such a
+ * pointer past the next record takes a reference (thread-safe count). */
+struct img_frame {
+	int refs;
+	size_t len;
+	uint8_t data[];
+};
+void img_frame_get(struct img_frame *f);
+void img_frame_put(struct img_frame *f);
+
+/* One record read back; data stays valid until the next call (longer with a
+ * reference on frame). */
 struct img_record {
 	uint64_t logical;        /* for IMG_REC_SUPER: the devid */
 	uint32_t len;
@@ -66,6 +77,7 @@ struct img_record {
 	uint16_t copy;           /* IMG_REC_SUPER: which superblock copy (0 primary, 1 at 64 MiB, 2 at 256 GiB) */
 	const uint8_t *data;
 	uint64_t frame_offset;   /* where its frame starts in the image */
+	struct img_frame *frame; /* holding data, or NULL (btrfs-image format) */
 };
 
 /* Totals the trailer records (and the reader recounts). */

@@ -21,8 +21,11 @@ struct btk_reader {
 	XXH64_state_t *xxh;       /* whole stream */
 	XXH64_state_t *idx;       /* index entries as read */
 	struct img_header h;
-	uint8_t *comp, *raw;
-	uint8_t *prev;            /* the previous frame's raw bytes: a chained frame's zstd prefix */
+	uint8_t *comp;
+	size_t comp_cap;
+	struct img_frame *fraw, *fprev; /* the current and the previous frame */
+	uint8_t *raw;             /* fraw's bytes */
+	uint8_t *prev;            /* fprev's: a chained frame's zstd prefix */
 	size_t raw_len, pos, prev_len;
 	uint32_t rec_left;
 	uint64_t frame_off;
@@ -32,6 +35,17 @@ struct btk_reader {
 	struct img_totals totals;
 	char err[320];
 };
+
+void img_frame_get(struct img_frame *f)
+{
+	__atomic_add_fetch(&f->refs, 1, __ATOMIC_RELAXED);
+}
+
+void img_frame_put(struct img_frame *f)
+{
+	if (!__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
+		free(f);
+}
 
 bool btk_probe(const void *head, size_t n)
 {
@@ -257,7 +271,6 @@ static int next_frame(struct btk_reader *r)
 	uint32_t clen, rlen, nrec;
 	uint64_t off = r->in.offset;
 	bool chained;
-	uint8_t *t;
 	int ret;
 
 	if ((ret = rd_exact(r, fh, 4, "a frame header")))
@@ -281,27 +294,39 @@ static int next_frame(struct btk_reader *r)
 		return rd_error(r, off + 4, "compressed frame size %u out of range", clen);
 	if (nrec == 0 || (uint64_t)nrec * BTK_IMG_RECORD_HEADER > rlen)
 		return rd_error(r, off + 12, "bad record count %u", nrec);
-	/* the last frame's bytes become the prefix; the older buffer is reused */
-	t = r->prev;
+	/* the last frame's bytes become the prefix; each frame gets a new
+	 * buffer, since records handed out may still be referenced (img_frame) */
+	if (r->fprev)
+		img_frame_put(r->fprev);
+	r->fprev = r->fraw;
 	r->prev = r->raw;
 	r->prev_len = r->raw_len;
-	r->raw = t;
-	free(r->comp);
-	r->comp = malloc(clen);
-	if (!r->comp)
+	r->fraw = malloc(sizeof(*r->fraw) + rlen);
+	r->raw = NULL;
+	r->raw_len = 0;
+	if (!r->fraw)
 		return -ENOMEM;
+	r->fraw->refs = 1;
+	r->fraw->len = rlen;
+	r->raw = r->fraw->data;
 	if (r->h.compression == IMG_COMPRESS_NONE) {
-		free(r->raw);
-		r->raw = NULL;
+		if ((ret = rd_exact(r, r->raw, clen, "a frame")))
+			return ret;
+		if (XXH64(r->raw, clen, 0) != get_le64(fh + 16))
+			return rd_error(r, off, "frame checksum mismatch");
 	} else {
-		if (!(t = realloc(r->raw, rlen)))
-			return -ENOMEM;
-		r->raw = t;
+		if (clen > r->comp_cap) {
+			free(r->comp);
+			r->comp_cap = 0;
+			if (!(r->comp = malloc(clen)))
+				return -ENOMEM;
+			r->comp_cap = clen;
+		}
+		if ((ret = rd_exact(r, r->comp, clen, "a frame")))
+			return ret;
+		if (XXH64(r->comp, clen, 0) != get_le64(fh + 16))
+			return rd_error(r, off, "frame checksum mismatch");
 	}
-	if ((ret = rd_exact(r, r->comp, clen, "a frame")))
-		return ret;
-	if (XXH64(r->comp, clen, 0) != get_le64(fh + 16))
-		return rd_error(r, off, "frame checksum mismatch");
 	if (r->h.compression == IMG_COMPRESS_ZSTD) {
 		size_t n;
 		if (chained && ZSTD_isError(ZSTD_DCtx_refPrefix(r->zd, r->prev, r->prev_len)))
@@ -313,9 +338,6 @@ static int next_frame(struct btk_reader *r)
 		int n = LZ4_decompress_safe((const char *)r->comp, (char *)r->raw, (int)clen, (int)rlen);
 		if (n < 0 || (uint32_t)n != rlen)
 			return rd_error(r, off, "frame does not decompress (lz4)");
-	} else {
-		r->raw = r->comp;
-		r->comp = NULL;
 	}
 	r->raw_len = rlen;
 	r->pos = 0;
@@ -388,6 +410,7 @@ int btk_reader_next(struct btk_reader *r, struct img_record *rec)
 	rec->type = get_le16(r->raw + r->pos + 12);
 	rec->copy = get_le16(r->raw + r->pos + 14);
 	rec->data = r->raw + r->pos + BTK_IMG_RECORD_HEADER;
+	rec->frame = r->fraw;
 	rec->frame_offset = r->frame_off;
 	r->pos += BTK_IMG_RECORD_HEADER + rec->len;
 	r->rec_left--;
@@ -422,7 +445,9 @@ void btk_reader_free(struct btk_reader *r)
 	ZSTD_freeDCtx(r->zd);
 	free(r->h.devices);
 	free(r->comp);
-	free(r->raw);
-	free(r->prev);
+	if (r->fraw)
+		img_frame_put(r->fraw);
+	if (r->fprev)
+		img_frame_put(r->fprev);
 	free(r);
 }

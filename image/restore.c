@@ -79,44 +79,6 @@ static error_t restore_parse(int key, char *arg, struct argp_state *state)
 
 /* ---------------------------------------------------------------- helpers */
 
-int held_add(struct held_list *l, uint64_t bytenr, const uint8_t *data, uint32_t len)
-{
-	uint8_t *copy;
-
-	if (held_find(l, bytenr))
-		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct held_block *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
-	copy = malloc(len);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, data, len);
-	l->v[l->n++] = (struct held_block){ bytenr, copy };
-	return 0;
-}
-
-struct held_block *held_find(struct held_list *l, uint64_t bytenr)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (l->v[i].bytenr == bytenr)
-			return &l->v[i];
-	return NULL;
-}
-
-void held_free(struct held_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].data);
-	free(l->v);
-	memset(l, 0, sizeof(*l));
-}
-
 void restore_block_csum(struct restore_ctx *r, uint8_t *block)
 {
 	uint8_t csum[BTRFS_CSUM_SIZE];
@@ -192,19 +154,7 @@ static int setup_fs(struct restore_ctx *r)
 /* Every block the chunk tree needs is here: the root and each node's children. */
 static bool chunk_tree_complete(struct restore_ctx *r)
 {
-	uint64_t root = super_chunk_root(r->super);
-
-	if (!held_find(&r->chunk_blocks, root))
-		return false;
-	for (size_t i = 0; i < r->chunk_blocks.n; i++) {
-		const uint8_t *b = r->chunk_blocks.v[i].data;
-		if (header_level(b) == 0)
-			continue;
-		for (unsigned s = 0; s < header_nritems(b); s++)
-			if (!held_find(&r->chunk_blocks, key_ptr_blockptr(node_key_ptr(b, s))))
-				return false;
-	}
-	return true;
+	return held_find(&r->chunk_blocks, super_chunk_root(r->super)) && !r->chunk_blocks.missing;
 }
 
 static int cmp_dev(const void *a, const void *b)
@@ -397,7 +347,8 @@ static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t
 			if (!copies[i].dev)
 				return rs_error(r, "chunk at %llu names device %llu, which the image does not have",
 						(unsigned long long)logical, (unsigned long long)copies[i].devid);
-			ret = batch_add(r->batch, (unsigned)(copies[i].dev - r->fs->devices), copies[i].physical, data, k);
+			ret = batch_add(r->batch, (unsigned)(copies[i].dev - r->fs->devices), copies[i].physical, data, k,
+					r->cur_frame);
 			if (ret)
 				return rs_error(r, "writing %s: %s", copies[i].dev->io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
@@ -423,7 +374,7 @@ static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *
 			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
 		k = contig < len ? (uint32_t)contig : len;
 		for (unsigned i = 0; i < n; i++) {
-			if ((ret = batch_add(r->batch, 0, phys[i], data, k)))
+			if ((ret = batch_add(r->batch, 0, phys[i], data, k, r->cur_frame)))
 				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
 		}
@@ -653,7 +604,10 @@ int cmd_restore(int argc, char **argv)
 			snprintf(r.err, sizeof(r.err), "cancelled");
 			break;
 		}
-		if ((ret = take_record(&r, &rec)))
+		r.cur_frame = rec.frame; /* writes of rec's bytes may reference its frame */
+		ret = take_record(&r, &rec);
+		r.cur_frame = NULL;
+		if (ret)
 			break;
 	}
 	if (ret < 0 && !r.err[0])

@@ -18,9 +18,16 @@ struct held_block {
 	uint8_t *data;
 };
 
+/* Held blocks in arrival order, an index by address, and the addresses
+ * their nodes point at (held.c). */
 struct held_list {
 	struct held_block *v;
 	size_t n, cap;
+	size_t *slots, mask;        /* index + 1 into v, open addressing */
+	uint64_t *refs;             /* children of held nodes, each once */
+	size_t nrefs, refcap;
+	size_t *ref_slots, ref_mask;
+	size_t missing;             /* refs not held */
 };
 
 /* A device as the chunk tree's dev item describes it. */
@@ -76,6 +83,7 @@ struct restore_ctx {
 	struct held_list dev_blocks;
 	int out_fd;
 	struct write_batch *batch;    /* writes of tree blocks and data, gathered */
+	struct img_frame *cur_frame;  /* the frame of the record being placed, or NULL */
 	struct ebitmap *parity_rows;  /* RAID5/6 full stripes written into (logical ranges) */
 	/* records before the chunk tree was complete */
 	FILE *spill;
@@ -91,7 +99,9 @@ struct restore_ctx {
 /* Gathered writes onto the outputs (restore_batch.c): batch_add copies the
  * bytes; batch_flush writes everything, sorted, and starts writeback. */
 int batch_open(struct write_batch **b, char **paths, unsigned n);
-int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len);
+/* data inside frame (may be NULL) is referenced rather than copied. */
+int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len,
+	      struct img_frame *frame);
 int batch_flush(struct write_batch *b);
 void batch_free(struct write_batch *b);
 
@@ -100,8 +110,11 @@ void batch_free(struct write_batch *b);
 int parity_note(struct restore_ctx *r, uint64_t logical, uint64_t len);
 int parity_finish(struct restore_ctx *r);
 
+/* Keep a copy of a block (once per address); O(1) amortised. */
 int held_add(struct held_list *l, uint64_t bytenr, const uint8_t *data, uint32_t len);
 struct held_block *held_find(struct held_list *l, uint64_t bytenr);
+/* Some other held node points at bytenr. */
+bool held_referenced(const struct held_list *l, uint64_t bytenr);
 void held_free(struct held_list *l);
 
 /* Recompute a tree block's checksum in place. */

@@ -1,5 +1,7 @@
 /* Restore's writes, gathered: blocks arrive in tree-walk order, scattered
- * over the devices; they are copied into an arena, and when it is full a
+ * over the devices; they are referenced in the image frame that holds them
+ * (a counted reference: no copy) or, when they were built elsewhere, copied
+ * into an arena, and when 32 MiB are gathered a
  * writer thread sorts it by device and offset and writes one pwritev per
  * contiguous run, while the caller fills a second arena: decompressing the
  * image and writing overlap. A third thread starts writeback of what was
@@ -23,15 +25,19 @@
 
 struct batch_ent {
 	uint64_t phys;
-	size_t off;              /* in the arena; later writes have larger offsets */
+	size_t off;              /* in the arena */
+	size_t seq;              /* order of arrival: of two writes to one place the later wins */
 	uint32_t len;
 	uint32_t out;
+	const uint8_t *ref;      /* the bytes in frame, when not copied */
+	struct img_frame *frame; /* referenced (one count per entry), or NULL */
 };
 
-/* One arena of gathered writes. */
+/* One arena of gathered writes: copies, and references into image frames. */
 struct batch_buf {
 	uint8_t *arena;
-	size_t used;
+	size_t used;             /* arena bytes */
+	size_t bytes;            /* all bytes, referenced ones too */
 	struct batch_ent *ents;
 	size_t n, cap;
 };
@@ -96,7 +102,7 @@ static int cmp_ent(const void *x, const void *y)
 		return a->out < b->out ? -1 : 1;
 	if (a->phys != b->phys)
 		return a->phys < b->phys ? -1 : 1;
-	return a->off < b->off ? -1 : a->off > b->off;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 /* One pwritev for the run; whatever a short write left goes out with fd_write_full. */
@@ -119,6 +125,17 @@ static int write_run(int fd, const struct iovec *iov, int cnt, uint64_t pos)
 	return ret;
 }
 
+/* Empty an arena, dropping its frame references. */
+static void buf_reset(struct batch_buf *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (w->ents[i].frame)
+			img_frame_put(w->ents[i].frame);
+	w->n = 0;
+	w->used = 0;
+	w->bytes = 0;
+}
+
 /* Sort and write one arena (on the writer thread). */
 static int write_buf(struct write_batch *b, struct batch_buf *w)
 {
@@ -130,14 +147,13 @@ static int write_buf(struct write_batch *b, struct batch_buf *w)
 		uint64_t end = first->phys;
 		int cnt = 0;
 		while (i < w->n && cnt < BATCH_IOV && w->ents[i].out == first->out && w->ents[i].phys == end) {
-			b->iov[cnt].iov_base = w->arena + w->ents[i].off;
+			b->iov[cnt].iov_base = (void *)(w->ents[i].frame ? w->ents[i].ref : w->arena + w->ents[i].off);
 			b->iov[cnt++].iov_len = w->ents[i].len;
 			end += w->ents[i++].len;
 		}
 		ret = write_run(b->fds[first->out], b->iov, cnt, first->phys);
 	}
-	w->n = 0;
-	w->used = 0;
+	buf_reset(w);
 	return ret;
 }
 
@@ -231,15 +247,16 @@ int batch_flush(struct write_batch *b)
 	return wait_idle(b);
 }
 
-int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len)
+int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len,
+	      struct img_frame *frame)
 {
-	int ret;
-
 	struct batch_buf *f = &b->fill;
+	bool ref = frame && data >= frame->data && len <= frame->len && data - frame->data <= (ptrdiff_t)(frame->len - len);
+	int ret;
 
 	if (len > BATCH_ARENA || out >= b->nfds)
 		return -EINVAL;
-	if (f->used + len > BATCH_ARENA && (ret = hand_over(b)))
+	if ((f->bytes + len > BATCH_ARENA || (!ref && f->used + len > BATCH_ARENA)) && (ret = hand_over(b)))
 		return ret;
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 4096;
@@ -249,8 +266,14 @@ int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t 
 		f->ents = v;
 		f->cap = cap;
 	}
+	f->bytes += len;
+	if (ref) {
+		img_frame_get(frame);
+		f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, data, frame };
+		return 0;
+	}
 	memcpy(f->arena + f->used, data, len);
-	f->ents[f->n++] = (struct batch_ent){ phys, f->used, len, out };
+	f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, NULL, NULL };
 	f->used += len;
 	return 0;
 }
@@ -270,6 +293,8 @@ void batch_free(struct write_batch *b)
 		pthread_mutex_destroy(&b->lock);
 		pthread_cond_destroy(&b->cond);
 	}
+	buf_reset(&b->fill);
+	buf_reset(&b->out);
 	for (unsigned i = 0; i < b->nfds; i++)
 		close(b->fds[i]);
 	free(b->fds);

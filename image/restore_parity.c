@@ -86,7 +86,7 @@ static int fix_row(struct restore_ctx *r, const struct chunk *c, uint64_t row, u
 	for (unsigned k = nd; k < n; k++) {
 		const struct chunk_stripe *s = &c->stripes[(row + k) % n];
 		ret = batch_add(r->batch, (unsigned)(s->dev - r->fs->devices), s->physical + row * sl,
-				k == nd ? p : q, (uint32_t)sl);
+				k == nd ? p : q, (uint32_t)sl, NULL);
 		if (ret)
 			return rs_error(r, "writing parity to %s: %s", s->dev->io->path, strerror(-ret)), ret;
 		r->written_bytes += sl;

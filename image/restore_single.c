@@ -151,12 +151,13 @@ struct tree_shape {
 
 static int shape_add(struct held_block ***v, size_t *n, struct held_block *b)
 {
-	struct held_block **p = realloc(*v, (*n + 1) * sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	p[(*n)++] = b;
+	if (!(*n & (*n + 1))) { /* n + 1 a power of two: double */
+		struct held_block **p = realloc(*v, 2 * (*n + 1) * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		*v = p;
+	}
+	(*v)[(*n)++] = b;
 	return 0;
 }
 
@@ -440,15 +441,7 @@ static int dev_tree_root(struct restore_ctx *r, uint64_t *root)
 	int best = -1;
 
 	for (size_t i = 0; i < l->n; i++) {
-		bool referenced = false;
-		for (size_t j = 0; j < l->n && !referenced; j++) {
-			const uint8_t *b = l->v[j].data;
-			if (header_level(b) == 0 || j == i)
-				continue;
-			for (unsigned s = 0; s < header_nritems(b) && !referenced; s++)
-				referenced = key_ptr_blockptr(node_key_ptr(b, s)) == l->v[i].bytenr;
-		}
-		if (!referenced && (best < 0 || header_level(l->v[i].data) > header_level(l->v[best].data) ||
+		if (!held_referenced(l, l->v[i].bytenr) && (best < 0 || header_level(l->v[i].data) > header_level(l->v[best].data) ||
 				    (header_level(l->v[i].data) == header_level(l->v[best].data) &&
 				     header_generation(l->v[i].data) > header_generation(l->v[best].data))))
 			best = (int)i;

@@ -1,7 +1,8 @@
 /* Sanitizing tree blocks (see sanitize.h).
  *
  * Names of directory entries are kept consistent through a map from
- * (directory inode, original name) to the new name, so that a dir item, its
+ * (directory inode, original name) to the new name (found by a keyed digest
+ * of the name, resident size bounded: sanitize_map.h), so that a dir item, its
  * dir index, the inode ref or extref and a root ref all agree wherever they
  * are met (every copy in snapshots and log trees included). The first item
  * that meets a name chooses it:
@@ -28,6 +29,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "image/map_arena.h"
 #include "image/name_forge.h"
 #include "image/sanitize.h"
 #include "image/sanitize_map.h"
@@ -39,6 +41,8 @@
 #define ITEM_SIZE sizeof(struct btrfs_item)
 #define PTR_SIZE sizeof(struct btrfs_key_ptr)
 #define NAME_HASH_SEED ((uint32_t)~1U)
+/* Resident bytes of the name and key maps; the rest waits in a temporary file. */
+#define SANITIZE_MAP_BUDGET ((size_t)96 << 20)
 
 /* One name inside an item. */
 struct ent {
@@ -54,6 +58,7 @@ struct sanitizer {
 	uint16_t csum_type;
 	uint32_t nodesize;
 	struct forge_rng rng;
+	struct map_arena *arena; /* the maps' memory */
 	struct smap names;  /* (dir, original name) -> struct name_entry */
 	struct smap keys;   /* block address -> its new first key */
 	struct sanitize_stats st;
@@ -106,7 +111,8 @@ int sanitizer_new(struct sanitizer **sp, enum sanitize_mode mode, uint16_t csum_
 	s->csum_type = csum_type;
 	s->nodesize = nodesize;
 	s->rng.state = seed ^ 0x6a09e667f3bcc908ULL;
-	if (smap_init(&s->names) || smap_init(&s->keys)) {
+	s->arena = map_arena_new(SANITIZE_MAP_BUDGET, NULL);
+	if (!s->arena || smap_init(&s->names, s->arena) || smap_init(&s->keys, s->arena)) {
 		sanitizer_free(s);
 		return -ENOMEM;
 	}
@@ -120,6 +126,7 @@ void sanitizer_free(struct sanitizer *s)
 		return;
 	smap_release(&s->names);
 	smap_release(&s->keys);
+	map_arena_free(s->arena);
 	free(s->ents);
 	free(s);
 }
@@ -358,7 +365,7 @@ static int rename_keyed(struct sanitizer *s, struct leaf *lf, struct btrfs_key *
 		ne = name_find(&s->names, ents[i].dir, ents[i].name, ents[i].len);
 		if (!ne || !ne->chosen)
 			continue;
-		h = forge_hash(ent_seed(key, &ents[i]), ne->names + ne->len, ne->len);
+		h = forge_hash(ent_seed(key, &ents[i]), ne->repl, ne->len);
 		if (pk.have_t && h != pk.t)
 			return fail(s, -EAGAIN, "item (%llu %u %llu): its names were renamed elsewhere to different hashes",
 				    (unsigned long long)key->objectid, key->type, (unsigned long long)key->offset);
@@ -389,7 +396,7 @@ static int rename_keyed(struct sanitizer *s, struct leaf *lf, struct btrfs_key *
 				return -ENOMEM;
 		}
 		if (ne && ne->chosen) {
-			memcpy(buf, ne->names + ne->len, e->len);
+			memcpy(buf, ne->repl, e->len);
 		} else {
 			struct pick one;
 
@@ -472,7 +479,7 @@ static int rename_free(struct sanitizer *s, const struct btrfs_key *key, struct 
 			if (e->len < 5 && s->mode == SANITIZE_COLLIDE)
 				s->st.fallbacks++;
 		}
-		memcpy(e->name, ne->names + ne->len, e->len);
+		memcpy(e->name, ne->repl, e->len);
 		s->st.items++;
 	}
 	return 0;
@@ -811,7 +818,7 @@ int sanitize_super(struct sanitizer *s, uint8_t *super)
 			repl[i] = (uint8_t)("abcdefghijklmnopqrstuvwxyz0123456789"[forge_rand(&s->rng) % 36]);
 		name_set(ne, repl);
 	}
-	memcpy(label, ne->names + len, len);
+	memcpy(label, ne->repl, len);
 	if (csum_compute(super_csum_type(super), super + BTRFS_CSUM_SIZE, BTRFS_SUPER_INFO_SIZE - BTRFS_CSUM_SIZE, out))
 		return fail(s, -EINVAL, "superblock: unknown checksum type %u", super_csum_type(super));
 	memcpy(super, out, BTRFS_CSUM_SIZE);

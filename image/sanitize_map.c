@@ -2,27 +2,31 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <xxhash.h>
 
-#include "image/name_forge.h"
+#include "image/map_arena.h"
 #include "image/sanitize_map.h"
 
-int smap_init(struct smap *m)
+int smap_init(struct smap *m, struct map_arena *arena)
 {
+	uint64_t key[2] = { 0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL };
+
+	/* the digest key only has to be unknown: a fixed one if no randomness */
+	if (getrandom(key, sizeof(key), GRND_NONBLOCK) != (ssize_t)sizeof(key))
+		key[0] ^= (uint64_t)(uintptr_t)m;
+	memcpy(m->digest_key, key, sizeof(key));
+	m->arena = arena;
 	m->mask = 1023;
 	m->count = 0;
-	m->buckets = calloc(m->mask + 1, sizeof(*m->buckets));
+	m->buckets = map_arena_alloc(arena, (m->mask + 1) * sizeof(*m->buckets));
 	return m->buckets ? 0 : -ENOMEM;
 }
 
 void smap_release(struct smap *m)
 {
-	for (size_t i = 0; m->buckets && i <= m->mask; i++)
-		for (struct smap_node *n = m->buckets[i], *next; n; n = next) {
-			next = n->next;
-			free(n);
-		}
-	free(m->buckets);
 	m->buckets = NULL;
+	m->count = 0;
 }
 
 static size_t slot(const struct smap *m, uint64_t hash)
@@ -34,7 +38,7 @@ static size_t slot(const struct smap *m, uint64_t hash)
 static void smap_grow(struct smap *m)
 {
 	size_t old = m->mask;
-	struct smap_node **ot = m->buckets, **t = calloc(2 * (old + 1), sizeof(*t));
+	struct smap_node **ot = m->buckets, **t = map_arena_alloc(m->arena, 2 * (old + 1) * sizeof(*t));
 
 	if (!t)
 		return;
@@ -48,7 +52,7 @@ static void smap_grow(struct smap *m)
 			n->next = t[b];
 			t[b] = n;
 		}
-	free(ot);
+	map_arena_touch(m->arena, m->count + (old + 1) * sizeof(*t) / 4096);
 }
 
 static void smap_insert(struct smap *m, struct smap_node *n, uint64_t hash)
@@ -62,52 +66,74 @@ static void smap_insert(struct smap *m, struct smap_node *n, uint64_t hash)
 		smap_grow(m);
 }
 
-static uint64_t name_key(uint64_t dir, const uint8_t *name, size_t len)
+/* The keyed digest of a name in a directory. */
+static void name_digest(const struct smap *m, uint64_t dir, const uint8_t *name, size_t len, uint64_t out[2])
 {
-	return ((uint64_t)forge_hash((uint32_t)dir ^ (uint32_t)(dir >> 32), name, len) << 32) ^ dir;
+	XXH128_hash_t h = XXH3_128bits_withSeed(name, len, m->digest_key[0] ^ (dir * 0x9e3779b97f4a7c15ULL));
+
+	out[0] = h.low64 ^ m->digest_key[1];
+	out[1] = h.high64;
+}
+
+static struct name_entry *find_digest(struct smap *m, uint64_t dir, size_t len, const uint64_t d[2])
+{
+	size_t steps = 1;
+
+	for (struct smap_node *n = m->buckets[slot(m, d[0])]; n; n = n->next, steps++) {
+		struct name_entry *e = (struct name_entry *)n;
+
+		if (n->hash == d[0] && e->dir == dir && e->len == len && e->digest[1] == d[1]) {
+			map_arena_touch(m->arena, steps + 1);
+			return e;
+		}
+	}
+	map_arena_touch(m->arena, steps);
+	return NULL;
 }
 
 struct name_entry *name_find(struct smap *m, uint64_t dir, const uint8_t *name, size_t len)
 {
-	uint64_t h = name_key(dir, name, len);
+	uint64_t d[2];
 
-	for (struct smap_node *n = m->buckets[slot(m, h)]; n; n = n->next) {
-		struct name_entry *e = (struct name_entry *)n;
-
-		if (n->hash == h && e->dir == dir && e->len == len && !memcmp(e->names, name, len))
-			return e;
-	}
-	return NULL;
+	name_digest(m, dir, name, len, d);
+	return find_digest(m, dir, len, d);
 }
 
 struct name_entry *name_get(struct smap *m, uint64_t dir, const uint8_t *orig, size_t len)
 {
-	struct name_entry *e = name_find(m, dir, orig, len);
+	struct name_entry *e;
+	uint64_t d[2];
 
-	if (e)
+	name_digest(m, dir, orig, len, d);
+	if ((e = find_digest(m, dir, len, d)))
 		return e;
-	e = calloc(1, sizeof(*e) + 2 * len);
+	e = map_arena_alloc(m->arena, sizeof(*e) + len);
 	if (!e)
 		return NULL;
 	e->dir = dir;
 	e->len = (uint16_t)len;
 	e->name_hi = e->ext_hi = UINT32_MAX;
-	memcpy(e->names, orig, len);
-	smap_insert(m, &e->node, name_key(dir, orig, len));
+	memcpy(e->digest, d, sizeof(e->digest));
+	smap_insert(m, &e->node, d[0]);
 	return e;
 }
 
 void name_set(struct name_entry *e, const uint8_t *repl)
 {
-	memcpy(e->names + e->len, repl, e->len);
+	memcpy(e->repl, repl, e->len);
 	e->chosen = true;
 }
 
 struct key_entry *key_find(struct smap *m, uint64_t bytenr)
 {
-	for (struct smap_node *n = m->buckets[slot(m, bytenr)]; n; n = n->next)
-		if (n->hash == bytenr)
+	size_t steps = 1;
+
+	for (struct smap_node *n = m->buckets[slot(m, bytenr)]; n; n = n->next, steps++)
+		if (n->hash == bytenr) {
+			map_arena_touch(m->arena, steps + 1);
 			return (struct key_entry *)n;
+		}
+	map_arena_touch(m->arena, steps);
 	return NULL;
 }
 
@@ -116,7 +142,7 @@ int key_record(struct smap *m, uint64_t bytenr, const struct btrfs_key *key)
 	struct key_entry *e = key_find(m, bytenr);
 
 	if (!e) {
-		e = malloc(sizeof(*e));
+		e = map_arena_alloc(m->arena, sizeof(*e));
 		if (!e)
 			return -ENOMEM;
 		e->bytenr = bytenr;

@@ -199,6 +199,7 @@ int img_source_next(struct img_source *src, struct img_record *rec)
 		src->have_held = false;
 		return 1;
 	}
+	rec->frame = NULL;
 	if (src->format == IMG_FORMAT_BTRFS_IMAGE)
 		return bimg_next(src, rec);
 	ret = btk_reader_next(src->btk, rec);

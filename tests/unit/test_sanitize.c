@@ -4,12 +4,15 @@
  * sorted, data is wiped, checksums are valid and parents follow their
  * children's new first keys. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "image/map_arena.h"
 #include "image/name_forge.h"
 #include "image/sanitize.h"
+#include "image/sanitize_map.h"
 #include "libfs/csum.h"
 #include "libfs/format.h"
 #include "libfs/key.h"
@@ -568,4 +571,38 @@ Test(sanitize, prescan_makes_copies_agree)
 	sanitizer_free(s);
 	free(la);
 	free(lb);
+}
+
+/* The name map over an arena with a 64 KiB resident budget: dropped to its file
+ * again and again, every entry is still found with its new name, and no
+ * original name is stored (entries hold digests). */
+Test(sanitize_map, bounded_arena_keeps_entries)
+{
+	struct map_arena *a = map_arena_new(1 << 16, NULL);
+	struct smap m;
+	enum { N = 20000 };
+	char name[32], repl[32];
+
+	cr_assert_not_null(a);
+	cr_assert_eq(smap_init(&m, a), 0);
+	for (unsigned i = 0; i < N; i++) {
+		int len = snprintf(name, sizeof(name), "secret-name-%u", i);
+		struct name_entry *e = name_get(&m, i % 97, (const uint8_t *)name, (size_t)len);
+		cr_assert_not_null(e);
+		cr_assert(!e->chosen);
+		snprintf(repl, sizeof(repl), "%0*u", len, N - i);
+		name_set(e, (const uint8_t *)repl);
+		cr_assert_null(memmem(e, sizeof(*e) + (size_t)len, name, (size_t)len), "original name stored");
+	}
+	cr_assert_gt(map_arena_trims(a), 0, "the arena was never trimmed");
+	for (unsigned i = 0; i < N; i++) {
+		int len = snprintf(name, sizeof(name), "secret-name-%u", i);
+		struct name_entry *e = name_find(&m, i % 97, (const uint8_t *)name, (size_t)len);
+		cr_assert_not_null(e, "entry %u lost", i);
+		snprintf(repl, sizeof(repl), "%0*u", len, N - i);
+		cr_assert(e->chosen && !memcmp(e->repl, repl, (size_t)len), "entry %u changed", i);
+		cr_assert_null(name_find(&m, i % 97 + 1, (const uint8_t *)name, (size_t)len));
+	}
+	smap_release(&m);
+	map_arena_free(a);
 }
