@@ -12,6 +12,7 @@
 #include "libfs/fs.h"
 
 struct ebitmap;
+struct fs_lost;
 struct repair_notes;
 struct qgroup_state;
 struct refs_state;
@@ -44,6 +45,9 @@ struct check_stats {
 	double data_csum_seconds;
 	uint64_t inodes;          /* inode items of the subvolume trees (phase_fs.c) */
 	uint64_t qgroups_verified; /* qgroups whose numbers were compared with the extents */
+	/* trees with blocks (or roots) the walk could not read (phase_trees.c) */
+	uint64_t unreadable_trees[8];
+	unsigned n_unreadable_trees;   /* more than 8: UINT_MAX */
 };
 
 struct check_ctx {
@@ -55,14 +59,20 @@ struct check_ctx {
 	struct json_object *json_problems; /* with --format json */
 	struct progress *progress;
 	struct check_stats stats;
+	uint64_t metadata_bytes;           /* used in metadata block groups (one copy): sizes the sorters */
 	struct ebitmap *visited;           /* tree blocks already checked (logical) */
 	/* log tree blocks (not in visited): no extent items until log replay */
 	struct ebitmap *log_blocks;
 	struct refs_state *refs;           /* phase_refs.c: records collected during the walk */
 	/* phase_fs.c -> phase_roots.c: dir entries naming subvolumes (root_rec) */
 	struct recsort *subvol_entries;
+	/* phase_fs.c -> phase_roots.c: key ranges of unreadable fs-tree blocks (fs_lost.h) */
+	struct fs_lost *fs_lost;
 	struct qgroup_state *qgroups;      /* phase_qgroups.c: collected during the walk */
 	struct repair_notes *notes;        /* with opts->repair: what the repair classes need (repair_notes.h) */
+	/* --rebuild-extent-tree: the references are derived from the trees alone
+	 * (which blocks have full backrefs too), not from the extent tree */
+	bool infer_full_backref;
 };
 
 /* Forget the results of a run (counts, statistics, per-run state) before
@@ -75,6 +85,21 @@ void check_ctx_reset(struct check_ctx *ctx);
 int check_run(struct check_ctx *ctx);
 /* Free what a run left in the context (not the filesystem). */
 void check_ctx_release(struct check_ctx *ctx);
+
+/* The sorters share a quarter of the metadata bytes used, at least
+ * CHECK_SORT_LIMIT_MIN and at most --memory-limit, each its fraction of
+ * that: the records grow with the metadata, and runs of that size still merge
+ * in one pass; past them, spilling sorted runs (large sequential writes, read
+ * back once) costs less than the memory, so memory use follows the need, not
+ * the budget (run.c). */
+#define CHECK_SORT_LIMIT_MIN (128ULL << 20)
+/* The tree-block cache at most: the walks of a check read each block once,
+ * in order (and hold their paths); a repair's transactions revisit blocks. */
+#define CHECK_BLOCK_CACHE_MAX (16ULL << 20)
+#define CHECK_REPAIR_CACHE_MAX (256ULL << 20)
+/* The budget of a sorter given 1/share of the sorters' part of
+ * --memory-limit (above), at least RECSORT_MIN_BUDGET. */
+size_t check_sort_budget(const struct check_ctx *ctx, unsigned share);
 
 /* Problems of one kind shown in full; the rest are counted only. */
 #define REPORT_SHOW_MAX 1000
@@ -102,6 +127,13 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
  * qgroups) or tree-block owners (simple quotas). */
 int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 			  bool first);
+/* The tree walk could not read a block (or the root) of tree objectid
+ * (0: the root tree itself, or which tree is not known). */
+void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid);
+/* Every unreadable block the walk found lies in one of these n trees. */
+bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees, unsigned n);
+/* Tree objectid may have unreadable blocks. */
+bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid);
 /* Free what those collected (ctx->refs, ctx->qgroups) when their phases did
  * not run to the end (an operational error stopped the run); NULL is fine. */
 void refs_free(struct check_ctx *ctx);

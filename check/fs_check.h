@@ -87,6 +87,7 @@ void group_reader_free(struct group_reader *g);
 struct fs_roots {
 	struct tree_root_ptr *v;
 	size_t n;
+	uint64_t bytes;     /* their root items' bytes_used: what the walk reads, for progress */
 };
 const struct tree_root_ptr *fs_roots_find(const struct fs_roots *r, uint64_t id);
 /* Look up an inode item: 1 found (mode in *mode, nlink in *nlink), 0 absent, -errno. */

@@ -36,11 +36,9 @@ int root_rec_cmp(const void *a, const void *b, void *arg)
 size_t fs_check_sort_budget(const struct check_ctx *ctx, unsigned n)
 {
 	/* half of the budget for the sorters; the block cache has its own share */
-	uint64_t b = ctx->opts->memory_limit / 2 / (n ? n : 1);
+	size_t b = check_sort_budget(ctx, 2 * (n ? n : 1));
 
-	if (b < 4 * RECSORT_MIN_BUDGET)
-		b = 4 * RECSORT_MIN_BUDGET;
-	return (size_t)b;
+	return b < 4 * RECSORT_MIN_BUDGET ? 4 * RECSORT_MIN_BUDGET : b;
 }
 
 int group_reader_init(struct group_reader *g, struct recsort *rs, int (*same_group)(const void *, const void *))

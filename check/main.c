@@ -24,7 +24,8 @@ struct check_args {
 };
 
 enum { OPT_MEMORY_LIMIT = 256, OPT_CHECK_DATA_CSUM, OPT_REPAIR, OPT_YES, OPT_DRY_RUN, OPT_UNDO_FILE, OPT_NO_UNDO,
-       OPT_REBUILD_FST, OPT_REBUILD_UUID, OPT_CLEAR_LOG, OPT_REBUILD_CSUM };
+       OPT_REBUILD_FST, OPT_REBUILD_UUID, OPT_CLEAR_LOG, OPT_REBUILD_CSUM,
+       OPT_REBUILD_EXTENT };
 
 static const struct argp_option check_options[] = {
 	{ "memory-limit", OPT_MEMORY_LIMIT, "SIZE", 0,
@@ -54,6 +55,10 @@ static const struct argp_option check_options[] = {
 	{ "rebuild-csum-tree", OPT_REBUILD_CSUM, NULL, 0,
 	  "Recompute every data checksum from the data of the checksummed files (implies --repair); "
 	  "data that cannot be read is left without checksums", 1 },
+	{ "rebuild-extent-tree", OPT_REBUILD_EXTENT, NULL, 0,
+	  "Rebuild the whole extent tree (references, block group items, space counters, free-space "
+	  "tree) from the trees that use the extents (implies --repair); refused while blocks of other "
+	  "trees are unreadable", 1 },
 	{ 0 }
 };
 
@@ -103,6 +108,7 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 	case OPT_REBUILD_UUID: a->repair.rebuild_uuid = a->repair.enabled = true; break;
 	case OPT_CLEAR_LOG: a->repair.clear_log = a->repair.enabled = true; break;
 	case OPT_REBUILD_CSUM: a->repair.rebuild_csum = a->repair.enabled = true; break;
+	case OPT_REBUILD_EXTENT: a->repair.rebuild_extent = a->repair.enabled = true; break;
 	case ARGP_KEY_END:
 		if ((a->repair.yes || a->repair.dry_run || a->repair.undo_path || a->repair.no_undo) &&
 		    !a->repair.enabled)
@@ -181,6 +187,7 @@ int main(int argc, char **argv)
 	struct check_args a = { .opts = { .super_mirror = -1, .format = CLI_FORMAT_TEXT } };
 	struct check_ctx ctx = { 0 };
 	struct fs_open_options fo;
+	uint64_t cache_max;
 	char msg[600];
 	int ret;
 
@@ -197,14 +204,17 @@ int main(int argc, char **argv)
 	fs_open_options_init(&fo);
 	fo.super_mirror = a.opts.super_mirror;
 	fo.note = msg_fs_note;
-	/* the tree-block cache takes at most an eighth of the budget */
-	fo.cache_bytes = a.opts.memory_limit / 8 < (256ULL << 20) ? a.opts.memory_limit / 8 : (256ULL << 20);
+	/* the tree-block cache takes at most an eighth of the budget; a check reads
+	 * each block once, a repair's transactions come back to the same blocks */
+	cache_max = a.repair.enabled ? CHECK_REPAIR_CACHE_MAX : CHECK_BLOCK_CACHE_MAX;
+	fo.cache_bytes = a.opts.memory_limit / 8 < cache_max ? a.opts.memory_limit / 8 : cache_max;
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);
 		return FSCK_EXIT_ERROR;
 	}
 	ctx.opts = &a.opts;
+	ctx.infer_full_backref = a.repair.rebuild_extent;
 	ctx.json_problems = json_object_new_array();
 	ctx.progress = progress_create("checking", 0, a.opts.progress);
 	ret = check_run(&ctx);

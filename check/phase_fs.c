@@ -32,6 +32,7 @@ static int collect_root(void *arg, const struct btrfs_key *key, const uint8_t *d
 			return -ENOMEM;
 		out->v = v;
 	}
+	out->bytes += root_item_bytes_used(data);
 	out->v[out->n++] = (struct tree_root_ptr){ key->objectid, root_item_bytenr(data), root_item_generation(data),
 						   root_item_level(data) };
 	return 0;
@@ -68,7 +69,7 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	if (k->objectid != w->ino.ino) {
 		fs_inode_finish(w);
 		inode_start(w, k->objectid);
-		if (k->type != BTRFS_INODE_ITEM_KEY)
+		if (k->type != BTRFS_INODE_ITEM_KEY && !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
 			report_problem(w->ctx, PR_INODE_ITEM_MISSING, "root %" PRIu64 " inode %" PRIu64
 				       ": first item is of type %u", w->root->objectid, k->objectid, k->type);
 	}
@@ -82,11 +83,8 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	case BTRFS_EXTENT_DATA_KEY: fs_item_file_extent(w, k, d, size); break;
 	default: break;
 	}
-	if ((++w->items & 4095) == 0) {
-		progress_add(w->ctx->progress, 4096);
-		if (cli_cancelled())
-			return 1;
-	}
+	if ((++w->items & 4095) == 0 && cli_cancelled())
+		return 1;   /* progress: fs_walk_items counts the blocks */
 	return w->err ? 1 : 0;
 }
 
@@ -97,10 +95,10 @@ static int walk_tree(struct fs_walk *w, const struct tree_root_ptr *root)
 	w->root = root;
 	w->root_dirid = BTRFS_FIRST_FREE_OBJECTID;
 	inode_start(w, 0);
-	ret = tree_each_item(w->ctx->fs, root, walk_item, w);
+	ret = fs_walk_items(w, root, walk_item);
 	fs_inode_finish(w);
 	if (ret < 0 && ret != -ENOMEM) {
-		/* an unreadable block: the tree-block phase reported it; go on */
+		/* an unreadable root block: the tree-block phase reported it; go on */
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
 			       root->objectid, w->ctx->fs->errmsg);
 		ret = 0;
@@ -137,11 +135,14 @@ int check_fs_trees(struct check_ctx *ctx)
 		free(roots.v);
 		return ret == -ENOMEM ? ret : 0;
 	}
+	progress_set_total(ctx->progress, roots.bytes);
+	fs_lost_destroy(ctx->fs_lost);   /* a run before a repair left it */
+	ctx->fs_lost = w.lost = calloc(1, sizeof(*w.lost));
 	w.by_index = link_sorter(ctx, link_cmp_index, 4);
 	w.by_hash = link_sorter(ctx, link_cmp_hash, 4);
 	w.orphans = link_sorter(ctx, link_cmp_orphan, 16);
 	ctx->subvol_entries = w.subvols = subvol_sorter_create(ctx);
-	if (!w.by_index || !w.by_hash || !w.orphans || !w.subvols) {
+	if (!w.lost || !w.by_index || !w.by_hash || !w.orphans || !w.subvols) {
 		ret = -ENOMEM;
 		goto out;
 	}

@@ -4,6 +4,7 @@
 #define BTK_CHECK_PHASE_FS_H
 
 #include "check/fs_check.h"
+#include "check/fs_lost.h"
 #include "libfs/key.h"
 
 /* What the items of the inode being streamed add up to. Items of one inode
@@ -31,7 +32,8 @@ struct fs_walk {
 	struct recsort *subvols;     /* root_rec: dir entries naming subvolumes */
 	struct inode_state ino;
 	uint64_t inodes;
-	uint64_t items;              /* for progress */
+	uint64_t items;              /* for the cancel check */
+	struct fs_lost *lost;        /* key ranges of unreadable blocks (fs_lost.h) */
 	int err;                     /* first operational error (recsort) */
 };
 
@@ -49,6 +51,12 @@ void fs_emit_link(struct fs_walk *w, struct recsort *rs, const struct link_rec *
 int link_cmp_index(const void *a, const void *b, void *arg);
 int link_cmp_hash(const void *a, const void *b, void *arg);
 int link_cmp_orphan(const void *a, const void *b, void *arg);
+
+/* Every item of root in key order through fn (with w as arg), past
+ * unreadable blocks: each is reported and its key range recorded in w->lost.
+ * 0, fn's nonzero value, or -errno (an unreadable root block: the whole tree
+ * recorded lost; fs->errmsg says why). */
+int fs_walk_items(struct fs_walk *w, const struct tree_root_ptr *root, tree_item_fn fn);
 
 /* After every tree was walked: the joins. */
 int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots);

@@ -48,13 +48,17 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 	s->isize = inode_size(d);
 	s->nbytes = inode_nbytes(d);
 	s->ftype = mode_to_ftype(mode);
-	if (s->ftype == BTRFS_FT_UNKNOWN)
+	if (s->ftype == BTRFS_FT_UNKNOWN) {
 		report_problem(w->ctx, PR_INODE_MODE_INVALID, "root %" PRIu64 " inode %" PRIu64 ": mode 0%o",
 			       w->root->objectid, k->objectid, mode);
-	if (inode_generation(d) > gen_limit || inode_transid(d) > gen_limit)
+		repair_note_inode_problem(w->ctx, PR_INODE_MODE_INVALID, w->root->objectid, k->objectid);
+	}
+	if (inode_generation(d) > gen_limit || inode_transid(d) > gen_limit) {
 		report_problem(w->ctx, PR_INODE_GENERATION, "root %" PRIu64 " inode %" PRIu64 ": generation %" PRIu64
 			       " transid %" PRIu64 ", filesystem generation %" PRIu64, w->root->objectid, k->objectid,
 			       inode_generation(d), inode_transid(d), gen_limit);
+		repair_note_inode_problem(w->ctx, PR_INODE_GENERATION, w->root->objectid, k->objectid);
+	}
 	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
 		report_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, "root %" PRIu64 " inode %" PRIu64 ": flags 0x%" PRIx64,
 			       w->root->objectid, k->objectid, inode_flags(d));
@@ -106,11 +110,14 @@ void fs_item_inode_extref(struct fs_walk *w, const struct btrfs_key *k, const ui
 			malformed(w, k, "inode extref truncated", size);
 			return;
 		}
-		if (btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len) != k->offset)
+		if (btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len) != k->offset) {
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": extref in parent %"
 				       PRIu64 " is keyed %" PRIu64 ", its name hashes to %" PRIu64, w->root->objectid,
 				       k->objectid, inode_extref_parent_objectid(e), k->offset,
 				       btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len));
+			repair_note_name(w->ctx, PR_NAME_HASH, w->root->objectid, inode_extref_parent_objectid(e),
+					 k->objectid);
+		}
 		emit_ref(w, k->objectid, inode_extref_parent_objectid(e), inode_extref_index(e), e + hdr, len);
 		off += hdr + len;
 	}
@@ -190,11 +197,16 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (len == 0 || len > BTRFS_NAME_LEN || (k->type != BTRFS_XATTR_ITEM_KEY && data_len))
 			malformed(w, k, "dir entry name or data length out of range", size);
-		if (k->type != BTRFS_DIR_INDEX_KEY && btrfs_name_hash(e + hdr, len) != k->offset)
+		if (k->type != BTRFS_DIR_INDEX_KEY && btrfs_name_hash(e + hdr, len) != k->offset) {
+			struct btrfs_key loc;
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": %s keyed %" PRIu64
 				       ", its name hashes to %" PRIu64, w->root->objectid, k->objectid,
 				       k->type == BTRFS_XATTR_ITEM_KEY ? "xattr" : "dir item", k->offset,
 				       btrfs_name_hash(e + hdr, len));
+			key_from_disk(&loc, dir_item_location_ptr(e));
+			repair_note_name(w->ctx, PR_NAME_HASH, w->root->objectid, k->objectid,
+					 k->type == BTRFS_XATTR_ITEM_KEY || loc.type != BTRFS_INODE_ITEM_KEY ? 0 : loc.objectid);
+		}
 		if (k->type == BTRFS_DIR_INDEX_KEY && n > 0)
 			malformed(w, k, "dir index holds more than one entry", size);
 		dir_entry(w, k, e, e + hdr, (uint16_t)len);
@@ -278,7 +290,7 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
 			       s->extent_end);
-	else if (!w->no_holes && k->offset > s->extent_end)
+	else if (!w->no_holes && k->offset > s->extent_end && !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", w->root->objectid, k->objectid, s->extent_end, k->offset);
 	if (end > s->extent_end)
@@ -290,7 +302,8 @@ void fs_inode_finish(struct fs_walk *w)
 	struct inode_state *s = &w->ino;
 	uint64_t root = w->root->objectid;
 
-	if (!s->have_item)
+	/* some of its items are in an unreadable block: the sums are unknown */
+	if (!s->have_item || fs_lost_inode(w->lost, root, s->ino))
 		return;
 	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size) {
 		report_problem(w->ctx, PR_DIR_ISIZE, "root %" PRIu64 " dir %" PRIu64 ": size %" PRIu64

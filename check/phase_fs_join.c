@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "check/phase_fs.h"
+#include "check/repair_notes.h"
 
 #define CMP(x, y) do { if ((x) != (y)) return (x) < (y) ? -1 : 1; } while (0)
 
@@ -66,6 +67,7 @@ static int same_inode(const void *a, const void *b)
 struct join {
 	struct check_ctx *ctx;
 	const struct fs_roots *roots;
+	const struct fs_lost *lost;   /* unreadable key ranges: what they may hold is not judged */
 };
 
 /* 1 when inode ino of root exists (and is a directory, if want_dir), else 0. */
@@ -87,19 +89,25 @@ static bool same_name_rec(const struct link_rec *a, const struct link_rec *b)
 /* A ref and the entry that carries its name: location and type. */
 static void judge_pair(struct join *j, const struct link_rec *ref, const struct link_rec *ent, const char *what)
 {
-	if (ref->flags & LINK_F_NO_INODE)
-		report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
-			       ") names inode %" PRIu64 ", which has no inode item", ent->root, ent->dir, what, ent->key,
-			       ent->child);
-	else if (ref->child != ent->child || !same_name_rec(ref, ent))
+	if (ref->flags & LINK_F_NO_INODE) {
+		if (!fs_lost_key(j->lost, ref->root, ref->child, BTRFS_INODE_ITEM_KEY, 0))
+			report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %"
+				       PRIu64 ") names inode %" PRIu64 ", which has no inode item", ent->root, ent->dir,
+				       what, ent->key, ent->child);
+	} else if (ref->child != ent->child || !same_name_rec(ref, ent)) {
 		report_problem(j->ctx, PR_DIR_ITEM_INDEX_MISMATCH, "root %" PRIu64 " dir %" PRIu64 ": %s (key %"
 			       PRIu64 ") names inode %" PRIu64 ", the ref of inode %" PRIu64 " %s", ref->root, ref->dir,
 			       what, ent->key, ent->child, ref->child,
 			       same_name_rec(ref, ent) ? "has the same name" : "has another name");
-	else if (ref->type != ent->type && ref->type != BTRFS_FT_UNKNOWN)
+		repair_note_name(j->ctx, PR_DIR_ITEM_INDEX_MISMATCH, ref->root, ref->dir, ref->child);
+		if (ent->child != ref->child)
+			repair_note_name(j->ctx, PR_DIR_ITEM_INDEX_MISMATCH, ent->root, ent->dir, ent->child);
+	} else if (ref->type != ent->type && ref->type != BTRFS_FT_UNKNOWN) {
 		report_problem(j->ctx, PR_DIR_ENTRY_TYPE, "root %" PRIu64 " dir %" PRIu64 ": %s for inode %" PRIu64
 			       " has type %u, the inode's mode says %u", ent->root, ent->dir, what, ent->child,
 			       ent->type, ref->type);
+		repair_note_name(j->ctx, PR_DIR_ENTRY_TYPE, ent->root, ent->dir, ent->child);
+	}
 	if (ref->child != ent->child && !inode_exists(j, ent->root, ent->child, false))
 		report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
 			       ") names inode %" PRIu64 ", which does not exist", ent->root, ent->dir, what, ent->key,
@@ -108,6 +116,9 @@ static void judge_pair(struct join *j, const struct link_rec *ref, const struct 
 
 static void judge_lone_ref(struct join *j, const struct link_rec *ref, enum link_kind entry_kind, const char *what)
 {
+	if (fs_lost_key(j->lost, ref->root, ref->dir, entry_kind == LINK_DIR_INDEX ? BTRFS_DIR_INDEX_KEY :
+			BTRFS_DIR_ITEM_KEY, ref->key))
+		return;   /* the entry would be in an unreadable block */
 	if (!inode_exists(j, ref->root, ref->dir, true)) {
 		/* reported once, from the index join */
 		if (entry_kind == LINK_DIR_INDEX)
@@ -118,11 +129,18 @@ static void judge_lone_ref(struct join *j, const struct link_rec *ref, enum link
 	report_problem(j->ctx, entry_kind == LINK_DIR_INDEX ? PR_DIR_INDEX_MISSING : PR_DIR_ITEM_MISSING,
 		       "root %" PRIu64 " inode %" PRIu64 ": name in dir %" PRIu64 " (index %" PRIu64 ") has no %s",
 		       ref->root, ref->child, ref->dir, ref->index, what);
+	repair_note_name(j->ctx, entry_kind == LINK_DIR_INDEX ? PR_DIR_INDEX_MISSING : PR_DIR_ITEM_MISSING,
+			 ref->root, ref->dir, ref->child);
 }
 
 static void judge_lone_entry(struct join *j, const struct link_rec *ent, const char *what)
 {
-	if (inode_exists(j, ent->root, ent->child, false))
+	bool exists;
+
+	if (fs_lost_inode(j->lost, ent->root, ent->child))
+		return;   /* the inode and its refs may be in an unreadable block */
+	exists = inode_exists(j, ent->root, ent->child, false);
+	if (exists)
 		report_problem(j->ctx, PR_INODE_REF_MISSING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
 			       ") names inode %" PRIu64 ", which has no such ref", ent->root, ent->dir, what, ent->key,
 			       ent->child);
@@ -130,6 +148,8 @@ static void judge_lone_entry(struct join *j, const struct link_rec *ent, const c
 		report_problem(j->ctx, PR_DIR_ENTRY_DANGLING, "root %" PRIu64 " dir %" PRIu64 ": %s (key %" PRIu64
 			       ") names inode %" PRIu64 ", which does not exist", ent->root, ent->dir, what, ent->key,
 			       ent->child);
+	repair_note_name(j->ctx, exists ? PR_INODE_REF_MISSING : PR_DIR_ENTRY_DANGLING, ent->root, ent->dir,
+			 ent->child);
 }
 
 /* A group of one (root, dir, index) or (root, dir, name hash): names from
@@ -189,9 +209,11 @@ static void judge_orphan(struct join *j, const struct link_rec *g, size_t n)
 		need |= g[i].kind == LINK_NEED_ORPHAN;
 		orphan |= g[i].kind == LINK_ORPHAN;
 	}
-	if (need && !orphan)
+	if (need && !orphan && !fs_lost_key(j->lost, g->root, BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, g->key)) {
 		report_problem(j->ctx, PR_INODE_UNREACHABLE, "root %" PRIu64 " inode %" PRIu64
 			       ": no names, nlink 0 and no orphan item", g->root, g->key);
+		repair_note_inode_problem(j->ctx, PR_INODE_UNREACHABLE, g->root, g->key);
+	}
 	if (need || !orphan)
 		return;
 	ret = fs_lookup_inode(j->ctx, fs_roots_find(j->roots, g->root), g->key, &mode, &nlink);
@@ -201,6 +223,8 @@ static void judge_orphan(struct join *j, const struct link_rec *g, size_t n)
 	else if (ret == 1)
 		report_problem(j->ctx, PR_ORPHAN_ITEM_BAD, "root %" PRIu64 ": orphan item for inode %" PRIu64
 			       ", which still has names (nlink %u)", g->root, g->key, nlink);
+	if (ret == 0 || ret == 1)
+		repair_note_inode_problem(j->ctx, PR_ORPHAN_ITEM_BAD, g->root, g->key);
 }
 
 enum join_kind { JOIN_INDEX, JOIN_HASH, JOIN_ORPHAN };
@@ -230,7 +254,7 @@ static int run_join(struct join *j, struct recsort *rs, enum join_kind kind)
 
 int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots)
 {
-	struct join j = { ctx, roots };
+	struct join j = { ctx, roots, w->lost };
 	int ret;
 
 	if ((ret = run_join(&j, w->by_index, JOIN_INDEX)) ||

@@ -45,7 +45,8 @@ struct ref_rec {
 #define REF_NEEDS_CSUM 1u
 #define EXTENT_CSUMMED 2u  /* the csum tree covers the whole extent */
 
-/* An expected reference (a user of an extent, seen by the tree walk). */
+/* An expected reference (a user of an extent, seen by the tree walk). Tree
+ * block refs carry the block's generation in r.c and its level in len. */
 struct exp_rec {
 	struct ref_rec r;
 	uint32_t len;           /* data: disk_num_bytes (at most UINT32_MAX) */
@@ -126,20 +127,15 @@ static const char *ref_type_name(uint32_t type)
 	}
 }
 
-/* Each of the two sorters gets an eighth of the budget (the block cache has
- * another), at most REFS_SORT_MAX: past that, sorted runs spilled in large
- * sequential writes cost less than the memory. */
-#define REFS_SORT_MAX (192ULL << 20)
-
+/* Each of the two sorters gets an eighth of the sorters' budget
+ * (check_sort_budget; the block cache has its own). */
 static int refs_start(struct check_ctx *ctx)
 {
 	struct refs_state *st = calloc(1, sizeof(*st));
-	uint64_t budget = ctx->opts->memory_limit / 8, v;
+	uint64_t budget = check_sort_budget(ctx, 8), v;
 	const char *env = getenv("BTK_CHECK_SORT_BUDGET"); /* tests: force spilling on small images */
 	unsigned jobs = ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs;
 
-	if (budget > REFS_SORT_MAX)
-		budget = REFS_SORT_MAX;
 	if (env && !size_parse(env, &v))
 		budget = v;
 	if (budget < RECSORT_MIN_BUDGET)
@@ -174,6 +170,29 @@ void refs_free(struct check_ctx *ctx)
 static bool holder_full_backref(struct check_ctx *ctx, uint64_t bytenr)
 {
 	return ebitmap_test(ctx->refs->full_backref, bytenr, ctx->fs->nodesize) == EBITMAP_ALL;
+}
+
+/* Whether block b, reached for the first time from tree root, has full
+ * backrefs. From the extent tree's flags (its leaves come before any
+ * subvolume's blocks); or, rebuilding the extent tree, from the trees alone:
+ * in a tree snapshots may share, a block other than the root has full
+ * backrefs when its owner tree no longer holds it. The trees are walked in
+ * objectid order and a snapshot's id is larger than its source's, so a
+ * block its owner still holds is reached first from its owner. Relocation
+ * trees use full backrefs throughout. 1, 0 or -errno. */
+static int block_full_backref(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
+{
+	bool full;
+	int ret;
+
+	if (!ctx->infer_full_backref)
+		return holder_full_backref(ctx, b->bytenr);
+	full = b->bytenr != root->bytenr && !key_tree_never_shared(root->objectid) &&
+	       (root->objectid == BTRFS_TREE_RELOC_OBJECTID || block_owner(b) != root->objectid ||
+		(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC));
+	if (full && (ret = ebitmap_set(ctx->refs->full_backref, b->bytenr, ctx->fs->nodesize)) < 0)
+		return ret;
+	return full;
 }
 
 /* An extent-tree leaf: remember the tree blocks with full backrefs. */
@@ -259,10 +278,10 @@ static int flush_leaf_refs(struct refs_state *st, size_t n)
 /* The file extents and inode items of one leaf. Inode items are tracked even
  * in a leaf already seen from another tree, so the NODATASUM flag is known
  * for the file extents that follow in key order. */
-static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_block *b, bool first)
+static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_block *b, bool first,
+			bool full)
 {
 	unsigned n = block_nritems(b);
-	bool full = first && holder_full_backref(ctx, b->bytenr);
 	size_t nrefs = 0;
 
 	if (first && n > st->leaf_cap) {
@@ -351,7 +370,7 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 	}
 	if (b->bytenr == root->bytenr && first) {
 		struct exp_rec r = { .r = { .bytenr = b->bytenr, .type = BTRFS_TREE_BLOCK_REF_KEY, .a = root->objectid,
-					    .count = 1 } };
+					    .c = block_generation(b), .count = 1 }, .len = block_level(b) };
 		/* a relocation tree's root is its own parent (full backrefs throughout) */
 		if (root->objectid == BTRFS_TREE_RELOC_OBJECTID) {
 			r.r.type = BTRFS_SHARED_BLOCK_REF_KEY;
@@ -361,19 +380,27 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 		if ((ret = recsort_add(st->expected, &r)) < 0)
 			return ret;
 	}
-	if (block_level(b) == 0) {
-		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID && (ret = observe_extent_leaf(ctx, b)) < 0)
+	full = false;
+	if (first) {
+		if ((ret = block_full_backref(ctx, root, b)) < 0)
 			return ret;
-		return observe_leaf(ctx, st, b, first);
+		full = ret > 0;
+	}
+	if (block_level(b) == 0) {
+		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID && !ctx->infer_full_backref &&
+		    (ret = observe_extent_leaf(ctx, b)) < 0)
+			return ret;
+		return observe_leaf(ctx, st, b, first, full);
 	}
 	if (!first)
 		return 0;
-	full = holder_full_backref(ctx, b->bytenr);
 	for (unsigned i = 0; i < block_nritems(b); i++) {
 		struct exp_rec c = { .r = { .bytenr = key_ptr_blockptr(node_key_ptr(b->data, i)), .count = 1,
 					    .type = full ? BTRFS_SHARED_BLOCK_REF_KEY : BTRFS_TREE_BLOCK_REF_KEY,
 					    .a = full ? b->bytenr : block_owner(b),
-					    .b = full ? block_owner(b) : b->bytenr } };
+					    .b = full ? block_owner(b) : b->bytenr,
+					    .c = key_ptr_generation(node_key_ptr(b->data, i)) },
+				     .len = block_level(b) - 1 };
 		if ((ret = recsort_add(st->expected, &c)) < 0)
 			return ret;
 	}
@@ -668,7 +695,7 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 			return 0;
 		j->not_alloc_reported = bytenr + 1;
 		if (j->have && bytenr < j->bytenr + j->len)
-			refs_repair_unfixable(j->unit);
+			refs_repair_unfixable(j->ctx, j->unit);
 		if (j->have && bytenr < j->bytenr + j->len)
 			refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk bytenr %"
 				    PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64, root, where, bytenr, j->bytenr,
@@ -681,7 +708,7 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 	}
 	if ((data && !(j->flags & BTRFS_EXTENT_FLAG_DATA)) || (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)) ||
 	    (data && e->len != clamp32(j->len)))
-		refs_repair_unfixable(j->unit);
+		refs_repair_unfixable(j->ctx, j->unit);
 	if (data && !(j->flags & BTRFS_EXTENT_FLAG_DATA))
 		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64
 			    ": file extent points at tree-block extent %" PRIu64, root, where, bytenr);
@@ -727,6 +754,12 @@ static int note_for_repair(struct join_state *j, const struct recjoin_group *g)
 		.has_expected = g->nleft > 0, .has_declared = g->nright > 0, .data_len = l ? l->len : 0,
 	};
 
+	if (l && (any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY)) {
+		v.full_backref = holder_full_backref(j->ctx, any->bytenr);
+		v.level = l->len;
+		v.generation = l->r.c;
+		v.data_len = 0;
+	}
 	if (any->type == 0) {
 		v.item_len = r->a;
 		v.item_flags = r->b;
@@ -763,11 +796,13 @@ static int join_group(const struct recjoin_group *g, void *arg)
 	for (size_t i = 0; i < g->nleft; i++)
 		if ((ret = check_user(j, &l[i])) < 0)
 			return ret;
-	describe(what, sizeof(what), any);
+	/* what: described only for a report (formatting every group costs) */
 	if (any->type == BTRFS_EXTENT_OWNER_REF_KEY) {
 		if (!(ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA) || !j->have || j->bytenr != any->bytenr ||
-		    !(j->flags & BTRFS_EXTENT_FLAG_DATA) || g->nright > 1)
+		    !(j->flags & BTRFS_EXTENT_FLAG_DATA) || g->nright > 1) {
+			describe(what, sizeof(what), any);
 			refs_report(ctx, PR_EXTENT_OWNER_REF, "extent %" PRIu64 ": %s", any->bytenr, what);
+		}
 		return 0;
 	}
 	switch (g->kind) {
@@ -775,6 +810,7 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		if (j->have && j->bytenr == any->bytenr) {
 			uint64_t root, where;
 			user_of(any, &root, &where);
+			describe(what, sizeof(what), any);
 			refs_report(ctx, PR_EXTENT_REF_MISSING, "extent %" PRIu64 ": no %s (used by %s %" PRIu64
 				    " in tree %" PRIu64 ")", any->bytenr, what,
 				    any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY
@@ -788,14 +824,17 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		if (j->have && j->bytenr == any->bytenr && (j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
 		    ebitmap_test(ctx->visited, any->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
 			break;
+		describe(what, sizeof(what), any);
 		refs_report(ctx, PR_EXTENT_REF_UNUSED, "extent %" PRIu64 ": %s (count %" PRIu64 ") has no user",
 			    any->bytenr, what, sum_declared(r, g->nright));
 		break;
 	case RECJOIN_BOTH: {
 		uint64_t want = sum_expected(l, g->nleft), have = sum_declared(r, g->nright);
-		if (want != have && !(j->incomplete && want < have))
+		if (want != have && !(j->incomplete && want < have)) {
+			describe(what, sizeof(what), any);
 			refs_report(ctx, PR_EXTENT_REF_COUNT, "extent %" PRIu64 ": %s counts %" PRIu64 ", %" PRIu64
 				    " user(s) found", any->bytenr, what, have, want);
+		}
 		break;
 	}
 	}
@@ -809,9 +848,14 @@ static int join_refs(struct check_ctx *ctx)
 		.ctx = ctx,
 		.incomplete = ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE],
 	};
+	static const uint64_t rebuilt[] = REBUILT_TREES;
 	struct recjoin join = { .left = st->expected, .right = st->declared, .cmp = ref_cmp, .cmp_left = ref_cmp,
 				.cmp_right = ref_cmp, .group = join_group, .arg = &j };
 	int ret;
+
+	/* rebuilding the extent tree, what the trees it replaces lack does not matter */
+	if (ctx->infer_full_backref)
+		j.incomplete = !check_unreadable_only_in(ctx, rebuilt, REBUILT_TREES_COUNT);
 
 	ret = recjoin_run(&join);
 	if (ret >= 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check/fs_check.h"
+#include "check/fs_lost.h"
 #include "libfs/block.h"
 #include "libfs/endian_access.h"
 
@@ -170,6 +171,14 @@ static void judge_liveness(struct roots_scan *s, const struct root_rec *g, size_
 			       live ? "is still referenced" : "does not exist");
 }
 
+/* The entries of directory dir of subvolume parent may be in an unreadable block. */
+static bool dir_entries_lost(const struct check_ctx *ctx, uint64_t parent, uint64_t dir)
+{
+	struct btrfs_key first = { dir, BTRFS_DIR_ITEM_KEY, 0 }, last = { dir, BTRFS_DIR_INDEX_KEY, UINT64_MAX };
+
+	return fs_lost_meets(ctx->fs_lost, parent, &first, &last);
+}
+
 /* One (parent, child) pair: ref, backref and the parent's dir entries. */
 static void judge_pair(struct roots_scan *s, const struct root_rec *g, size_t n)
 {
@@ -192,7 +201,8 @@ static void judge_pair(struct roots_scan *s, const struct root_rec *g, size_t n)
 		return;
 	/* Entries without a ref are legal: a snapshot keeps the entries of the
 	 * subvolumes nested in its source, and they read as empty directories. */
-	if (any && (!has_entry(g, n, ROOTREC_DIR_ITEM, any) || !has_entry(g, n, ROOTREC_DIR_INDEX, any)))
+	if (any && (!has_entry(g, n, ROOTREC_DIR_ITEM, any) || !has_entry(g, n, ROOTREC_DIR_INDEX, any)) &&
+	    !dir_entries_lost(s->ctx, parent, any->c))
 		report_problem(s->ctx, PR_ROOT_DIR_ENTRY_MISSING, "subvolume %" PRIu64 " in %" PRIu64 " dir %"
 			       PRIu64 ": no matching %s", child, parent, any->c,
 			       has_entry(g, n, ROOTREC_DIR_ITEM, any) ? "dir index" : "dir item");

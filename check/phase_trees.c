@@ -2,6 +2,7 @@
  * owners checked. A block shared by snapshots is checked the first time it
  * is reached and its subtree is skipped afterwards. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "check/check.h"
@@ -36,6 +37,51 @@ static void report_copies(void *arg, const struct copy_job *j)
 	for (int m = 0; m < j->good; m++)
 		report_problem(ctx, PR_TREE_BLOCK_BAD_COPY, "tree %" PRIu64 ": block %" PRIu64 " copy %d is bad",
 			       j->tree, j->bytenr, m + 1);
+}
+
+void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid)
+{
+	struct check_stats *st = &ctx->stats;
+	const unsigned max = sizeof(st->unreadable_trees) / sizeof(st->unreadable_trees[0]);
+
+	if (st->n_unreadable_trees == UINT_MAX)
+		return;
+	for (unsigned i = 0; i < st->n_unreadable_trees; i++)
+		if (st->unreadable_trees[i] == objectid)
+			return;
+	if (!objectid || st->n_unreadable_trees == max) {
+		st->n_unreadable_trees = UINT_MAX;
+		return;
+	}
+	st->unreadable_trees[st->n_unreadable_trees++] = objectid;
+}
+
+bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees, unsigned n)
+{
+	const struct check_stats *st = &ctx->stats;
+
+	if (st->n_unreadable_trees == UINT_MAX)
+		return false;
+	for (unsigned i = 0; i < st->n_unreadable_trees; i++) {
+		bool found = false;
+		for (unsigned k = 0; k < n && !found; k++)
+			found = st->unreadable_trees[i] == trees[k];
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid)
+{
+	const struct check_stats *st = &ctx->stats;
+
+	if (st->n_unreadable_trees == UINT_MAX)
+		return true;
+	for (unsigned i = 0; i < st->n_unreadable_trees; i++)
+		if (st->unreadable_trees[i] == objectid)
+			return true;
+	return false;
 }
 
 static int visit_block(void *arg, const struct tree_block *b)
@@ -81,6 +127,7 @@ static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char
 	struct tree_visit *v = arg;
 
 	(void)err;
+	check_note_unreadable_tree(v->ctx, v->root->objectid);
 	report_problem(v->ctx, PR_TREE_BLOCK_UNREADABLE, "tree %" PRIu64 ": block %" PRIu64 " (level %d): %s",
 		       v->root->objectid, bytenr, level, why);
 }
@@ -104,6 +151,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	ret = fs_list_trees(fs, &list);
 	if (ret) {
 		copy_verifier_destroy(v.copies);
+		check_note_unreadable_tree(ctx, 0);
 		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs->errmsg);
 		return 0;
 	}
@@ -116,6 +164,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 		if (ret == -ENOMEM)
 			break;
 		if (ret) {
+			check_note_unreadable_tree(ctx, v.root->objectid);
 			report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "tree %" PRIu64 " root %" PRIu64 ": %s",
 				       v.root->objectid, v.root->bytenr, fs->errmsg);
 			ret = 0;

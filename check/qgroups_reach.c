@@ -57,7 +57,7 @@ static int pair_cmp(const void *x, const void *y, void *arg)
 
 size_t qgroups_sort_budget(const struct check_ctx *ctx)
 {
-	size_t budget = (size_t)(ctx->opts->memory_limit / 8);
+	size_t budget = check_sort_budget(ctx, 8);
 	const char *env = getenv("BTK_CHECK_SORT_BUDGET"); /* tests: force spilling on small images */
 	uint64_t v;
 

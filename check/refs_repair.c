@@ -22,14 +22,58 @@ struct refs_unit {
 	uint64_t data_len;          /* the data extent's length as file extents say */
 	bool tree, data;            /* kinds of the expected references */
 	bool bad, unfixable, overflow;
+	bool full_backref;          /* a tree block with full backrefs */
+	uint64_t level, generation; /* of a tree block */
 	struct extent_fix *exp;     /* the expected references */
 	size_t nexp, cap;
 };
+
+/* Rebuilding the extent tree (ctx->infer_full_backref): every extent the
+ * trees use is noted with its references and its space claimed, but for the
+ * blocks of the trees it replaces; an extent no tree uses is not. */
+static int unit_note_rebuild(struct check_ctx *ctx, struct refs_unit *u)
+{
+	bool tree = u->tree;
+	struct extent_fix hdr = { .bytenr = u->bytenr, .c = tree ? EXTENT_FIX_TREE : 0 };
+	static const uint64_t rebuilt[] = REBUILT_TREES;
+	bool replaced = tree;      /* a block of a tree the rebuild replaces */
+	int ret;
+
+	if (!u->nexp)
+		return 0;
+	if (u->overflow || (u->tree && u->data) || u->unfixable) {
+		repair_note_unfixable(ctx);
+		return 0;
+	}
+	for (size_t i = 0; i < u->nexp && replaced; i++)
+		replaced = u->exp[i].type == BTRFS_TREE_BLOCK_REF_KEY &&
+			   (u->exp[i].a == rebuilt[0] || u->exp[i].a == rebuilt[1]);
+	if (replaced)
+		return 0;
+	hdr.a = tree ? ctx->fs->nodesize : u->data_len;
+	hdr.c |= tree ? (uint64_t)u->level << EXTENT_FIX_LEVEL_SHIFT : 0;
+	hdr.count = tree ? u->generation : 0;
+	hdr.b = tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0)
+		     : BTRFS_EXTENT_FLAG_DATA;
+	if (!hdr.a) {
+		repair_note_unfixable(ctx);
+		return 0;
+	}
+	if ((ret = repair_note_claim(ctx, u->bytenr, hdr.a)) < 0 || (ret = repair_note_extent(ctx, &hdr)) < 0)
+		return ret;
+	for (size_t i = 0; i < u->nexp; i++)
+		if ((ret = repair_note_extent(ctx, &u->exp[i])) < 0)
+			return ret;
+	return 0;
+}
 
 static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 {
 	struct extent_fix hdr = { .bytenr = u->bytenr };
 	int ret;
+
+	if (ctx->infer_full_backref)
+		return unit_note_rebuild(ctx, u);
 
 	if (u->has_item && (u->refs != u->declared || !u->nexp))
 		u->bad = true;
@@ -119,13 +163,17 @@ int refs_repair_group(struct check_ctx *ctx, struct refs_unit **up, const struct
 		u->data_len = v->data_len;
 	} else {
 		u->tree = true;
+		u->full_backref = v->full_backref;
+		u->level = v->level;
+		u->generation = v->generation;
 	}
 	return 0;
 }
 
-void refs_repair_unfixable(struct refs_unit *u)
+void refs_repair_unfixable(struct check_ctx *ctx, struct refs_unit *u)
 {
-	if (u)
+	/* only the extent tree disagrees: the rebuild replaces it */
+	if (u && !ctx->infer_full_backref)
 		u->unfixable = true;
 }
 

@@ -19,14 +19,22 @@ struct refs_group_view {
 	uint64_t expected, declared; /* summed counts */
 	bool has_expected, has_declared;
 	uint64_t data_len;       /* expected data refs: the file extents' disk length */
+	bool full_backref;       /* tree block refs: the block at bytenr has full backrefs (as the check saw it) */
+	uint64_t level, generation; /* expected tree block refs: the block's, as its parent (or root item) says */
 };
+
+/* The trees --rebuild-extent-tree replaces whole: blocks only they use are
+ * not noted (their space is free after the rebuild), and unreadable blocks
+ * in them do not stop it. */
+#define REBUILT_TREES { BTRFS_EXTENT_TREE_OBJECTID, BTRFS_FREE_SPACE_TREE_OBJECTID }
+#define REBUILT_TREES_COUNT 2u
 
 struct refs_unit;
 
 /* Follow the join, group by group, in key order. 0 or -errno. */
 int refs_repair_group(struct check_ctx *ctx, struct refs_unit **u, const struct refs_group_view *v);
 /* The current bytenr is damaged in a way the repair does not fix. */
-void refs_repair_unfixable(struct refs_unit *u);
+void refs_repair_unfixable(struct check_ctx *ctx, struct refs_unit *u);
 /* The join ended (incomplete: some tree was unreadable, nothing is noted). */
 int refs_repair_finish(struct check_ctx *ctx, struct refs_unit **u, bool incomplete);
 

@@ -17,7 +17,7 @@
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
 
-#define MAX_CODES 8
+#define MAX_CODES 16
 #define MAX_BLOCKERS 16
 
 struct repair_class {
@@ -35,6 +35,7 @@ static bool fst_forced(const struct repair_options *o) { return o->rebuild_fst; 
 static bool uuid_forced(const struct repair_options *o) { return o->rebuild_uuid; }
 static bool log_forced(const struct repair_options *o) { return o->clear_log; }
 static bool csum_forced(const struct repair_options *o) { return o->rebuild_csum; }
+static bool extent_forced(const struct repair_options *o) { return o->rebuild_extent; }
 
 /* In the order they run: raw rewrites of bad copies first, so that every
  * transaction after them reads good blocks wherever it reads. */
@@ -47,6 +48,15 @@ static const struct repair_class classes[] = {
 	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
 	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
 	  { 0 }, false, log_forced, repair_clear_log, { 0 } },
+	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
+	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
+	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
+	  "block group items, space counters and free-space tree)",
+	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
+	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED, PR_BLOCK_GROUP_USED,
+	    PR_SUPER_BYTES_USED, PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_EXTENT_OVERLAP, PR_EXTENT_TYPE,
+	    PR_TREE_BLOCK_UNREADABLE, PR_TREE_ROOT_UNREADABLE, PR_CHUNK_NO_BLOCK_GROUP },
+	  true, extent_forced, repair_rebuild_extent_tree, { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP } },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
@@ -71,9 +81,18 @@ static const struct repair_class classes[] = {
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
 	  repair_uuid_tree, { 0 } },
-	/* last: it changes subvolume trees, whose shared blocks need right extent references */
-	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items",
-	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES }, true, NULL, repair_inodes,
+	/* last two: they change subvolume trees, whose shared blocks need right extent references */
+	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
+	  "re-key names under a wrong hash, remove entries naming nothing (check/repair_names.c)",
+	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
+	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING }, true, NULL, repair_names,
+	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_DIR_PARENT_MISSING, PR_EXTENT_REF_MISSING,
+	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
+	  "modes their file type, bring generations from the future back, link inodes without names into "
+	  "/lost+found, remove stray orphan items",
+	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
+	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD }, true, NULL, repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
@@ -81,6 +100,19 @@ static const struct repair_class classes[] = {
 	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
+
+/* The extent-tree rebuild runs only when asked for, checks what makes it
+ * unsafe itself (only its blockers[] apply), and does the work of the
+ * extent-refs and free-space-tree classes, which then do not run. */
+static bool class_on_request_only(const struct repair_class *c)
+{
+	return c->run == repair_rebuild_extent_tree;
+}
+
+static bool class_superseded(const struct repair_class *c, const struct repair_options *o)
+{
+	return o->rebuild_extent && (c->run == repair_extent_refs || c->run == repair_free_space_tree);
+}
 
 /* Problems that make any transaction unsafe: the allocator trusts the extent
  * tree to say which blocks are free, and every tree it changes must be readable. */
@@ -131,6 +163,56 @@ static uint64_t class_problems(const struct repair_class *c, const struct check_
 	return n;
 }
 
+/* The trees a class builds anew from others (so unreadable blocks in them do
+ * not stop it, and are gone after it): how many, in trees[0..2). */
+static unsigned class_rebuilt_trees(const struct repair_class *c, uint64_t trees[2])
+{
+	if (c->run == repair_rebuild_extent_tree) {
+		trees[0] = BTRFS_EXTENT_TREE_OBJECTID;
+		trees[1] = BTRFS_FREE_SPACE_TREE_OBJECTID;
+		return 2;
+	}
+	trees[0] = c->run == repair_free_space_tree ? BTRFS_FREE_SPACE_TREE_OBJECTID
+		   : c->run == repair_uuid_tree ? BTRFS_UUID_TREE_OBJECTID : 0;
+	return trees[0] ? 1 : 0;
+}
+
+static bool is_unreadable_code(enum problem_code code)
+{
+	return code == PR_TREE_BLOCK_UNREADABLE || code == PR_TREE_ROOT_UNREADABLE;
+}
+
+/* Every unreadable block the check found is in a tree class c rebuilds. */
+static bool class_rebuilds_unreadable(const struct repair_class *c, const struct check_ctx *ctx)
+{
+	uint64_t trees[2];
+	unsigned n = class_rebuilt_trees(c, trees);
+
+	return n && check_unreadable_only_in(ctx, trees, n);
+}
+
+/* Class c rebuilds a tree the check could not read whole: it runs for that. */
+static bool class_wanted_for_unreadable(const struct repair_class *c, const struct check_ctx *ctx)
+{
+	uint64_t trees[2];
+	unsigned n = class_rebuilt_trees(c, trees);
+
+	for (unsigned i = 0; i < n; i++)
+		if ((ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE]) &&
+		    check_tree_unreadable(ctx, trees[i]))
+			return true;
+	return false;
+}
+
+/* After class c succeeded: what it fixed, and the unreadable blocks when they
+ * were all in trees it rebuilt. */
+static void mark_class_fixed(const struct repair_class *c, const struct check_ctx *ctx, bool *fixed)
+{
+	mark_fixed(c, fixed);
+	if (class_rebuilds_unreadable(c, ctx))
+		fixed[PR_TREE_BLOCK_UNREADABLE] = fixed[PR_TREE_ROOT_UNREADABLE] = true;
+}
+
 /* A problem found that makes class c unsafe and that no class before it
  * fixes (fixed[code]: a class that runs earlier repairs every such problem). */
 static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx,
@@ -138,9 +220,11 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 {
 	if (!c->transaction)
 		return NULL;
-	for (size_t i = 0; i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]); i++)
+	for (size_t i = 0; !class_on_request_only(c) && i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]);
+	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
-		    !class_fixes(c, transaction_blockers[i]))
+		    !class_fixes(c, transaction_blockers[i]) &&
+		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
 	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)
 		if (ctx->counts[c->blockers[i]] && !fixed[c->blockers[i]])
@@ -192,6 +276,7 @@ void check_ctx_reset(struct check_ctx *ctx)
 	ebitmap_destroy(ctx->visited);
 	ctx->visited = NULL;
 	repair_notes_free(ctx);
+	ctx->infer_full_backref = false; /* the check after a repair trusts the extent tree again */
 }
 
 /* One class on the open filesystem: its transaction, or its raw writes. */
@@ -252,7 +337,9 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		const struct problem_def *blocker;
 
 		run[i] = false;
-		if (!problems && !(c->forced && c->forced(o)))
+		if (!problems && !(c->forced && c->forced(o)) && !class_wanted_for_unreadable(c, ctx))
+			continue;
+		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
 			continue;
 		blocker = class_blocker(c, ctx, fixed);
 		if (blocker) {
@@ -265,7 +352,7 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 			continue;
 		}
 		run[i] = true;
-		mark_fixed(c, fixed);
+		mark_class_fixed(c, ctx, fixed);
 		n++;
 	}
 	return n;
@@ -337,7 +424,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 		ret = run_class(&classes[i], &r);
 		changes += r.changes;
 		if (!ret && !r.left)
-			mark_fixed(&classes[i], fixed);
+			mark_class_fixed(&classes[i], ctx, fixed);
 		if (ret) {
 			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
 				  r.fs->errmsg[0] ? r.fs->errmsg : "error");

@@ -27,6 +27,7 @@ struct repair_options {
 	bool rebuild_uuid;     /* --rebuild-uuid-tree */
 	bool clear_log;        /* --clear-log */
 	bool rebuild_csum;     /* --rebuild-csum-tree */
+	bool rebuild_extent;   /* --rebuild-extent-tree */
 };
 
 /* What main.c lends the repair: running every phase, printing a run's summary. */
@@ -58,7 +59,9 @@ int repair_space_counters(struct repair_ctx *r);
 int repair_free_space_tree(struct repair_ctx *r);
 int repair_uuid_tree(struct repair_ctx *r);
 int repair_extent_refs(struct repair_ctx *r);
+int repair_rebuild_extent_tree(struct repair_ctx *r); /* check/repair_rebuild.c */
 int repair_inodes(struct repair_ctx *r);
+int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 /* check/repair_log.c: runs its own transaction (trans_start refuses a log tree) */
 int repair_clear_log(struct repair_ctx *r);
 int repair_csums(struct repair_ctx *r);      /* check/repair_csums.c */

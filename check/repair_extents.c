@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/extent_items.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include "libfs/blockgroups.h"
@@ -24,7 +25,6 @@
 #include "libfs/tree.h"
 
 #define SAY_MAX 100          /* lines of detail; then only the totals */
-#define DATA_REF_PROBES 64   /* keyed data refs whose hashes collide take the next offsets */
 #define MAX_DATA_EXTENT (128ull << 20)
 
 struct xrepair {
@@ -33,27 +33,9 @@ struct xrepair {
 	int64_t *adjust;          /* bytes of extents created minus deleted, per block group */
 	struct extent_fix hdr;
 	struct extent_fix *refs;  /* the references the current extent must have */
-	size_t nrefs, cap;
+	size_t nrefs;
 	uint64_t rewritten, created, deleted, said;
 };
-
-static uint64_t ref_seq(const struct extent_fix *f)
-{
-	return f->type == BTRFS_EXTENT_DATA_REF_KEY ? btrfs_extent_data_ref_hash(f->a, f->b, f->c) : f->a;
-}
-
-/* The kernel's inline order: type ascending, then sequence descending. */
-static int inline_order(const void *x, const void *y)
-{
-	const struct extent_fix *p = x, *q = y;
-	uint64_t sp, sq;
-
-	if (p->type != q->type)
-		return p->type < q->type ? -1 : 1;
-	sp = ref_seq(p);
-	sq = ref_seq(q);
-	return sp > sq ? -1 : sp < sq;
-}
 
 static int adjust_space(struct xrepair *x, uint64_t bytenr, uint64_t len, bool used)
 {
@@ -203,53 +185,6 @@ static int delete_csums(struct xrepair *x, uint64_t start, uint64_t end)
 	}
 }
 
-/* A keyed reference item for f (whose count is its own for data refs). */
-static int insert_keyed(struct xrepair *x, const struct extent_fix *f)
-{
-	struct trans *t = x->r->t;
-	uint8_t data[sizeof(struct btrfs_extent_data_ref)];
-	struct btrfs_key k = { f->bytenr, (uint8_t)f->type, f->a };
-	uint32_t size = 0;
-	int ret;
-
-	memset(data, 0, sizeof(data));
-	if (f->type == BTRFS_SHARED_DATA_REF_KEY) {
-		shared_data_ref_set_count(data, (uint32_t)f->count);
-		size = sizeof(struct btrfs_shared_data_ref);
-	} else if (f->type == BTRFS_EXTENT_DATA_REF_KEY) {
-		data_ref_set_root(data, f->a);
-		data_ref_set_objectid(data, f->b);
-		data_ref_set_offset(data, f->c);
-		data_ref_set_count(data, (uint32_t)f->count);
-		size = sizeof(struct btrfs_extent_data_ref);
-		k.offset = btrfs_extent_data_ref_hash(f->a, f->b, f->c);
-		for (int i = 0; i < DATA_REF_PROBES; i++, k.offset++) {
-			ret = trans_insert_item(t, BTRFS_EXTENT_TREE_OBJECTID, &k, data, size);
-			if (ret != -EEXIST)
-				return ret;
-		}
-		return fs_error(x->r->fs, -EUCLEAN, "extent %" PRIu64 ": too many data reference hash collisions",
-				f->bytenr);
-	}
-	return trans_insert_item(t, BTRFS_EXTENT_TREE_OBJECTID, &k, data, size);
-}
-
-static void put_inline(uint8_t *p, const struct extent_fix *f)
-{
-	memset(p, 0, extent_inline_ref_size((uint8_t)f->type));
-	inline_ref_set_type(p, (uint8_t)f->type);
-	if (f->type == BTRFS_EXTENT_DATA_REF_KEY) {
-		data_ref_set_root(p + 1, f->a);
-		data_ref_set_objectid(p + 1, f->b);
-		data_ref_set_offset(p + 1, f->c);
-		data_ref_set_count(p + 1, (uint32_t)f->count);
-		return;
-	}
-	inline_ref_set_offset(p, f->a);
-	if (f->type == BTRFS_SHARED_DATA_REF_KEY)
-		shared_data_ref_set_count(p + sizeof(struct btrfs_extent_inline_ref), (uint32_t)f->count);
-}
-
 /* The header of an item to create: key, extent item, tree block info. */
 static int new_item_header(struct xrepair *x, struct btrfs_key *key, uint8_t *item, uint32_t *size)
 {
@@ -291,7 +226,6 @@ static int fix_extent(struct xrepair *x)
 {
 	struct repair_ctx *r = x->r;
 	struct fs_info *fs = r->fs;
-	uint32_t max_inline = leaf_data_size(fs->nodesize) / 16 - (uint32_t)sizeof(struct btrfs_item);
 	uint8_t *item = malloc(fs->nodesize), *out = NULL;
 	struct btrfs_key ikey = { 0, 0, 0 };
 	uint32_t size, head, osize;
@@ -337,7 +271,6 @@ static int fix_extent(struct xrepair *x)
 			repair_say(r, "extent %" PRIu64 "+%" PRIu64 ": no user, deleted", ikey.objectid, len);
 		goto done;
 	}
-	qsort(x->refs, x->nrefs, sizeof(*x->refs), inline_order);
 	out = malloc(fs->nodesize);
 	if (!out) {
 		ret = -ENOMEM;
@@ -345,19 +278,7 @@ static int fix_extent(struct xrepair *x)
 	}
 	memcpy(out, item, head);
 	osize = head;
-	for (size_t i = 0; i < x->nrefs && !ret; i++) {
-		uint32_t n = extent_inline_ref_size((uint8_t)x->refs[i].type);
-		bool data = x->refs[i].type == BTRFS_EXTENT_DATA_REF_KEY || x->refs[i].type == BTRFS_SHARED_DATA_REF_KEY;
-		total += data ? x->refs[i].count : 1;
-		if (!n) {
-			ret = fs_error(fs, -EUCLEAN, "extent %" PRIu64 ": reference type %u", x->hdr.bytenr, x->refs[i].type);
-		} else if (osize + n <= max_inline) {
-			put_inline(out + osize, &x->refs[i]);
-			osize += n;
-		} else {
-			ret = insert_keyed(x, &x->refs[i]);
-		}
-	}
+	ret = extent_item_put_refs(fs, r->t, x->hdr.bytenr, x->refs, x->nrefs, out, &osize, &total);
 	if (ret)
 		goto out;
 	extent_set_refs(out, total);
@@ -382,37 +303,17 @@ out:
 	return ret;
 }
 
-static int fix_extents(struct xrepair *x)
+static int fix_one(void *arg, const struct extent_fix *hdr, struct extent_fix *refs, size_t n)
 {
-	const void *rec;
-	bool have = false;
+	struct xrepair *x = arg;
 	int ret;
 
-	while ((ret = repair_notes_next(x->r->found, NOTES_EXTENTS, &rec)) == 1) {
-		const struct extent_fix *f = rec;
-		if (f->type == 0) {
-			if (have && (ret = fix_extent(x)) < 0)
-				return ret;
-			x->hdr = *f;
-			x->nrefs = 0;
-			have = true;
-			continue;
-		}
-		if (!have || f->bytenr != x->hdr.bytenr)
-			return fs_error(x->r->fs, -EINVAL, "repair notes out of order at %" PRIu64, f->bytenr);
-		if (x->nrefs == x->cap) {
-			size_t cap = x->cap ? x->cap * 2 : 64;
-			struct extent_fix *v = realloc(x->refs, cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			x->refs = v;
-			x->cap = cap;
-		}
-		x->refs[x->nrefs++] = *f;
-	}
-	if (ret < 0)
-		return ret;
-	return have ? fix_extent(x) : 0;
+	x->hdr = *hdr;
+	x->refs = refs;
+	x->nrefs = n;
+	ret = fix_extent(x);
+	x->refs = NULL;
+	return ret;
 }
 
 int repair_extent_refs(struct repair_ctx *r)
@@ -438,7 +339,7 @@ int repair_extent_refs(struct repair_ctx *r)
 	x.adjust = calloc(x.bgs.count ? x.bgs.count : 1, sizeof(*x.adjust));
 	ret = x.adjust ? claim_space(&x) : -ENOMEM;
 	if (!ret)
-		ret = fix_extents(&x);
+		ret = extent_notes_each(r->found, fs, fix_one, &x);
 	if (!ret && (x.created || x.deleted))
 		ret = repair_block_groups_used(r, x.adjust);
 	if (!ret) {
@@ -449,8 +350,11 @@ int repair_extent_refs(struct repair_ctx *r)
 		if (repair_notes_unfixable(r->found))
 			repair_say(r, "%" PRIu64 " extent(s) left: they cannot be repaired safely",
 				   repair_notes_unfixable(r->found));
+		/* what subvolumes reference changed: the quota numbers no longer follow */
+		if (r->changes && (ret = trans_mark_qgroups_inconsistent(r->t)) > 0)
+			repair_say(r, "quota groups marked inconsistent ('btrfs quota rescan' recomputes them)");
+		ret = ret < 0 ? ret : 0;
 	}
-	free(x.refs);
 	free(x.adjust);
 	block_group_list_free(&x.bgs);
 	return ret;

@@ -3,12 +3,18 @@
  * inode refs and extrefs, its dir entries' name lengths, its file extents)
  * and written into the inode item, in one transaction. The check notes which
  * inodes (repair_notes.h); the values are recomputed here, from the same
- * items and by the same rules as check/phase_fs_items.c. */
+ * items and by the same rules as check/phase_fs_items.c. Besides: a mode
+ * without a file type gets the type its directory entry (or its own items)
+ * says, a generation from the future the transaction's, an inode without
+ * names is linked into /lost+found (check/repair_lostfound.c), and an orphan
+ * item for an inode that is gone or still named is removed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check/repair.h"
+#include "check/repair_links.h"
 #include "check/repair_notes.h"
 #include "libfs/tree.h"
 
@@ -88,71 +94,192 @@ static int count_inode(struct repair_ctx *r, const struct tree_root_ptr *root, u
 	return ret < 0 ? ret : 0;
 }
 
-static int fix_inode(struct repair_ctx *r, const struct inode_fix *f, uint64_t *said)
+/* Set one counter of the inode item to its recomputed value. */
+static int set_counter(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code,
+		       const struct inode_counts *c)
 {
-	struct btrfs_key key = { f->ino, BTRFS_INODE_ITEM_KEY, 0 };
-	struct tree_root_ptr root;
-	struct inode_counts c;
 	struct tree_path path;
+	const char *what = NULL;
+	uint64_t from = 0, to = 0;
 	uint8_t *item;
-	uint32_t size;
-	int ret = trans_get_root(r->t, f->root, &root);
+	int ret = link_inode_for_update(r, root, ino, &item, &path);
 
-	if (!ret)
-		ret = count_inode(r, &root, f->ino, &c);
-	if (ret)
-		return ret;
-	tree_path_init(&path);
-	ret = trans_item_for_update(r->t, f->root, &key, &item, &size, &path);
-	if (ret == 0 && size < sizeof(struct btrfs_inode_item))
-		ret = fs_error(r->fs, -EUCLEAN, "root %" PRIu64 " inode %" PRIu64 ": inode item is %u bytes", f->root,
-			       f->ino, size);
-	if (ret == 0) {
-		const char *what = NULL;
-		uint64_t from = 0, to = 0;
-		if (f->code == PR_INODE_NLINK) {
-			/* a subvolume's top directory has no name inside the subvolume */
-			to = c.names ? c.names : (f->ino == BTRFS_FIRST_FREE_OBJECTID ? 1 : 0);
-			from = inode_nlink(item);
-			what = "nlink";
-			if (to > UINT32_MAX)
-				ret = fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", f->ino);
-			else
-				inode_set_nlink(item, (uint32_t)to);
-		} else if (f->code == PR_DIR_ISIZE) {
-			from = inode_size(item);
-			to = c.dir_size;
-			what = "size";
-			inode_set_size(item, to);
-		} else if (f->code == PR_INODE_NBYTES) {
-			from = inode_nbytes(item);
-			to = c.bytes;
-			what = "nbytes";
-			inode_set_nbytes(item, to);
-		}
-		if (what && !ret) {
-			r->changes++;
-			if ((*said)++ < SAY_MAX)
-				repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": %s %" PRIu64 " -> %" PRIu64, f->root,
-					   f->ino, what, from, to);
-		}
+	if (ret == 0 && code == PR_INODE_NLINK) {
+		/* a subvolume's top directory has no name inside the subvolume */
+		to = c->names ? c->names : (ino == BTRFS_FIRST_FREE_OBJECTID ? 1 : 0);
+		from = inode_nlink(item);
+		what = "nlink";
+		if (to > UINT32_MAX)
+			ret = fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", ino);
+		else
+			inode_set_nlink(item, (uint32_t)to);
+	} else if (ret == 0 && code == PR_DIR_ISIZE) {
+		from = inode_size(item);
+		to = c->dir_size;
+		what = "size";
+		inode_set_size(item, to);
+	} else if (ret == 0 && code == PR_INODE_NBYTES) {
+		from = inode_nbytes(item);
+		to = c->bytes;
+		what = "nbytes";
+		inode_set_nbytes(item, to);
+	}
+	if (what && !ret && from != to) {
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": %s %" PRIu64 " -> %" PRIu64, root, ino, what,
+				   from, to);
 	}
 	tree_path_release(r->fs, &path);
 	return ret;
 }
 
+int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
+{
+	struct tree_root_ptr rp;
+	struct inode_counts c;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	if (!ret)
+		ret = count_inode(r, &rp, ino, &c);
+	if (!ret && code == PR_INODE_NLINK && !c.names && ino != BTRFS_FIRST_FREE_OBJECTID)
+		return lostfound_link(r, root, ino);   /* no name left: nlink 0 would lose it */
+	return ret ? ret : set_counter(r, root, ino, code, &c);
+}
+
+static uint32_t ftype_to_mode(uint8_t ftype)
+{
+	static const uint32_t modes[] = {
+		[BTRFS_FT_REG_FILE] = S_IFREG, [BTRFS_FT_DIR] = S_IFDIR, [BTRFS_FT_CHRDEV] = S_IFCHR,
+		[BTRFS_FT_BLKDEV] = S_IFBLK, [BTRFS_FT_FIFO] = S_IFIFO, [BTRFS_FT_SOCK] = S_IFSOCK,
+		[BTRFS_FT_SYMLINK] = S_IFLNK,
+	};
+
+	return ftype < sizeof(modes) / sizeof(modes[0]) ? modes[ftype] : 0;
+}
+
+/* The file type an inode's names or items say: its first name's dir index
+ * entry, else a directory when it has entries, a file when it has extents. */
+static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino, uint8_t *ftype)
+{
+	struct btrfs_key min = { ino, 0, 0 }, max = { ino, 255, (uint64_t)-1 }, k, idx = { 0, 0, 0 };
+	bool entries = false, extents = false;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, r->fs, root, &min, &max);
+	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
+		struct link_entry e;
+		uint32_t off = 0;
+		if (k.type == BTRFS_INODE_REF_KEY && !idx.objectid && link_entry_next(k.type, d, size, &off, &e))
+			idx = (struct btrfs_key){ k.offset, BTRFS_DIR_INDEX_KEY, e.index };
+		else if (k.type == BTRFS_INODE_EXTREF_KEY && !idx.objectid && link_entry_next(k.type, d, size, &off, &e))
+			idx = (struct btrfs_key){ e.parent, BTRFS_DIR_INDEX_KEY, e.index };
+		entries |= k.type == BTRFS_DIR_ITEM_KEY || k.type == BTRFS_DIR_INDEX_KEY;
+		extents |= k.type == BTRFS_EXTENT_DATA_KEY;
+	}
+	tree_iter_release(&it);
+	if (ret < 0)
+		return ret;
+	*ftype = entries ? BTRFS_FT_DIR : extents ? BTRFS_FT_REG_FILE : BTRFS_FT_UNKNOWN;
+	if (idx.objectid) {
+		uint8_t buf[sizeof(struct btrfs_dir_item)];
+		uint32_t n = sizeof(buf);
+		struct btrfs_key loc;
+		ret = tree_lookup(r->fs, root, &idx, buf, &n);
+		if (ret == -ENOENT)
+			return 0;
+		if (ret)
+			return ret;
+		key_from_disk(&loc, dir_item_location_ptr(buf));
+		if (n >= sizeof(buf) && loc.objectid == ino && ftype_to_mode(dir_item_type(buf) & ~BTRFS_FT_ENCRYPTED))
+			*ftype = dir_item_type(buf) & ~BTRFS_FT_ENCRYPTED;
+	}
+	return 0;
+}
+
+/* Mode without a file type, or a generation from the future: the inode item's fields. */
+static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
+{
+	struct tree_root_ptr rp;
+	struct tree_path path;
+	uint8_t ftype = BTRFS_FT_UNKNOWN, *item;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	if (!ret && code == PR_INODE_MODE_INVALID)
+		ret = guess_ftype(r, &rp, ino, &ftype);
+	if (ret)
+		return ret;
+	if (code == PR_INODE_MODE_INVALID && ftype == BTRFS_FT_UNKNOWN) {
+		r->left++;
+		repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": nothing tells its file type, mode left", root, ino);
+		return 0;
+	}
+	ret = link_inode_for_update(r, root, ino, &item, &path);
+	if (ret == 0 && code == PR_INODE_MODE_INVALID) {
+		uint32_t from = inode_mode(item), to = (from & 07777) | ftype_to_mode(ftype);
+		inode_set_mode(item, to);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": mode 0%o -> 0%o", root, ino, from, to);
+	} else if (ret == 0) {
+		uint64_t now = trans_transid(r->t), gen = inode_generation(item), tid = inode_transid(item);
+		if (gen > r->fs->generation)
+			inode_set_generation(item, now);
+		if (tid > r->fs->generation)
+			inode_set_transid(item, now);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": generation %" PRIu64 " transid %" PRIu64
+				   " -> %" PRIu64 " %" PRIu64, root, ino, gen, tid, inode_generation(item),
+				   inode_transid(item));
+	}
+	tree_path_release(r->fs, &path);
+	return ret;
+}
+
+/* An orphan item whose inode is gone or still has names: removed. */
+static int fix_orphan_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
+{
+	struct btrfs_key key = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, ino };
+	int ret = trans_delete_item(r->t, root, &key);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (!ret && r->changes++ < SAY_MAX)
+		repair_say(r, "root %" PRIu64 ": orphan item for inode %" PRIu64 " removed", root, ino);
+	return ret;
+}
+
+static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
+{
+	switch (f->code) {
+	case PR_INODE_NLINK:
+	case PR_DIR_ISIZE:
+	case PR_INODE_NBYTES:
+		return repair_inode_recount(r, f->root, f->ino, f->code);
+	case PR_INODE_MODE_INVALID:
+	case PR_INODE_GENERATION:
+		return fix_inode_item(r, f->root, f->ino, f->code);
+	case PR_INODE_UNREACHABLE:
+		return lostfound_link(r, f->root, f->ino);
+	case PR_ORPHAN_ITEM_BAD:
+		return fix_orphan_item(r, f->root, f->ino);
+	default:
+		return 0;
+	}
+}
+
 int repair_inodes(struct repair_ctx *r)
 {
 	const void *rec;
-	uint64_t said = 0;
 	int ret;
 
 	while ((ret = repair_notes_next(r->found, NOTES_INODES, &rec)) == 1)
-		if ((ret = fix_inode(r, rec, &said)) < 0)
+		if ((ret = fix_inode(r, rec)) < 0)
 			return ret;
 	if (ret < 0)
 		return ret;
-	if (said > SAY_MAX)
-		repair_say(r, "... %" PRIu64 " more", said - SAY_MAX);
+	if (r->changes > SAY_MAX)
+		repair_say(r, "... %" PRIu64 " more", r->changes - SAY_MAX);
 	return 0;
 }

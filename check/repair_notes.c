@@ -1,4 +1,4 @@
-/* The repair notes: three spilling sorters hung off the check context. */
+/* The repair notes: spilling sorters, one per list, hung off the check context. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,6 +50,17 @@ static int inode_fix_cmp(const void *x, const void *y, void *arg)
 	return cmp_u64(p->code, q->code);
 }
 
+static int name_fix_cmp(const void *x, const void *y, void *arg)
+{
+	const struct name_fix *p = x, *q = y;
+	int r;
+
+	(void)arg;
+	if ((r = cmp_u64(p->root, q->root)) || (r = cmp_u64(p->dir, q->dir)) || (r = cmp_u64(p->child, q->child)))
+		return r;
+	return cmp_u64(p->code, q->code);
+}
+
 static struct repair_notes *notes_get(struct check_ctx *ctx)
 {
 	static const struct {
@@ -59,9 +70,10 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_EXTENTS] = { sizeof(struct extent_fix), extent_fix_cmp },
 		[NOTES_CLAIMS] = { sizeof(struct extent_claim), claim_cmp },
 		[NOTES_INODES] = { sizeof(struct inode_fix), inode_fix_cmp },
+		[NOTES_NAMES] = { sizeof(struct name_fix), name_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
-	size_t budget = (size_t)(ctx->opts->memory_limit / 16);
+	size_t budget = check_sort_budget(ctx, 16);
 	struct repair_notes *n;
 
 	if (!ctx->opts->repair)
@@ -122,6 +134,14 @@ void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, ui
 	if (!ctx->opts->repair)
 		return;
 	if (repair_note_inode(ctx, code, root, ino) < 0)
+		repair_note_unfixable(ctx);
+}
+
+void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child)
+{
+	struct name_fix f = { .root = root, .dir = dir, .child = child, .code = code };
+
+	if (ctx->opts->repair && note_add(ctx, NOTES_NAMES, &f) < 0)
 		repair_note_unfixable(ctx);
 }
 

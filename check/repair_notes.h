@@ -24,6 +24,9 @@ struct extent_fix {
 };
 #define EXTENT_FIX_HAS_ITEM 1u  /* an extent item exists (else: create one) */
 #define EXTENT_FIX_TREE 2u      /* a tree block */
+/* --rebuild-extent-tree notes a tree block's level in c above this shift and
+ * its generation in count (type 0 only) */
+#define EXTENT_FIX_LEVEL_SHIFT 8
 
 /* The space of an extent item to create. */
 struct extent_claim {
@@ -33,6 +36,15 @@ struct extent_claim {
 /* An inode counter to recompute (PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES). */
 struct inode_fix {
 	uint64_t root, ino;
+	uint32_t code;
+	uint32_t pad;
+};
+
+/* A name to reconcile (check/repair_names.c): a directory and an inode that
+ * a dir item, dir index, inode ref or extref joins; child 0: inode `dir` has
+ * xattrs keyed with a wrong name hash. Sorted by (root, dir, child, code). */
+struct name_fix {
+	uint64_t root, dir, child;
 	uint32_t code;
 	uint32_t pad;
 };
@@ -47,11 +59,14 @@ int repair_note_inode(struct check_ctx *ctx, enum problem_code code, uint64_t ro
 /* From the inode detectors (check/phase_fs_items.c), with --repair: an inode
  * whose nlink, size or nbytes the inodes class recomputes. */
 void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t ino);
+/* From the name detectors (check/phase_fs_join.c, phase_fs_items.c), with
+ * --repair: a name between dir and child the names class reconciles. */
+void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child);
 /* An extent that needs a repair but cannot have one (its references are too
  * many to hold, or it is damaged in a way only reported). */
 void repair_note_unfixable(struct check_ctx *ctx);
 
-enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES__COUNT };
+enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES__COUNT };
 /* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
 int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
 uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);

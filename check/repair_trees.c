@@ -1,11 +1,31 @@
 /* Derived trees rebuilt in a transaction: the free-space tree from the
  * extent tree (libfs/free_space_tree.c, with the v1 space cache cleared) and
- * the uuid tree from the root items (libfs/uuid_tree.c). */
+ * the uuid tree from the root items (libfs/uuid_tree.c); a tree with
+ * unreadable blocks is dropped whole first. */
 #include <inttypes.h>
 
 #include "check/repair.h"
 #include "libfs/free_space_tree.h"
 #include "libfs/uuid_tree.h"
+
+/* A tree the check could not read whole goes first (its blocks below the
+ * unreadable ones found through the extent tree): the builders below delete
+ * only trees they can read. */
+static int drop_damaged_tree(struct repair_ctx *r, uint64_t objectid, const char *what)
+{
+	struct tree_root_ptr root;
+	uint64_t unreadable;
+	int ret;
+
+	if (!check_tree_unreadable(r->found, objectid) || trans_get_root(r->t, objectid, &root) != 0) {
+		r->fs->errmsg[0] = 0;
+		return 0;
+	}
+	if ((ret = trans_delete_damaged_tree(r->t, objectid, &unreadable)))
+		return ret;
+	repair_say(r, "the old %s had %" PRIu64 " unreadable block(s): dropped whole", what, unreadable);
+	return 0;
+}
 
 int repair_free_space_tree(struct repair_ctx *r)
 {
@@ -17,6 +37,8 @@ int repair_free_space_tree(struct repair_ctx *r)
 			   "('btk-tune --enable free-space-tree' makes one)");
 		return 0;
 	}
+	if ((ret = drop_damaged_tree(r, BTRFS_FREE_SPACE_TREE_OBJECTID, "free-space tree")))
+		return ret;
 	ret = fst_build(r->fs, r->t, &st);
 	if (ret)
 		return ret;
@@ -34,9 +56,9 @@ int repair_free_space_tree(struct repair_ctx *r)
 int repair_uuid_tree(struct repair_ctx *r)
 {
 	struct uuid_tree_stats st;
-	int ret = uuid_tree_rebuild(r->fs, r->t, &st);
+	int ret = drop_damaged_tree(r, BTRFS_UUID_TREE_OBJECTID, "uuid tree");
 
-	if (ret)
+	if (ret || (ret = uuid_tree_rebuild(r->fs, r->t, &st)))
 		return ret;
 	repair_say(r, "%s with %u item(s): %u subvolume uuid(s), %u received uuid(s)",
 		   st.replaced ? "rebuilt" : "created", st.items, st.subvols, st.received);

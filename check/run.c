@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "check/check.h"
+#include "check/fs_lost.h"
 #include "check/repair_notes.h"
 #include "common/messages.h"
 #include "libfs/blockgroups.h"
@@ -26,6 +27,19 @@ static uint64_t metadata_bytes_used(struct fs_info *fs)
 	return sum ? sum : super_bytes_used(fs->super);
 }
 
+size_t check_sort_budget(const struct check_ctx *ctx, unsigned share)
+{
+	uint64_t limit = ctx->metadata_bytes / 4, b;
+
+	if (limit < CHECK_SORT_LIMIT_MIN)
+		limit = CHECK_SORT_LIMIT_MIN;
+	if (limit > ctx->opts->memory_limit)
+		limit = ctx->opts->memory_limit;
+	b = limit / (share ? share : 1);
+
+	return b < RECSORT_MIN_BUDGET ? RECSORT_MIN_BUDGET : (size_t)b;
+}
+
 int check_run(struct check_ctx *ctx)
 {
 	static const struct {
@@ -43,12 +57,13 @@ int check_run(struct check_ctx *ctx)
 		{ "data checksums", check_data_csums },
 	};
 
+	ctx->metadata_bytes = metadata_bytes_used(ctx->fs);
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		int ret;
 		if (cli_cancelled())
 			return FSCK_EXIT_CANCELLED;
 		progress_next_phase(ctx->progress, phases[i].name,
-				    !strcmp(phases[i].name, "tree blocks") ? metadata_bytes_used(ctx->fs) : 0);
+				    !strcmp(phases[i].name, "tree blocks") ? ctx->metadata_bytes : 0);
 		msg_verbose("checking %s", phases[i].name);
 		ret = phases[i].run(ctx);
 		if (ret) {
@@ -71,5 +86,7 @@ void check_ctx_release(struct check_ctx *ctx)
 	qgroup_state_free(ctx);
 	recsort_destroy(ctx->subvol_entries);
 	ctx->subvol_entries = NULL;
+	fs_lost_destroy(ctx->fs_lost);
+	ctx->fs_lost = NULL;
 	repair_notes_free(ctx);
 }

@@ -175,6 +175,12 @@ static void end_line(struct progress *p)
 	msg_status_end();
 }
 
+void progress_set_total(struct progress *p, uint64_t total)
+{
+	if (p)
+		p->total = total;
+}
+
 void progress_next_phase(struct progress *p, const char *phase, uint64_t total)
 {
 	if (!p)

@@ -27,6 +27,9 @@ struct progress *progress_create(const char *phase, uint64_t total, enum progres
  * than a quarter of a second old. */
 void progress_update(struct progress *p, uint64_t done);
 void progress_add(struct progress *p, uint64_t delta);
+/* Set the total of the current phase, for a phase whose size is known only
+ * once it has begun (0: unknown). */
+void progress_set_total(struct progress *p, uint64_t total);
 /* Start the next phase on a new line, with a fresh clock. */
 void progress_next_phase(struct progress *p, const char *phase, uint64_t total);
 /* Draw the final line (with the elapsed time instead of the ETA), end the

@@ -196,7 +196,8 @@ int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct 
 
 /* The group's used space as the committed free-space tree describes it (a
  * handful of leaves, where the extent tree may hold thousands): everything
- * not listed as free. 1 when there is no usable free-space info for it. */
+ * not listed as free. 1 when there is no usable free-space info for it (none,
+ * or damaged). */
 static int group_load_fst(struct trans *t, struct alloc_group *g)
 {
 	struct fs_info *fs = t->fs;
@@ -242,6 +243,12 @@ static int group_load_fst(struct trans *t, struct alloc_group *g)
 			break;
 	}
 	tree_iter_release(&it);
+	if (ret < 0 && ret != -ENOMEM) {
+		/* an unreadable block or a bad item of the free-space tree: the extent tree says the same */
+		fs->errmsg[0] = 0;
+		ebitmap_clear_all(g->used);
+		return 1;
+	}
 	if (ret < 0)
 		return ret;
 	if (!info) {
@@ -464,4 +471,41 @@ int trans_extent_space(struct trans *t, uint64_t bytenr, uint64_t len, bool used
 	g->fst_stale = true;
 	t->alloc_events++;
 	return 0;
+}
+
+int trans_space_forget(struct trans *t)
+{
+	struct chunk_map *map = t->fs->chunks;
+
+	for (size_t i = 0; i < map->count; i++) {
+		const struct chunk *c = map->chunks[i];
+		struct alloc_group *g = alloc_group_of(t, c->logical);
+		int ret;
+
+		if (!g && !(g = alloc_add_group(t, c->logical, c->length, c->type)))
+			return -ENOMEM;
+		ebitmap_destroy(g->used);
+		if (!(g->used = ebitmap_create(t->fs->sectorsize)))
+			return -ENOMEM;
+		if ((ret = exclude_super_stripes(t, g)))
+			return ret;
+		g->fst_stale = true;
+	}
+	t->alloc_events++;
+	return 0;
+}
+
+int trans_space_keep_until_commit(struct trans *t, uint64_t bytenr, uint64_t len)
+{
+	struct alloc_group *g = alloc_group_of(t, bytenr);
+	int ret;
+
+	if (!g || len > g->start + g->length - bytenr)
+		return fs_error(t->fs, -EUCLEAN, "block %llu+%llu lies in no block group", (unsigned long long)bytenr,
+				(unsigned long long)len);
+	if ((ret = group_load(t, g)))
+		return ret;
+	if (ebitmap_test(g->used, bytenr, len) != 0)
+		return 0; /* claimed by an extent (or a superblock stripe): stays used */
+	return ebitmap_set(t->pinned, bytenr, len);
 }

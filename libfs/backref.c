@@ -17,9 +17,88 @@
 
 #define EXTENT_DATA_REF_PROBES 64
 
-static uint64_t ref_seq(const struct backref *r)
+uint64_t backref_seq(const struct backref *r)
 {
 	return r->type == BTRFS_EXTENT_DATA_REF_KEY ? btrfs_extent_data_ref_hash(r->id, r->objectid, r->offset) : r->id;
+}
+
+int backref_inline_cmp(const void *a, const void *b)
+{
+	const struct backref *p = a, *q = b;
+	uint64_t sp, sq;
+
+	if (p->type != q->type)
+		return p->type < q->type ? -1 : 1;
+	sp = backref_seq(p);
+	sq = backref_seq(q);
+	return sp > sq ? -1 : sp < sq;
+}
+
+uint32_t backref_max_inline(uint32_t nodesize)
+{
+	return leaf_data_size(nodesize) / 16 - (uint32_t)sizeof(struct btrfs_item);
+}
+
+uint32_t backref_put_inline(uint8_t *p, const struct backref *r, uint32_t count)
+{
+	uint32_t len = extent_inline_ref_size(r->type);
+
+	if (!len)
+		return 0;
+	memset(p, 0, len);
+	inline_ref_set_type(p, r->type);
+	if (r->type == BTRFS_EXTENT_DATA_REF_KEY) {
+		data_ref_set_root(p + 1, r->id);
+		data_ref_set_objectid(p + 1, r->objectid);
+		data_ref_set_offset(p + 1, r->offset);
+		data_ref_set_count(p + 1, count);
+		return len;
+	}
+	inline_ref_set_offset(p, r->id);
+	if (r->type == BTRFS_SHARED_DATA_REF_KEY)
+		shared_data_ref_set_count(p + sizeof(struct btrfs_extent_inline_ref), count);
+	return len;
+}
+
+void backref_put_keyed(uint64_t bytenr, const struct backref *r, uint32_t count, uint64_t key_offset,
+		       struct btrfs_key *key, uint8_t *data, uint32_t *size)
+{
+	memset(data, 0, sizeof(struct btrfs_extent_data_ref));
+	*size = 0;
+	*key = (struct btrfs_key){ bytenr, r->type, r->id };
+	if (r->type == BTRFS_EXTENT_DATA_REF_KEY) {
+		key->offset = key_offset;
+		data_ref_set_root(data, r->id);
+		data_ref_set_objectid(data, r->objectid);
+		data_ref_set_offset(data, r->offset);
+		data_ref_set_count(data, count);
+		*size = sizeof(struct btrfs_extent_data_ref);
+	} else if (r->type == BTRFS_SHARED_DATA_REF_KEY) {
+		shared_data_ref_set_count(data, count);
+		*size = sizeof(struct btrfs_shared_data_ref);
+	}
+}
+
+int backref_insert_keyed(struct trans *t, uint64_t bytenr, const struct backref *r, uint32_t count)
+{
+	uint8_t data[sizeof(struct btrfs_extent_data_ref)];
+	uint64_t off = backref_seq(r);
+	struct btrfs_key key;
+	uint32_t size;
+	int ret;
+
+	if (r->type != BTRFS_EXTENT_DATA_REF_KEY) {
+		backref_put_keyed(bytenr, r, count, 0, &key, data, &size);
+		return trans_insert_item(t, BTRFS_EXTENT_TREE_OBJECTID, &key, data, size);
+	}
+	for (int i = 0; i < EXTENT_DATA_REF_PROBES; i++, off++) {
+		backref_put_keyed(bytenr, r, count, off, &key, data, &size);
+		ret = trans_insert_item(t, BTRFS_EXTENT_TREE_OBJECTID, &key, data, size);
+		if (ret != -EEXIST)
+			return ret;
+	}
+	return fs_error(t->fs, -EUCLEAN, "extent %llu: too many data reference hash collisions",
+			(unsigned long long)bytenr);
 }
 
 /* One loaded extent item. */
@@ -82,7 +161,7 @@ static bool inline_matches(const uint8_t *p, const struct backref *r)
 static int inline_find(struct trans *t, const struct xitem *it, const struct backref *r, uint32_t *match,
 		       uint32_t *insert)
 {
-	uint64_t want = ref_seq(r);
+	uint64_t want = backref_seq(r);
 	uint32_t off = it->refs_start;
 
 	*match = 0;
@@ -191,7 +270,7 @@ int backref_add(struct trans *t, const struct extent_target *x, const struct bac
 	struct xitem it = { 0 };
 	uint8_t kitem[sizeof(struct btrfs_extent_data_ref)];
 	uint32_t match, insert, ksize = sizeof(kitem), len = extent_inline_ref_size(r->type);
-	uint32_t max_inline = leaf_data_size(t->fs->nodesize) / 16 - (uint32_t)sizeof(struct btrfs_item);
+	uint32_t max_inline = backref_max_inline(t->fs->nodesize);
 	uint64_t free_offset = 0;
 	struct btrfs_key kkey;
 	bool data = r->type == BTRFS_EXTENT_DATA_REF_KEY || r->type == BTRFS_SHARED_DATA_REF_KEY;
@@ -230,37 +309,11 @@ int backref_add(struct trans *t, const struct extent_target *x, const struct bac
 	} else if (it.size + len <= max_inline) {
 		uint8_t *p = it.buf + insert;
 		memmove(p + len, p, it.size - insert);
-		memset(p, 0, len);
-		inline_ref_set_type(p, r->type);
-		if (r->type == BTRFS_EXTENT_DATA_REF_KEY) {
-			data_ref_set_root(p + 1, r->id);
-			data_ref_set_objectid(p + 1, r->objectid);
-			data_ref_set_offset(p + 1, r->offset);
-			data_ref_set_count(p + 1, 1);
-		} else {
-			inline_ref_set_offset(p, r->id);
-			if (r->type == BTRFS_SHARED_DATA_REF_KEY)
-				shared_data_ref_set_count(p + sizeof(struct btrfs_extent_inline_ref), 1);
-		}
+		backref_put_inline(p, r, 1);
 		it.size += len;
 	} else {
 		/* the item is as large as it may grow: a keyed reference */
-		memset(kitem, 0, sizeof(kitem));
-		ksize = 0;
-		if (r->type == BTRFS_EXTENT_DATA_REF_KEY) {
-			kkey = (struct btrfs_key){ x->bytenr, BTRFS_EXTENT_DATA_REF_KEY, free_offset };
-			data_ref_set_root(kitem, r->id);
-			data_ref_set_objectid(kitem, r->objectid);
-			data_ref_set_offset(kitem, r->offset);
-			data_ref_set_count(kitem, 1);
-			ksize = sizeof(struct btrfs_extent_data_ref);
-		} else {
-			kkey = (struct btrfs_key){ x->bytenr, r->type, r->id };
-			if (r->type == BTRFS_SHARED_DATA_REF_KEY) {
-				shared_data_ref_set_count(kitem, 1);
-				ksize = sizeof(struct btrfs_shared_data_ref);
-			}
-		}
+		backref_put_keyed(x->bytenr, r, 1, free_offset, &kkey, kitem, &ksize);
 		ret = trans_insert_item(t, BTRFS_EXTENT_TREE_OBJECTID, &kkey, kitem, ksize);
 		if (ret)
 			goto out;

@@ -12,7 +12,7 @@
 /* Copying shared blocks changes how much of each subvolume is exclusive:
  * like the kernel when it cannot account, mark the qgroups inconsistent (a
  * rescan at the next mount fixes the numbers). Simple quotas count data only. */
-static int mark_qgroups_inconsistent(struct trans *t)
+int trans_mark_qgroups_inconsistent(struct trans *t)
 {
 	struct btrfs_key key = { 0, BTRFS_QGROUP_STATUS_KEY, 0 };
 	struct tree_root_ptr quota;
@@ -21,7 +21,9 @@ static int mark_qgroups_inconsistent(struct trans *t)
 	uint32_t size;
 	int ret;
 
-	if (t->qgroups_marked || trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota) != 0) {
+	if (t->qgroups_marked)
+		return t->qgroups_inconsistent;
+	if (trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota) != 0) {
 		t->fs->errmsg[0] = 0;
 		return 0;
 	}
@@ -30,10 +32,14 @@ static int mark_qgroups_inconsistent(struct trans *t)
 	ret = trans_item_for_update(t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
 	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE &&
 	    (qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_ON) &&
-	    !(qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE))
+	    !(qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE)) {
 		qgroup_status_set_flags(item, qgroup_status_flags(item) | BTRFS_QGROUP_STATUS_FLAG_INCONSISTENT);
+		t->qgroups_inconsistent = true;
+	}
 	tree_path_release(t->fs, &path);
-	return ret == -ENOENT ? 0 : ret;
+	if (ret)
+		return ret == -ENOENT ? 0 : ret;
+	return t->qgroups_inconsistent;
 }
 
 int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
@@ -69,8 +75,8 @@ int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 		} else {
 			ret = backref_mod_children(t, b, root, false, true);
 		}
-		if (!ret)
-			ret = mark_qgroups_inconsistent(t);
+		if (!ret && (ret = trans_mark_qgroups_inconsistent(t)) > 0)
+			ret = 0;
 		*shared = ret == 0;
 		return ret;
 	}

@@ -62,6 +62,10 @@ int trans_item_for_update(struct trans *t, uint64_t tree, const struct btrfs_key
 int trans_create_tree(struct trans *t, uint64_t objectid);
 /* Delete a whole tree: free its blocks and remove its root item. */
 int trans_delete_tree(struct trans *t, uint64_t objectid);
+/* The same for a tree no snapshot shares whose blocks may be unreadable (a
+ * tree about to be rebuilt from others): the blocks below an unreadable one
+ * are found in the committed extent tree. *unreadable: blocks not read. */
+int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unreadable);
 
 /* The tree that holds block group items as this transaction will commit it:
  * the block-group tree when the superblock it will write says so, else the
@@ -74,6 +78,24 @@ uint64_t trans_block_group_tree(struct trans *t);
  * Block group used and bytes_used are the caller's to set. Claim created
  * extents before changing any tree, so no new block lands on them. */
 int trans_extent_space(struct trans *t, uint64_t bytenr, uint64_t len, bool used);
+
+/* Quota numbers no longer follow from what this transaction committed (it
+ * changed extent references or what subvolumes share): set the INCONSISTENT
+ * flag of the qgroup status item, as the kernel does. 1 when quotas are on
+ * (the flag is set), 0 without quotas or with simple quotas, or -errno. */
+int trans_mark_qgroups_inconsistent(struct trans *t);
+
+/* Rebuilding the extent tree (btk-check --rebuild-extent-tree): from now on
+ * every block group's used space is only what trans_extent_space() claims
+ * (plus the superblock stripes), not what the committed trees say, and every
+ * group's free-space-tree entries are rewritten at commit. Call first. */
+int trans_space_forget(struct trans *t);
+/* [bytenr, bytenr+len) held a block of a tree being replaced: not reused
+ * before the commit, free after it (unless claimed used). */
+int trans_space_keep_until_commit(struct trans *t, uint64_t bytenr, uint64_t len);
+/* Start tree objectid again from one empty leaf, leaving its old blocks as
+ * they are: the caller accounts for their space. */
+int trans_restart_tree(struct trans *t, uint64_t objectid);
 
 /* The superblock image the commit will write (to change label, flags, ...). */
 uint8_t *trans_super(struct trans *t);

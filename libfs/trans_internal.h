@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "libfs/backref.h"
 #include "libfs/block.h"
 #include "libfs/trans.h"
 
@@ -77,6 +78,7 @@ struct trans {
 	size_t nnew_chunks;
 	bool committed;             /* the superblocks were written */
 	bool qgroups_marked;        /* qgroups were marked inconsistent (shared blocks copied) */
+	bool qgroups_inconsistent;  /* ... and quotas were on: the flag is set */
 };
 
 /* trans.c */
@@ -132,11 +134,6 @@ struct extent_target {
 	bool tree;              /* a tree block (level) or a data extent (num_bytes) */
 	uint8_t level;
 	uint64_t num_bytes;
-};
-struct backref {
-	uint8_t type;           /* BTRFS_{TREE_BLOCK,SHARED_BLOCK,EXTENT_DATA,SHARED_DATA}_REF_KEY */
-	uint64_t id;            /* the root (TREE_BLOCK, EXTENT_DATA) or the parent block (SHARED_*) */
-	uint64_t objectid, offset; /* EXTENT_DATA: inode and file offset minus the extent offset */
 };
 int backref_lookup(struct trans *t, const struct extent_target *x, uint64_t *refs, uint64_t *flags);
 int backref_set_flags(struct trans *t, const struct extent_target *x, uint64_t flags);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "libfs/ctree_ops.h"
+#include "libfs/ebitmap.h"
 #include "libfs/trans_internal.h"
 #include "libfs/walk.h"
 
@@ -662,6 +663,7 @@ int trans_create_tree(struct trans *t, uint64_t objectid)
 struct free_walk {
 	struct trans *t;
 	struct trans_root *root;
+	struct ebitmap *freed;  /* NULL, or the blocks freed */
 	int err;
 };
 
@@ -669,8 +671,10 @@ static int free_visited(void *arg, const struct tree_block *b)
 {
 	struct free_walk *w = arg;
 	struct tree_block *ref;
-	int ret = block_read(w->t->fs, b->bytenr, &BLOCK_EXPECT_ANY, &ref);
+	int ret = w->freed ? ebitmap_set(w->freed, b->bytenr, w->t->fs->nodesize) : 0;
 
+	if (!ret)
+		ret = block_read(w->t->fs, b->bytenr, &BLOCK_EXPECT_ANY, &ref);
 	if (!ret)
 		ret = free_tree_block(w->t, w->root, ref);
 	if (ret)
@@ -682,7 +686,7 @@ int trans_delete_tree(struct trans *t, uint64_t objectid)
 {
 	struct trans_root *root = trans_root_entry(t, objectid);
 	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 };
-	struct free_walk w = { t, root, 0 };
+	struct free_walk w = { t, root, NULL, 0 };
 	struct tree_walk_ops ops = { free_visited, NULL, &w };
 	uint64_t bad = 0;
 	int ret;
@@ -696,6 +700,124 @@ int trans_delete_tree(struct trans *t, uint64_t objectid)
 	if (!ret && bad)
 		ret = fs_error(t->fs, -EUCLEAN, "tree %llu has %llu unreadable blocks",
 			       (unsigned long long)objectid, (unsigned long long)bad);
+	if (ret)
+		return w.err ? w.err : ret;
+	root->deleted = true;
+	root->changed = false;
+	return trans_delete_item(t, BTRFS_ROOT_TREE_OBJECTID, &key);
+}
+
+int trans_restart_tree(struct trans *t, uint64_t objectid)
+{
+	struct trans_root *root = trans_root_entry(t, objectid);
+	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	uint8_t item[sizeof(struct btrfs_root_item)];
+	uint32_t size = sizeof(item);
+	struct tree_root_ptr rt;
+	struct tree_block *leaf;
+	int ret;
+
+	if (!root)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	if (root->deleted || objectid == BTRFS_ROOT_TREE_OBJECTID || objectid == BTRFS_CHUNK_TREE_OBJECTID)
+		return fs_error(t->fs, -EINVAL, "tree %llu cannot be restarted", (unsigned long long)objectid);
+	if ((ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &rt)))
+		return ret;
+	ret = tree_lookup(t->fs, &rt, &key, item, &size);
+	if (ret == 0 && size < BTRFS_ROOT_ITEM_V1_SIZE)
+		ret = fs_error(t->fs, -EUCLEAN, "root item %llu too small", (unsigned long long)objectid);
+	if (ret)
+		return ret;
+	if ((ret = new_tree_block(t, root, 0, &leaf)))
+		return ret;
+	set_root(root, leaf);
+	block_put(t->fs, leaf);
+	/* the root item's bytes_used counts the new blocks only */
+	root->bytes_delta = (int64_t)nodesize(t) - (int64_t)root_item_bytes_used(item);
+	return 0;
+}
+
+/* The tree level of a tree-block extent item, and whether tree `objectid`
+ * references it (inline tree block ref). */
+static bool item_names_tree(const struct btrfs_key *k, const uint8_t *d, uint32_t size, uint64_t objectid,
+			    uint8_t *level)
+{
+	uint32_t off = sizeof(struct btrfs_extent_item);
+
+	if (size < off || !(extent_flags(d) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+		return false;
+	if (k->type == BTRFS_METADATA_ITEM_KEY) {
+		*level = (uint8_t)k->offset;
+	} else {
+		if (size < off + sizeof(struct btrfs_tree_block_info))
+			return false;
+		*level = tree_block_info_level(d + off);
+		off += sizeof(struct btrfs_tree_block_info);
+	}
+	while (off + sizeof(struct btrfs_extent_inline_ref) <= size) {
+		uint32_t len = extent_inline_ref_size(inline_ref_type(d + off));
+		if (!len || off + len > size)
+			return false;
+		if (inline_ref_type(d + off) == BTRFS_TREE_BLOCK_REF_KEY && inline_ref_offset(d + off) == objectid)
+			return true;
+		off += len;
+	}
+	return false;
+}
+
+/* The blocks of a never-shared tree that its walk could not reach (below an
+ * unreadable block) are named by the committed extent tree: drop them too. */
+static int drop_unreached(struct trans *t, struct trans_root *root, struct ebitmap *freed)
+{
+	struct fs_info *fs = t->fs;
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, k;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
+		uint8_t level;
+		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) ||
+		    !item_names_tree(&k, d, size, root->ptr.objectid, &level) ||
+		    ebitmap_test(freed, k.objectid, nodesize(t)) != 0)
+			continue;
+		root->bytes_delta -= nodesize(t);
+		if ((ret = trans_queue_ref(t, REF_DROP, k.objectid, root->ptr.objectid, level, NULL)) < 0)
+			break;
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unreadable)
+{
+	struct trans_root *root = trans_root_entry(t, objectid);
+	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	struct free_walk w = { t, root, NULL, 0 };
+	struct tree_walk_ops ops = { free_visited, NULL, &w };
+	int ret;
+
+	*unreadable = 0;
+	if (!root)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	if (!key_tree_never_shared(objectid) || objectid == BTRFS_ROOT_TREE_OBJECTID ||
+	    objectid == BTRFS_CHUNK_TREE_OBJECTID || objectid == BTRFS_EXTENT_TREE_OBJECTID ||
+	    objectid == BTRFS_DEV_TREE_OBJECTID)
+		return fs_error(t->fs, -EINVAL, "tree %llu cannot be deleted this way", (unsigned long long)objectid);
+	if (!(w.freed = ebitmap_create(t->fs->sectorsize)))
+		return -ENOMEM;
+	ret = tree_walk(t->fs, &root->ptr, &ops, unreadable);
+	if (ret < 0 && !w.err && ret != -ENOMEM) {
+		/* the root itself is unreadable */
+		*unreadable = 1;
+		t->fs->errmsg[0] = 0;
+		ret = 0;
+	}
+	if (!ret && *unreadable)
+		ret = drop_unreached(t, root, w.freed);
+	ebitmap_destroy(w.freed);
 	if (ret)
 		return w.err ? w.err : ret;
 	root->deleted = true;

@@ -136,6 +136,17 @@ def test_exit_clean_and_json_summary():
     assert t.returncode == 0 and "no problems found" in t.stdout
 
 
+def test_progress_filesystem_trees_in_tree_bytes():
+    """The filesystem-tree phase counts the tree blocks it walks against the
+    subvolumes' tree sizes, so its line ends at 100% of a real size."""
+    fs = built("mkfs-single")
+    p = run_btk("btk-check", "--progress", fs.devices[0])
+    assert p.returncode == 0, p.stderr
+    lines = [l.strip() for l in p.stderr.replace("\r", "\n").splitlines() if l.startswith("filesystem trees:")]
+    assert lines, p.stderr
+    assert re.match(r"filesystem trees: \d+\.\d\d[KMG]iB \(100\.0%\), .*done in", lines[-1]), lines[-1]
+
+
 def test_exit_operational_error(tmp_path):
     notfs = tmp_path / "zeros.img"
     notfs.write_bytes(bytes(1 << 20))

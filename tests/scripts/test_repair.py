@@ -204,10 +204,13 @@ def repair_cycle(cases: list[str], tmp_path: Path, keep_repaired: bool = False) 
     first, actions, after = objs
     assert {a["class"] for a in actions["repairs"]} == classes, actions
     assert actions["undo_file"] == str(undo)
-    assert problem_ids(after) == list(base_ids), f"left after the repair: {problem_ids(after)}"
+    # extent reference repairs mark quota groups inconsistent (the kernel's numbers no longer follow)
+    quiet = {"qgroup-inconsistent"} - set(base_ids) if "extent-refs" in classes else set()
+    assert [i for i in problem_ids(after) if i not in quiet] == list(base_ids), \
+        f"left after the repair: {problem_ids(after)}"
 
     rc, objs, _ = check(devs)
-    assert (rc, tuple(problem_ids(objs[0]))) == (base_rc, base_ids), "second check"
+    assert (rc, tuple(i for i in problem_ids(objs[0]) if i not in quiet)) == (base_rc, base_ids), "second check"
     assert tuple(uuid_items(devs)) == pristine_uuids
 
     back = devs
@@ -332,7 +335,7 @@ def test_help_and_man_page_document_every_option():
         assert opt in text, f"{opt} missing from --help"
         assert opt in man, f"{opt} missing from doc/btk-check.8"
     for cls in ("superblock-copies", "tree-block-copies", "space-counters", "free-space-tree", "uuid-tree",
-                "extent-refs", "inodes"):
+                "extent-refs", "names", "inodes"):
         assert cls in man, f"repair class {cls} missing from doc/btk-check.8"
 
 

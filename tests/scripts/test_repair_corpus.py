@@ -84,13 +84,13 @@ def test_corpus_repaired_images_mount(corpus_images, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["data-ref-count", "tree-block-leaked", "inode-nlink"])
+@pytest.mark.parametrize("name", ["data-ref-count", "tree-block-leaked", "inode-nlink", "dir-item-hash"])
 def test_corpus_repair_crash_at_every_write(name, corpus_images, tmp_path):  # noqa: F811
     """Crash the repair after each write (and with unflushed writes persisted in any subset): the
     image is the damaged one (old generation, the same problems) or the repaired one (a newer
     generation, clean, and the reference check agrees). The extent-refs repair of a reference
-    count, of a moved tree-block item (created + deleted extents, free-space tree), and the
-    inodes repair of a link count."""
+    count, of a moved tree-block item (created + deleted extents, free-space tree), the inodes
+    repair of a link count, and the names repair re-keying a dir item."""
     import crash
     from test_tune import super_of
 

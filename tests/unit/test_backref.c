@@ -162,3 +162,46 @@ Test(backref, add_drop_order_count_and_spill)
 	trans_abort(t);
 	fs_close(fs);
 }
+
+/* The one encoder (backref.h) that the write path and the repairs share:
+ * inline bytes as the kernel lays them out, the kernel's inline order, keyed
+ * items with a data ref's hash as key offset. */
+Test(backref, encoder_layout_and_order)
+{
+	struct backref data = { BTRFS_EXTENT_DATA_REF_KEY, 5, 257, 4096 };
+	struct backref shared = { BTRFS_SHARED_DATA_REF_KEY, 30408704, 0, 0 };
+	struct backref tree[2] = { { BTRFS_TREE_BLOCK_REF_KEY, 5, 0, 0 }, { BTRFS_TREE_BLOCK_REF_KEY, 256, 0, 0 } };
+	struct backref v[4] = { shared, tree[0], data, tree[1] };
+	uint8_t p[64], item[32];
+	struct btrfs_key key;
+	uint32_t size;
+
+	cr_assert_eq(backref_put_inline(p, &data, 3), extent_inline_ref_size(BTRFS_EXTENT_DATA_REF_KEY));
+	cr_assert_eq(inline_ref_type(p), BTRFS_EXTENT_DATA_REF_KEY);
+	cr_assert_eq(data_ref_root(p + 1), 5);
+	cr_assert_eq(data_ref_objectid(p + 1), 257);
+	cr_assert_eq(data_ref_offset(p + 1), 4096);
+	cr_assert_eq(data_ref_count(p + 1), 3);
+	cr_assert_eq(backref_put_inline(p, &shared, 2), 1 + 8 + 4);
+	cr_assert_eq(inline_ref_offset(p), 30408704);
+	cr_assert_eq(shared_data_ref_count(p + sizeof(struct btrfs_extent_inline_ref)), 2);
+	cr_assert_eq(backref_put_inline(p, &tree[0], 1), 1 + 8);
+	cr_assert_eq(inline_ref_offset(p), 5);
+
+	qsort(v, 4, sizeof(v[0]), backref_inline_cmp);
+	cr_assert(v[0].type == BTRFS_TREE_BLOCK_REF_KEY && v[0].id == 256, "larger root first");
+	cr_assert(v[1].type == BTRFS_TREE_BLOCK_REF_KEY && v[1].id == 5);
+	cr_assert_eq(v[2].type, BTRFS_EXTENT_DATA_REF_KEY);
+	cr_assert_eq(v[3].type, BTRFS_SHARED_DATA_REF_KEY);
+
+	backref_put_keyed(13631488, &data, 7, backref_seq(&data), &key, item, &size);
+	cr_assert(key.objectid == 13631488 && key.type == BTRFS_EXTENT_DATA_REF_KEY &&
+		  key.offset == btrfs_extent_data_ref_hash(5, 257, 4096));
+	cr_assert_eq(size, sizeof(struct btrfs_extent_data_ref));
+	cr_assert_eq(data_ref_count(item), 7);
+	backref_put_keyed(13631488, &tree[1], 1, 0, &key, item, &size);
+	cr_assert(key.type == BTRFS_TREE_BLOCK_REF_KEY && key.offset == 256 && size == 0);
+	backref_put_keyed(13631488, &shared, 4, 0, &key, item, &size);
+	cr_assert(key.offset == 30408704 && size == sizeof(struct btrfs_shared_data_ref) &&
+		  shared_data_ref_count(item) == 4);
+}

@@ -79,6 +79,18 @@ Test(progress_format, truncates_to_buffer)
 	cr_assert_str_eq(progress_format(&s, buf, sizeof(buf)), "checking");
 }
 
+/* What the test wrote to stderr so far (redirected by criterion). */
+static const char *stderr_text(void)
+{
+	static char out[512];
+	size_t n;
+
+	fflush(stderr);
+	n = fread(out, 1, sizeof(out) - 1, cr_get_redirected_stderr());
+	out[n] = '\0';
+	return out;
+}
+
 Test(progress, off_or_null_writes_nothing, .init = cr_redirect_stderr)
 {
 	struct progress *p = progress_create("phase", 100, PROGRESS_OFF);
@@ -109,13 +121,8 @@ Test(progress, forced_draws_first_and_final_line, .init = cr_redirect_stderr)
 	progress_update(p, 1 * MiB);   /* first update draws at once */
 	progress_add(p, 3 * MiB);      /* too soon after: no redraw */
 	progress_finish(p);            /* final line, then a newline */
-	fflush(stderr);
+	const char *out = stderr_text();
 
-	char out[512] = "";
-	FILE *f = cr_get_redirected_stderr();
-	size_t n = fread(out, 1, sizeof(out) - 1, f);
-
-	out[n] = '\0';
 	cr_assert(strncmp(out, "\rcopy: 1.00MiB / 4.00MiB (25.0%), ", 34) == 0, "got: %s", out);
 	cr_assert(strstr(out, "\rcopy: 4.00MiB (100.0%), ") != NULL, "got: %s", out);
 	cr_assert(strstr(out, ", done in 0:00\n") != NULL, "got: %s", out);
@@ -133,4 +140,18 @@ Test(progress, quiet_hides_forced_line, .init = cr_redirect_stderr)
 	progress_finish(p);
 	fflush(stderr);
 	cr_assert_stderr_eq_str("");
+}
+
+Test(progress, total_set_after_the_phase_began, .init = cr_redirect_stderr)
+{
+	struct progress *p;
+
+	msg_set_verbosity(MSG_NORMAL);
+	p = progress_create("walk", 0, PROGRESS_FORCE);
+	progress_set_total(p, 8 * MiB);   /* known once the phase has looked around */
+	progress_update(p, 2 * MiB);
+	progress_finish(p);
+	const char *out = stderr_text();
+
+	cr_assert(strncmp(out, "\rwalk: 2.00MiB / 8.00MiB (25.0%), ", 34) == 0, "got: %s", out);
 }

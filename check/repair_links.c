@@ -1,0 +1,300 @@
+/* Adding and removing single names in dir items, dir indexes, xattr items,
+ * inode refs and extrefs, inside a repair's transaction. An item is read
+ * whole, rebuilt without (or with) the one entry, and written back. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/repair_links.h"
+#include "libfs/csum.h"
+#include "libfs/tree.h"
+
+static bool is_ref_type(uint8_t type)
+{
+	return type == BTRFS_INODE_REF_KEY || type == BTRFS_INODE_EXTREF_KEY;
+}
+
+bool link_entry_next(uint8_t type, const uint8_t *d, uint32_t size, uint32_t *off, struct link_entry *e)
+{
+	const uint8_t *p = d + *off;
+	uint32_t left = size - *off, hdr, extra = 0;
+
+	if (*off >= size)
+		return false;
+	memset(e, 0, sizeof(*e));
+	if (type == BTRFS_INODE_REF_KEY) {
+		hdr = sizeof(struct btrfs_inode_ref);
+		if (left < hdr)
+			return false;
+		e->len = inode_ref_name_len(p);
+		e->index = inode_ref_index(p);
+	} else if (type == BTRFS_INODE_EXTREF_KEY) {
+		hdr = sizeof(struct btrfs_inode_extref);
+		if (left < hdr)
+			return false;
+		e->len = inode_extref_name_len(p);
+		e->index = inode_extref_index(p);
+		e->parent = inode_extref_parent_objectid(p);
+	} else {
+		hdr = sizeof(struct btrfs_dir_item);
+		if (left < hdr)
+			return false;
+		e->len = dir_item_name_len(p);
+		extra = dir_item_data_len(p);
+		e->type = dir_item_type(p);
+		key_from_disk(&e->loc, dir_item_location_ptr(p));
+	}
+	if (left - hdr < (uint32_t)e->len + extra)
+		return false;
+	e->off = *off;
+	e->size = hdr + e->len + extra;
+	e->name = p + hdr;
+	*off += e->size;
+	return true;
+}
+
+/* Read the item at key into a new buffer of nodesize bytes: 0, -ENOENT, -errno. */
+static int read_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint8_t **buf,
+		     uint32_t *size)
+{
+	struct tree_root_ptr rp;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	*buf = NULL;
+	if (ret)
+		return ret;
+	*buf = malloc(r->fs->nodesize);
+	if (!*buf)
+		return -ENOMEM;
+	*size = r->fs->nodesize;
+	ret = tree_lookup(r->fs, &rp, key, *buf, size);
+	if (!ret && *size > r->fs->nodesize)
+		ret = fs_error(r->fs, -EUCLEAN, "item (%" PRIu64 " %u %" PRIu64 ") larger than a block", key->objectid,
+			       key->type, key->offset);
+	if (ret) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return ret;
+}
+
+/* Append entry (n bytes) to the item at key, or create the item with it. */
+int link_append(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, const uint8_t *entry,
+			uint32_t n)
+{
+	uint8_t *buf;
+	uint32_t size;
+	int ret = read_item(r, root, key, &buf, &size);
+
+	if (ret == -ENOENT)
+		return trans_insert_item(r->t, root, key, entry, n);
+	if (ret)
+		return ret;
+	if (size + n > r->fs->nodesize / 2)
+		ret = fs_error(r->fs, -ENOSPC, "item (%" PRIu64 " %u %" PRIu64 ") would grow too large",
+			       key->objectid, key->type, key->offset);
+	else {
+		uint8_t *grown = realloc(buf, size + n);
+		if (!grown)
+			ret = -ENOMEM;
+		else {
+			buf = grown;
+			memcpy(buf + size, entry, n);
+			ret = trans_update_item(r->t, root, key, buf, size + n);
+		}
+	}
+	free(buf);
+	return ret;
+}
+
+static uint32_t make_dir_entry(uint8_t *e, const struct btrfs_key *loc, uint64_t transid, const uint8_t *name,
+			       uint16_t len, uint8_t type)
+{
+	memset(e, 0, sizeof(struct btrfs_dir_item));
+	key_to_disk(dir_item_location_ptr(e), loc);
+	dir_item_set_transid(e, transid);
+	dir_item_set_data_len(e, 0);
+	dir_item_set_name_len(e, len);
+	dir_item_set_type(e, type);
+	memcpy(e + sizeof(struct btrfs_dir_item), name, len);
+	return sizeof(struct btrfs_dir_item) + len;
+}
+
+int link_add_dir_item(struct repair_ctx *r, uint64_t root, uint64_t dir, const uint8_t *name, uint16_t len,
+		      uint64_t child, uint8_t type)
+{
+	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(name, len) };
+	struct btrfs_key loc = { child, BTRFS_INODE_ITEM_KEY, 0 };
+	uint8_t e[sizeof(struct btrfs_dir_item) + 256];
+	uint32_t n;
+
+	if (len == 0 || len > BTRFS_NAME_MAX)
+		return -EINVAL;
+	n = make_dir_entry(e, &loc, trans_transid(r->t), name, len, type);
+	return link_append(r, root, &key, e, n);
+}
+
+int link_add_dir_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
+		       uint16_t len, uint64_t child, uint8_t type)
+{
+	struct btrfs_key key = { dir, BTRFS_DIR_INDEX_KEY, index };
+	struct btrfs_key loc = { child, BTRFS_INODE_ITEM_KEY, 0 };
+	uint8_t e[sizeof(struct btrfs_dir_item) + 256];
+	uint32_t n;
+
+	if (len == 0 || len > BTRFS_NAME_MAX)
+		return -EINVAL;
+	n = make_dir_entry(e, &loc, trans_transid(r->t), name, len, type);
+	return trans_insert_item(r->t, root, &key, e, n);
+}
+
+int link_add_ref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
+		 const uint8_t *name, uint16_t len)
+{
+	struct btrfs_key key = { child, BTRFS_INODE_REF_KEY, dir };
+	uint8_t e[sizeof(struct btrfs_inode_ref) + 256];
+
+	if (len == 0 || len > BTRFS_NAME_MAX)
+		return -EINVAL;
+	inode_ref_set_index(e, index);
+	inode_ref_set_name_len(e, len);
+	memcpy(e + sizeof(struct btrfs_inode_ref), name, len);
+	return link_append(r, root, &key, e, sizeof(struct btrfs_inode_ref) + len);
+}
+
+int link_add_extref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
+		    const uint8_t *name, uint16_t len)
+{
+	struct btrfs_key key = { child, BTRFS_INODE_EXTREF_KEY, btrfs_extref_hash(dir, name, len) };
+	uint8_t e[sizeof(struct btrfs_inode_extref) + 256];
+
+	if (len == 0 || len > BTRFS_NAME_MAX)
+		return -EINVAL;
+	inode_extref_set_parent_objectid(e, dir);
+	inode_extref_set_index(e, index);
+	inode_extref_set_name_len(e, len);
+	memcpy(e + sizeof(struct btrfs_inode_extref), name, len);
+	return link_append(r, root, &key, e, sizeof(struct btrfs_inode_extref) + len);
+}
+
+/* The entry called name in buf (of parent dir, for extrefs): 1 and *e, or 0. */
+static int find_entry(uint8_t type, const uint8_t *buf, uint32_t size, uint64_t dir, const uint8_t *name,
+		      uint16_t len, struct link_entry *e)
+{
+	uint32_t off = 0;
+
+	while (link_entry_next(type, buf, size, &off, e))
+		if (e->len == len && !memcmp(e->name, name, len) &&
+		    (type != BTRFS_INODE_EXTREF_KEY || e->parent == dir))
+			return 1;
+	return 0;
+}
+
+int link_remove(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
+		const uint8_t *name, uint16_t len)
+{
+	struct link_entry e;
+	uint8_t *buf;
+	uint32_t size;
+	int ret = read_item(r, root, key, &buf, &size);
+
+	if (ret)
+		return ret;
+	if (!find_entry(key->type, buf, size, dir, name, len, &e))
+		ret = -ENOENT;
+	else if (e.size == size)
+		ret = trans_delete_item(r->t, root, key);
+	else {
+		memmove(buf + e.off, buf + e.off + e.size, size - e.off - e.size);
+		ret = trans_update_item(r->t, root, key, buf, size - e.size);
+	}
+	free(buf);
+	return ret;
+}
+
+int link_set_ref_index(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
+		       const uint8_t *name, uint16_t len, uint64_t index)
+{
+	struct link_entry e;
+	uint8_t *buf;
+	uint32_t size;
+	int ret;
+
+	if (!is_ref_type(key->type))
+		return -EINVAL;
+	ret = read_item(r, root, key, &buf, &size);
+	if (ret)
+		return ret;
+	if (!find_entry(key->type, buf, size, dir, name, len, &e))
+		ret = -ENOENT;
+	else {
+		if (key->type == BTRFS_INODE_REF_KEY)
+			inode_ref_set_index(buf + e.off, index);
+		else
+			inode_extref_set_index(buf + e.off, index);
+		ret = trans_update_item(r->t, root, key, buf, size);
+	}
+	free(buf);
+	return ret;
+}
+
+int link_last_key(struct repair_ctx *r, uint64_t root, const struct btrfs_key *max, struct btrfs_key *found)
+{
+	struct tree_root_ptr rp;
+	struct tree_path path;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	if (ret)
+		return ret;
+	tree_path_init(&path);
+	ret = tree_search_le(r->fs, &rp, max, &path);
+	if (ret == 0)
+		tree_item_key(&path, found);
+	tree_path_release(r->fs, &path);
+	return ret < 0 ? ret : !ret;
+}
+
+int link_next_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t *index)
+{
+	struct btrfs_key max = { dir, BTRFS_DIR_INDEX_KEY, (uint64_t)-1 }, found;
+	int ret = link_last_key(r, root, &max, &found);
+
+	*index = 2;
+	if (ret == 1 && found.objectid == dir && found.type == BTRFS_DIR_INDEX_KEY && found.offset >= 2)
+		*index = found.offset + 1;
+	return ret < 0 ? ret : 0;
+}
+
+int link_inode_for_update(struct repair_ctx *r, uint64_t root, uint64_t ino, uint8_t **item,
+			  struct tree_path *path)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	uint32_t size;
+	int ret;
+
+	tree_path_init(path);
+	ret = trans_item_for_update(r->t, root, &key, item, &size, path);
+	if (ret == 0 && size < sizeof(struct btrfs_inode_item))
+		ret = fs_error(r->fs, -EUCLEAN, "root %" PRIu64 " inode %" PRIu64 ": inode item is %u bytes", root, ino,
+			       size);
+	return ret;
+}
+
+int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t *mode)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	uint8_t buf[sizeof(struct btrfs_inode_item)];
+	uint32_t size = sizeof(buf);
+	struct tree_root_ptr rp;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	if (!ret)
+		ret = tree_lookup(r->fs, &rp, &key, buf, &size);
+	if (ret == -ENOENT || (!ret && size < sizeof(buf)))
+		return 0;
+	if (ret)
+		return ret;
+	*mode = inode_mode(buf);
+	return 1;
+}

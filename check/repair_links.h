@@ -1,0 +1,76 @@
+/* Names in a subvolume tree, changed inside a repair's transaction: the
+ * entries of dir items, dir indexes and xattr items, and the names of inode
+ * refs and extrefs, added or removed one at a time (an item holding several
+ * names keeps the others). Used by the names and inodes repair classes. */
+#ifndef BTK_CHECK_REPAIR_LINKS_H
+#define BTK_CHECK_REPAIR_LINKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "check/repair.h"
+
+#define BTRFS_NAME_MAX 255   /* longest name; the link_add_* calls refuse longer (-EINVAL) */
+
+/* One name of an item, as link_entry_next reads it. */
+struct link_entry {
+	uint32_t off, size;     /* where the entry lies in the item, header included */
+	const uint8_t *name;
+	uint16_t len;
+	uint64_t index;         /* inode ref / extref */
+	uint64_t parent;        /* extref */
+	struct btrfs_key loc;   /* dir item / dir index / xattr */
+	uint8_t type;           /* dir item / dir index / xattr */
+};
+
+/* The next entry of an item of key type `type` from *off: true and *e, or
+ * false at the end or at an entry that does not fit the item. */
+bool link_entry_next(uint8_t type, const uint8_t *d, uint32_t size, uint32_t *off, struct link_entry *e);
+
+/* Append one whole entry (n bytes) to the item at key, or create the item. */
+int link_append(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, const uint8_t *entry, uint32_t n);
+/* Add name -> child (a BTRFS_FT_* type) to dir's DIR_ITEM keyed by the name's
+ * hash, next to the names already there. */
+int link_add_dir_item(struct repair_ctx *r, uint64_t root, uint64_t dir, const uint8_t *name, uint16_t len,
+		      uint64_t child, uint8_t type);
+/* Add the DIR_INDEX (dir, index): -EEXIST if that index is taken. */
+int link_add_dir_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
+		       uint16_t len, uint64_t child, uint8_t type);
+/* Add name (in dir, with index) to child's INODE_REF item for dir. */
+int link_add_ref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
+		 const uint8_t *name, uint16_t len);
+/* Add an extref of child (keyed by the extref hash of dir and name). */
+int link_add_extref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
+		    const uint8_t *name, uint16_t len);
+/* Remove the entry called name from the item at key (a dir item, dir index,
+ * xattr, inode ref or extref; for an extref, of parent dir): the item goes
+ * with its last entry. -ENOENT when there is no such entry. */
+int link_remove(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
+		const uint8_t *name, uint16_t len);
+/* Set the index of name in the inode ref or extref item at key. */
+int link_set_ref_index(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
+		       const uint8_t *name, uint16_t len, uint64_t index);
+/* The last key <= max in the tree: 1 and *found, 0 when none, -errno. */
+int link_last_key(struct repair_ctx *r, uint64_t root, const struct btrfs_key *max, struct btrfs_key *found);
+/* The inode item of ino, to change in place (trans_item_for_update; path
+ * initialised here, released by the caller whatever the result). */
+int link_inode_for_update(struct repair_ctx *r, uint64_t root, uint64_t ino, uint8_t **item,
+			  struct tree_path *path);
+/* The index after the highest DIR_INDEX of dir (2 for an empty directory). */
+int link_next_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t *index);
+
+/* 1 and *mode when inode ino of root has an inode item, 0 when not, -errno. */
+int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t *mode);
+
+/* Link inode ino of root into /lost+found of its subvolume (made when
+ * missing), named by its inode number, and set its nlink to 1.
+ * check/repair_lostfound.c. */
+int lostfound_link(struct repair_ctx *r, uint64_t root, uint64_t ino);
+
+/* Recompute one counter of an inode from its items (code: PR_INODE_NLINK,
+ * PR_DIR_ISIZE or PR_INODE_NBYTES), as the inodes class does; says what it
+ * changed (nothing when it was right). An inode whose nlink is recomputed and
+ * that has no name left is linked into /lost+found. check/repair_inodes.c. */
+int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code);
+
+#endif
