@@ -72,7 +72,7 @@ static const struct repair_class classes[] = {
 	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 } },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
 	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
-	  "from the data",
+	  "from the data (a csum tree with unreadable blocks is dropped whole first)",
 	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
@@ -173,7 +173,8 @@ static unsigned class_rebuilt_trees(const struct repair_class *c, uint64_t trees
 		return 2;
 	}
 	trees[0] = c->run == repair_free_space_tree ? BTRFS_FREE_SPACE_TREE_OBJECTID
-		   : c->run == repair_uuid_tree ? BTRFS_UUID_TREE_OBJECTID : 0;
+		   : c->run == repair_uuid_tree ? BTRFS_UUID_TREE_OBJECTID
+		   : c->run == repair_csums ? BTRFS_CSUM_TREE_OBJECTID : 0;
 	return trees[0] ? 1 : 0;
 }
 

@@ -5,7 +5,8 @@
  * one item, or several where pieces were cut out. --rebuild-csum-tree:
  * checksums recomputed from the data of every extent that a regular file
  * extent of an inode without NODATASUM uses; blocks that cannot be read
- * from any copy get none, and the report names their extent.
+ * from any copy get none, and the report names their extent. A csum tree
+ * with unreadable blocks is dropped whole and rebuilt that way.
  *
  * Either way the new items are compared with the old ones and only the items
  * that differ are deleted or inserted. Memory: the checksums of the whole
@@ -413,6 +414,25 @@ static uint64_t total_bytes(const struct cfix *x)
 	return n;
 }
 
+/* A csum tree the check could not read whole is dropped (its blocks below the
+ * unreadable ones found through the extent tree) and started again empty: the
+ * rebuild then writes every checksum anew. 1 when dropped. */
+static int drop_damaged_csum_tree(struct repair_ctx *r)
+{
+	uint64_t unreadable;
+	int ret;
+
+	if (!check_tree_unreadable(r->found, BTRFS_CSUM_TREE_OBJECTID))
+		return 0;
+	if ((ret = trans_delete_damaged_tree(r->t, BTRFS_CSUM_TREE_OBJECTID, &unreadable)) ||
+	    (ret = trans_create_tree(r->t, BTRFS_CSUM_TREE_OBJECTID)))
+		return ret;
+	repair_say(r, "the old csum tree had %" PRIu64 " unreadable block(s): dropped whole, rebuilt from the data",
+		   unreadable);
+	r->changes++;
+	return 1;
+}
+
 int repair_csums(struct repair_ctx *r)
 {
 	struct cfix x = { .r = r, .fs = r->fs, .csize = r->fs->csum_size };
@@ -420,14 +440,19 @@ int repair_csums(struct repair_ctx *r)
 	/* missing checksums can only come from the data: recompute them all (trimming
 	 * damaged items first would leave exactly such holes) */
 	bool rebuild_all = r->opts->rebuild_csum || r->found->counts[PR_CSUM_MISSING] > 0;
-	int ret;
+	int ret, dropped;
 
 	if (!r->fs->csum_root.bytenr)
 		return fs_error(r->fs, -EUCLEAN, "the filesystem has no csum tree");
 	/* like the kernel: room for two item headers left in a leaf */
 	x.max_item = ((leaf_data - 2 * sizeof(struct btrfs_item)) / x.csize - 1) * (uint64_t)r->fs->sectorsize;
+	if ((dropped = drop_damaged_csum_tree(r)) < 0) {
+		ret = dropped;
+		goto out;
+	}
+	rebuild_all = rebuild_all || dropped;
 	ret = rebuild_all ? collect_used_extents(&x) : read_data_extents(&x);
-	if (!ret)
+	if (!ret && !dropped)   /* a dropped tree has no old items left */
 		ret = read_csum_items(&x, !rebuild_all);
 	if (!ret && rebuild_all)
 		ret = rebuild(&x);
@@ -438,6 +463,7 @@ int repair_csums(struct repair_ctx *r)
 			   total_bytes(&x), x.next, x.unreadable ? "; unreadable blocks have none" : "");
 	if (!ret)
 		ret = apply(&x);
+out:
 	free(x.ext);
 	clist_free(&x.old);
 	clist_free(&x.new);

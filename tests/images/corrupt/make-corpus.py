@@ -495,6 +495,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "super-copy1-differs": ('superblock-copies',),
     "super-copy1-stale": ('superblock-copies',),
     "super-total-bytes": ('space-counters',),
+    "tb-fsid-all": ('csums',),  # the csum tree's root unreadable: dropped, rebuilt from the data
     "tb-csum-all": ('uuid-tree',),  # the uuid tree's root unreadable: rebuilt from the root items
     "tree-block-leaked": ('extent-refs', 'free-space-tree',),
     "tree-ref-noskinny": ('extent-refs',),
