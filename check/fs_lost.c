@@ -1,10 +1,13 @@
 /* The set of lost key ranges of the subvolume trees (fs_lost.h): sorted,
  * disjoint, merged as they come. */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check/fs_lost.h"
+#include "libfs/names.h"
 
 /* r ends at or after the start of s (both of one root, r.lo <= s.lo). */
 static bool ranges_touch(const struct lost_range *r, const struct lost_range *s)
@@ -103,6 +106,17 @@ bool fs_lost_inode(const struct fs_lost *l, uint64_t root, uint64_t ino)
 	struct btrfs_key first = { ino, BTRFS_INODE_ITEM_KEY, 0 }, last = { ino, 255, UINT64_MAX };
 
 	return fs_lost_meets(l, root, &first, &last);
+}
+
+void fs_lost_key_str(char *buf, size_t n, const struct btrfs_key *k, bool end)
+{
+	char t[KEY_TYPE_NAME_BUF];
+
+	if (end)
+		snprintf(buf, n, "the end");
+	else
+		snprintf(buf, n, "(%" PRIu64 " %s %" PRIu64 ")", k->objectid, key_type_name_or_number(k->type, t),
+			 k->offset);
 }
 
 void fs_lost_free(struct fs_lost *l)

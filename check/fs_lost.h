@@ -36,6 +36,8 @@ bool fs_lost_meets(const struct fs_lost *l, uint64_t root, const struct btrfs_ke
 bool fs_lost_key(const struct fs_lost *l, uint64_t root, uint64_t objectid, uint8_t type, uint64_t offset);
 /* Whether some item of inode ino of root (inode item to the last key) may be lost. */
 bool fs_lost_inode(const struct fs_lost *l, uint64_t root, uint64_t ino);
+/* "(256 INODE_ITEM 0)", or "the end" when end. */
+void fs_lost_key_str(char *buf, size_t n, const struct btrfs_key *k, bool end);
 void fs_lost_free(struct fs_lost *l);
 /* fs_lost_free, then free(l) itself (from calloc); NULL is fine. */
 void fs_lost_destroy(struct fs_lost *l);

@@ -81,17 +81,6 @@ static int lost_visit(void *arg, const struct tree_block *b)
 	return 0;
 }
 
-static void key_str(char *buf, size_t n, const struct btrfs_key *k, bool end)
-{
-	char t[KEY_TYPE_NAME_BUF];
-
-	if (end)
-		snprintf(buf, n, "the end");
-	else
-		snprintf(buf, n, "(%" PRIu64 " %s %" PRIu64 ")", k->objectid, key_type_name_or_number(k->type, t),
-			 k->offset);
-}
-
 static void lost_bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
 {
 	struct lost_walk *lw = arg;
@@ -112,8 +101,8 @@ static void lost_bad_block(void *arg, uint64_t bytenr, int level, int err, const
 	ret = fs_lost_add(w->lost, w->root->objectid, &lo, hi_end ? NULL : &hi);
 	if (ret && !lw->err)
 		lw->err = ret;
-	key_str(a, sizeof(a), &lo, false);
-	key_str(b, sizeof(b), &hi, hi_end);
+	fs_lost_key_str(a, sizeof(a), &lo, false);
+	fs_lost_key_str(b, sizeof(b), &hi, hi_end);
 	report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": block %" PRIu64 " (level %d) unreadable, "
 		       "keys %s to %s not checked: %s", w->root->objectid, bytenr, level, a, b, why);
 }

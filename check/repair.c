@@ -48,6 +48,11 @@ static const struct repair_class classes[] = {
 	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
 	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
 	  { 0 }, false, log_forced, repair_clear_log, { 0 } },
+	/* wanted for unreadable subvolume-tree blocks (no problem code of its own): the classes after
+	 * it are chosen from a check run again once it committed (repair_filesystem) */
+	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "
+	  "what other trees say about them is repaired after)",
+	  { 0 }, true, NULL, repair_lost_blocks, { 0 } },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -183,12 +188,20 @@ static bool is_unreadable_code(enum problem_code code)
 	return code == PR_TREE_BLOCK_UNREADABLE || code == PR_TREE_ROOT_UNREADABLE;
 }
 
-/* Every unreadable block the check found is in a tree class c rebuilds. */
+/* A class that drops unreadable blocks: the check is run again after it. */
+static bool class_drops_blocks(const struct repair_class *c)
+{
+	return c->run == repair_lost_blocks;
+}
+
+/* Every unreadable block the check found is in a tree class c rebuilds (or drops). */
 static bool class_rebuilds_unreadable(const struct repair_class *c, const struct check_ctx *ctx)
 {
 	uint64_t trees[2];
 	unsigned n = class_rebuilt_trees(c, trees);
 
+	if (class_drops_blocks(c))
+		return repair_lost_covers(ctx);
 	return n && check_unreadable_only_in(ctx, trees, n);
 }
 
@@ -198,6 +211,8 @@ static bool class_wanted_for_unreadable(const struct repair_class *c, const stru
 	uint64_t trees[2];
 	unsigned n = class_rebuilt_trees(c, trees);
 
+	if (class_drops_blocks(c))
+		return repair_lost_covers(ctx);
 	for (unsigned i = 0; i < n; i++)
 		if ((ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE]) &&
 		    check_tree_unreadable(ctx, trees[i]))
@@ -326,13 +341,18 @@ static struct fs_info *open_for_repair(const struct repair_options *o, char **pa
 	return fs;
 }
 
-/* Which classes run: wanted by the problems or the options, not blocked, accepted. */
-static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_options *o, bool run[NCLASSES])
+/* Which classes from start on run: wanted by the problems or the options, not
+ * blocked, accepted; none after one that drops blocks (they are chosen from
+ * the check run again after it). */
+static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_options *o, bool run[NCLASSES],
+			       size_t start)
 {
 	bool fixed[PR__COUNT] = { false };
 	unsigned n = 0;
 
-	for (size_t i = 0; i < NCLASSES; i++) {
+	for (size_t i = start; i < NCLASSES; i++)
+		run[i] = false;
+	for (size_t i = start; i < NCLASSES; i++) {
 		const struct repair_class *c = &classes[i];
 		uint64_t problems = class_problems(c, ctx);
 		const struct problem_def *blocker;
@@ -355,8 +375,29 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		run[i] = true;
 		mark_class_fixed(c, ctx, fixed);
 		n++;
+		if (class_drops_blocks(c))
+			break;
 	}
 	return n;
+}
+
+/* Check the filesystem as the last class committed it (on the open repair
+ * filesystem), so that the classes after it work from what is there now. */
+static int detect_again(struct check_ctx *ctx, struct repair_ctx *r, const struct repair_hooks *hooks,
+			const char *after)
+{
+	int ret;
+
+	check_ctx_reset(ctx);
+	ctx->fs = r->fs;
+	if (ctx->opts->format != CLI_FORMAT_JSON)
+		printf("checking again after %s\n", after);
+	ctx->progress = progress_create("checking again", 0, ctx->opts->progress);
+	ret = hooks->detect(ctx);
+	progress_finish(ctx->progress);
+	ctx->progress = NULL;
+	ctx->fs = NULL;
+	return ret;
 }
 
 static void print_actions(struct check_ctx *ctx, struct json_object *actions, const char *undo_path,
@@ -384,7 +425,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	char undo_buf[256];
 	const char *undo_path = NULL;
 	uint64_t changes = 0;
-	unsigned chosen = choose_classes(ctx, o, run);
+	unsigned chosen = choose_classes(ctx, o, run, 0);
 	int ret;
 
 	if (!chosen) {
@@ -432,6 +473,13 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			failed = true;
 		} else if (!r.changes) {
 			repair_say(&r, "nothing to change");
+		} else if (class_drops_blocks(&classes[i]) && !o->dry_run) {
+			if ((ret = detect_again(ctx, &r, hooks, classes[i].name))) {
+				failed = true;
+				break;
+			}
+			memset(fixed, 0, sizeof(fixed));
+			choose_classes(ctx, o, run, i + 1);
 		}
 	}
 	ret = 0;

@@ -66,6 +66,12 @@ int trans_delete_tree(struct trans *t, uint64_t objectid);
  * tree about to be rebuilt from others): the blocks below an unreadable one
  * are found in the committed extent tree. *unreadable: blocks not read. */
 int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unreadable);
+/* Remove the pointer under key to the block bytenr at child_level of tree
+ * (an unreadable block with no good copy), without reading that block; the
+ * nodes above it are copied, the tree shrinks when its root keeps one pointer.
+ * -ENOENT when no such pointer exists. */
+int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const struct btrfs_key *key,
+		     uint64_t bytenr);
 
 /* The tree that holds block group items as this transaction will commit it:
  * the block-group tree when the superblock it will write says so, else the

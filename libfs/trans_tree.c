@@ -295,19 +295,27 @@ static int read_root_block(struct trans *t, struct trans_root *root, struct tree
 	return block_read(t->fs, root->ptr.bytenr, &e, out);
 }
 
+/* The root block at the top of path, copied for this transaction; *level: its level. */
+static int path_start(struct trans *t, struct trans_root *root, struct tree_path *path, int *level)
+{
+	struct tree_block *b;
+	int ret = read_root_block(t, root, &b);
+
+	if (ret)
+		return ret;
+	*level = (int)block_level(b);
+	path->root_level = *level;
+	path->nodes[*level] = b;
+	return cow_block(t, root, path, *level);
+}
+
 /* One descent; 2 means "the tree changed shape, search again". */
 static int search_once(struct trans *t, struct trans_root *root, const struct btrfs_key *key, int ins_len,
 		       bool extend, struct tree_path *path)
 {
 	struct tree_block *b;
-	int level, exact, ret = read_root_block(t, root, &b);
+	int level, exact, ret = path_start(t, root, path, &level);
 
-	if (ret)
-		return ret;
-	level = (int)block_level(b);
-	path->root_level = level;
-	path->nodes[level] = b;
-	ret = cow_block(t, root, path, level);
 	if (ret)
 		return ret;
 	for (; level > 0; level--) {
@@ -823,4 +831,64 @@ int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unre
 	root->deleted = true;
 	root->changed = false;
 	return trans_delete_item(t, BTRFS_ROOT_TREE_OBJECTID, &key);
+}
+
+/* Descend by key to the node at child_level + 1, copying the path; the slot
+ * that points at bytenr under exactly key, or -ENOENT. */
+static int find_child_ptr(struct trans *t, struct trans_root *root, unsigned child_level,
+			  const struct btrfs_key *key, uint64_t bytenr, struct tree_path *path)
+{
+	struct tree_block *b;
+	int level, exact, ret = path_start(t, root, path, &level);
+
+	if (ret)
+		return ret;
+	if (level <= (int)child_level)
+		return fs_error(t->fs, -ENOENT, "tree %llu has no level %u below its root",
+				(unsigned long long)root->ptr.objectid, child_level);
+	for (;; level--) {
+		unsigned slot;
+		b = path->nodes[level];
+		slot = lower_bound(b, key, &exact);
+		if (!exact && slot > 0)
+			slot--;
+		path->slots[level] = (int)slot;
+		if (level == (int)child_level + 1)
+			break;
+		if ((ret = block_read_child(t->fs, b, slot, &path->nodes[level - 1])))
+			return ret;
+		if ((ret = cow_block(t, root, path, level - 1)))
+			return ret;
+	}
+	if (!exact || key_ptr_blockptr(node_key_ptr(b->data, (unsigned)path->slots[level])) != bytenr)
+		return fs_error(t->fs, -ENOENT, "tree %llu has no pointer to block %llu at that key",
+				(unsigned long long)root->ptr.objectid, (unsigned long long)bytenr);
+	return 0;
+}
+
+int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const struct btrfs_key *key,
+		     uint64_t bytenr)
+{
+	struct trans_root *root = trans_root_entry(t, tree);
+	struct tree_path path;
+	int ret;
+
+	if (!root)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	if (child_level + 1 >= BTRFS_MAX_LEVEL)
+		return fs_error(t->fs, -EINVAL, "no tree block has level %u", child_level);
+	tree_path_init(&path);
+	ret = find_child_ptr(t, root, child_level, key, bytenr, &path);
+	if (!ret)
+		ret = delete_ptr(t, root, &path, (int)child_level + 1);
+	if (!ret && path.nodes[path.root_level])   /* NULL: the tree is an empty leaf now */
+		ret = shrink_root(t, root, &path);
+	if (!ret) {
+		/* the child is not read: its reference goes, the blocks below it stay
+		 * referenced until a repair of the extent tree finds them unused */
+		root->bytes_delta -= nodesize(t);
+		ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)child_level, NULL);
+	}
+	tree_path_release(t->fs, &path);
+	return ret;
 }

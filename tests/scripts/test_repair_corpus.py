@@ -51,12 +51,15 @@ def test_corpus_repair(expect, corpus_images, tmp_path):  # noqa: F811
         assert content_digest([img]) == content_digest([damaged]), "a repair of unfixable damage wrote"
         return
     assert sorted({a["class"] for a in objs[1]["repairs"]}) == sorted(classes), objs[1]
-    assert objs[2]["problems"] == [], objs[2]
-    rc, objs, p = run_json(*e["args"], img)
-    assert rc == 0 and objs[0]["problems"] == [], f"second run: {p.stdout}"
-    require_reference_tools()
-    r = fsbuild.run(["btrfs", "check", "--readonly", img], check=False)
-    assert r.returncode == 0, f"btrfs check after the repair:\n{r.stdout}{r.stderr}"
+    if repair_exit != 1:  # a partial repair (a block dropped, what it held not all rebuilt)
+        assert objs[2]["problems"], objs[2]
+    else:
+        assert objs[2]["problems"] == [], objs[2]
+        rc, objs, p = run_json(*e["args"], img)
+        assert rc == 0 and objs[0]["problems"] == [], f"second run: {p.stdout}"
+        require_reference_tools()
+        r = fsbuild.run(["btrfs", "check", "--readonly", img], check=False)
+        assert r.returncode == 0, f"btrfs check after the repair:\n{r.stdout}{r.stderr}"
 
     # btk-undo on a copy: the damaged image comes back byte for byte
     back = tmp_path / "back"
@@ -71,7 +74,7 @@ def test_corpus_repaired_images_mount(corpus_images, tmp_path):  # noqa: F811
     require_btk("btk-check")
     require_kernel()
     fixable = [parse_expect(x) for x in EXPECTS]
-    fixable = [e for e in fixable if repair_fields(e)[0]]
+    fixable = [e for e in fixable if repair_fields(e)[0] and repair_fields(e)[1] == 1]
     assert fixable
     for e in fixable:
         img = tmp_path / f"{e['name']}.img"

@@ -497,12 +497,22 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "super-total-bytes": ('space-counters',),
     "tb-fsid-all": ('csums',),  # the csum tree's root unreadable: dropped, rebuilt from the data
     "tb-csum-all": ('uuid-tree',),  # the uuid tree's root unreadable: rebuilt from the root items
+    "tb-level-all": ('lost-blocks', 'names', 'inodes',),  # the fs-tree leaf dropped, its dir items re-made
+    "tb-ptr-generation": ('lost-blocks', 'names', 'inodes',),
+    # leaves with inode items dropped: what they held is lost, the rest stays (exit 4)
+    "tb-generation-all": ('lost-blocks',),
+    "tb-key-order": ('lost-blocks',),
+    "tb-nritems": ('lost-blocks',),
+    "tb-item-offset": ('lost-blocks',),
+    "tb-subvol-entries": ('lost-blocks', 'extent-refs',),
     "tree-block-leaked": ('extent-refs', 'free-space-tree',),
     "tree-ref-noskinny": ('extent-refs',),
     "tree-ref-root": ('extent-refs',),
     "uuid-extra": ('uuid-tree',),
     "uuid-missing": ('uuid-tree',),
 }
+# repaired in part: the classes run, problems remain (repair-exit 4)
+PARTIAL = {"tb-generation-all", "tb-key-order", "tb-nritems", "tb-item-offset", "tb-subvol-entries"}
 for _c in CASES:
     _c.repair = FIXABLE.get(_c.name, ())
 CASE_BY_NAME = {c.name: c for c in CASES}
@@ -544,7 +554,7 @@ def make_case(c: Case, base: Base, work: Path) -> bool:
     if c.pending:
         lines.append(f"pending: {c.pending}")
     lines.append(f"repair: {' '.join(c.repair) if c.repair else 'none'}")
-    lines.append(f"repair-exit: {1 if c.repair else c.exit}")
+    lines.append(f"repair-exit: {1 if c.repair and c.name not in PARTIAL else c.exit}")
     (HERE / f"{c.name}.expect").write_text("\n".join(lines) + "\n")
     with open(HERE / f"{c.name}.img.xz", "wb") as out:
         subprocess.run(["xz", "-T1", "-c", str(img)], stdout=out, check=True)
