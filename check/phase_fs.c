@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "check/phase_fs.h"
+#include "check/repair_notes.h"
 #include "common/messages.h"
 #include "libfs/block.h"
 
@@ -69,9 +70,11 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	if (k->objectid != w->ino.ino) {
 		fs_inode_finish(w);
 		inode_start(w, k->objectid);
-		if (k->type != BTRFS_INODE_ITEM_KEY && !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
+		if (k->type != BTRFS_INODE_ITEM_KEY && !fs_lost_inode(w->lost, w->root->objectid, k->objectid)) {
 			report_problem(w->ctx, PR_INODE_ITEM_MISSING, "root %" PRIu64 " inode %" PRIu64
 				       ": first item is of type %u", w->root->objectid, k->objectid, k->type);
+			repair_note_inode_problem(w->ctx, PR_INODE_ITEM_MISSING, w->root->objectid, k->objectid);
+		}
 	}
 	switch (k->type) {
 	case BTRFS_INODE_ITEM_KEY: fs_item_inode(w, k, d, size); break;

@@ -121,9 +121,13 @@ static void judge_lone_ref(struct join *j, const struct link_rec *ref, enum link
 		return;   /* the entry would be in an unreadable block */
 	if (!inode_exists(j, ref->root, ref->dir, true)) {
 		/* reported once, from the index join */
-		if (entry_kind == LINK_DIR_INDEX)
+		if (entry_kind == LINK_DIR_INDEX) {
 			report_problem(j->ctx, PR_DIR_PARENT_MISSING, "root %" PRIu64 " inode %" PRIu64 ": parent %"
 				       PRIu64 " is missing or not a directory", ref->root, ref->child, ref->dir);
+			/* a subvolume's top directory is made again when it has no inode item at all */
+			if (ref->dir == BTRFS_FIRST_FREE_OBJECTID)
+				repair_note_inode_problem(j->ctx, PR_INODE_ITEM_MISSING, ref->root, ref->dir);
+		}
 		return;
 	}
 	report_problem(j->ctx, entry_kind == LINK_DIR_INDEX ? PR_DIR_INDEX_MISSING : PR_DIR_ITEM_MISSING,

@@ -99,7 +99,7 @@ static const struct problem_def table[] = {
 	  "a copy of a data block cannot be read" },
 	{ PR_QGROUP_MISMATCH, "qgroup-mismatch", SEV_ERROR, FIX_NONE,
 	  "a quota group's referenced or exclusive bytes differ from the extents it owns" },
-	{ PR_INODE_ITEM_MISSING, "inode-item-missing", SEV_ERROR, FIX_NONE,
+	{ PR_INODE_ITEM_MISSING, "inode-item-missing", SEV_ERROR, FIX_INODE,
 	  "items of an inode exist but its inode item does not" },
 	{ PR_INODE_MODE_INVALID, "inode-mode-invalid", SEV_ERROR, FIX_INODE,
 	  "an inode's mode has no valid file type" },

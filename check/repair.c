@@ -86,7 +86,14 @@ static const struct repair_class classes[] = {
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
 	  repair_uuid_tree, { 0 } },
-	/* last two: they change subvolume trees, whose shared blocks need right extent references */
+	/* the last three change subvolume trees, whose shared blocks need right extent references; the
+	 * check runs again after this one (repair_filesystem), so names and inodes see the new items */
+	{ "inode-items", "Re-create missing inode items from the inodes' surviving items (type, mode 0755 or "
+	  "0644, link count, size and nbytes from their names, entries and extents), and subvolume top "
+	  "directories that names point into",
+	  { PR_INODE_ITEM_MISSING, PR_DIR_PARENT_MISSING }, true, NULL, repair_inode_items,
+	  { PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT,
+	    PR_EXTENT_REFS_TOTAL } },
 	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
 	  "re-key names under a wrong hash, remove entries naming nothing (check/repair_names.c)",
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
@@ -203,6 +210,13 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
 	if (class_drops_blocks(c))
 		return repair_lost_covers(ctx);
 	return n && check_unreadable_only_in(ctx, trees, n);
+}
+
+/* A class after which the check runs again, the classes after it chosen from
+ * what it finds then: one that drops blocks, or makes inode items. */
+static bool class_checks_again(const struct repair_class *c)
+{
+	return class_drops_blocks(c) || c->run == repair_inode_items;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -342,8 +356,8 @@ static struct fs_info *open_for_repair(const struct repair_options *o, char **pa
 }
 
 /* Which classes from start on run: wanted by the problems or the options, not
- * blocked, accepted; none after one that drops blocks (they are chosen from
- * the check run again after it). */
+ * blocked, accepted; none after one the check runs again after (they are
+ * chosen from what it finds then). */
 static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_options *o, bool run[NCLASSES],
 			       size_t start)
 {
@@ -375,7 +389,7 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		run[i] = true;
 		mark_class_fixed(c, ctx, fixed);
 		n++;
-		if (class_drops_blocks(c))
+		if (class_checks_again(c))
 			break;
 	}
 	return n;
@@ -473,7 +487,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			failed = true;
 		} else if (!r.changes) {
 			repair_say(&r, "nothing to change");
-		} else if (class_drops_blocks(&classes[i]) && !o->dry_run) {
+		} else if (class_checks_again(&classes[i]) && !o->dry_run) {
 			if ((ret = detect_again(ctx, &r, hooks, classes[i].name))) {
 				failed = true;
 				break;

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "check/repair.h"
 #include "check/repair_links.h"
@@ -24,6 +25,7 @@ struct inode_counts {
 	uint64_t names;       /* names in inode refs and extrefs */
 	uint64_t dir_size;    /* name lengths of its dir items and dir indexes */
 	uint64_t bytes;       /* bytes of its file extents (inline: their length) */
+	uint64_t end;         /* where its last file extent ends */
 };
 
 static void count_refs(const struct btrfs_key *k, const uint8_t *d, uint32_t size, struct inode_counts *c)
@@ -54,14 +56,18 @@ static void count_dir_entries(const uint8_t *d, uint32_t size, struct inode_coun
 	}
 }
 
-static void count_extent(const uint8_t *d, uint32_t size, struct inode_counts *c)
+static void count_extent(uint64_t offset, const uint8_t *d, uint32_t size, struct inode_counts *c)
 {
 	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
 		return;
-	if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE)
+	if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE) {
 		c->bytes += file_extent_ram_bytes(d);
-	else if (size >= sizeof(struct btrfs_file_extent_item) && file_extent_disk_bytenr(d))
-		c->bytes += file_extent_num_bytes(d);
+		c->end = offset + file_extent_ram_bytes(d);
+	} else if (size >= sizeof(struct btrfs_file_extent_item)) {
+		if (file_extent_disk_bytenr(d))
+			c->bytes += file_extent_num_bytes(d);
+		c->end = offset + file_extent_num_bytes(d);
+	}
 }
 
 static int count_inode(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino,
@@ -86,7 +92,7 @@ static int count_inode(struct repair_ctx *r, const struct tree_root_ptr *root, u
 			count_dir_entries(d, size, c);
 			break;
 		case BTRFS_EXTENT_DATA_KEY:
-			count_extent(d, size, c);
+			count_extent(k.offset, d, size, c);
 			break;
 		}
 	}
@@ -199,6 +205,75 @@ static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, u
 	return 0;
 }
 
+/* An inode whose items survived its inode item (or a subvolume's top
+ * directory that names point into): a new inode item from those items, as
+ * btrfs check makes it: the type its directory entry or its items say (the
+ * top directory: a directory), mode 0755 or 0644, nlink its names, size its
+ * entries' name lengths or the end of its last extent, nbytes its extents,
+ * owner root, times now. */
+static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	uint8_t item[sizeof(struct btrfs_inode_item)] = { 0 }, ftype = BTRFS_FT_UNKNOWN;
+	uint64_t now = (uint64_t)time(NULL);
+	struct tree_root_ptr rp;
+	struct inode_counts c;
+	uint32_t mode = 0;
+	int ret = link_inode_mode(r, root, ino, &mode);
+
+	if (ret != 0)
+		return ret < 0 ? ret : 0;   /* made already, or there all along */
+	if ((ret = trans_get_root(r->t, root, &rp)) || (ret = count_inode(r, &rp, ino, &c)) ||
+	    (ret = guess_ftype(r, &rp, ino, &ftype)))
+		return ret;
+	if (ino == BTRFS_FIRST_FREE_OBJECTID)
+		ftype = BTRFS_FT_DIR;
+	else if (ftype == BTRFS_FT_UNKNOWN)
+		ftype = BTRFS_FT_REG_FILE;
+	if (c.names > UINT32_MAX)
+		return fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", ino);
+	inode_set_generation(item, trans_transid(r->t));
+	inode_set_transid(item, trans_transid(r->t));
+	inode_set_nlink(item, (uint32_t)(c.names ? c.names : ino == BTRFS_FIRST_FREE_OBJECTID));
+	inode_set_mode(item, ftype_to_mode(ftype) | (ftype == BTRFS_FT_DIR ? 0755 : 0644));
+	inode_set_size(item, ftype == BTRFS_FT_DIR ? c.dir_size : c.end);
+	inode_set_nbytes(item, c.bytes);
+	timespec_set_sec(inode_atime_ptr(item), now);
+	timespec_set_sec(inode_ctime_ptr(item), now);
+	timespec_set_sec(inode_mtime_ptr(item), now);
+	timespec_set_sec(inode_otime_ptr(item), now);
+	if ((ret = trans_insert_item(r->t, root, &key, item, sizeof(item))))
+		return ret;
+	/* a top directory names itself ".." in its own inode ref */
+	if (ino == BTRFS_FIRST_FREE_OBJECTID && !c.names &&
+	    (ret = link_add_ref(r, root, ino, ino, 0, (const uint8_t *)"..", 2)))
+		return ret;
+	if (r->changes++ < SAY_MAX)
+		repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": inode item made (mode 0%o, nlink %u, size %" PRIu64
+			   ")", root, ino, inode_mode(item), inode_nlink(item), inode_size(item));
+	return 0;
+}
+
+int repair_inode_items(struct repair_ctx *r)
+{
+	const void *rec;
+	int ret;
+
+	while ((ret = repair_notes_next(r->found, NOTES_INODES, &rec)) == 1) {
+		const struct inode_fix *f = rec;
+		if (f->code == PR_INODE_ITEM_MISSING && (ret = make_inode_item(r, f->root, f->ino)) < 0)
+			return ret;
+	}
+	if (ret < 0)
+		return ret;
+	/* a missing parent that is not a subvolume's top directory is not made here */
+	if (!r->changes)
+		r->left += r->found->counts[PR_DIR_PARENT_MISSING];
+	if (r->changes > SAY_MAX)
+		repair_say(r, "... %" PRIu64 " more", r->changes - SAY_MAX);
+	return 0;
+}
+
 /* Mode without a file type, or a generation from the future: the inode item's fields. */
 static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
 {
@@ -250,6 +325,20 @@ static int fix_orphan_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 	return ret;
 }
 
+/* An inode without names into /lost+found, unless the names class named it since the check. */
+static int unreachable_link(struct repair_ctx *r, uint64_t root, uint64_t ino)
+{
+	struct tree_root_ptr rp;
+	struct inode_counts c;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	if (!ret)
+		ret = count_inode(r, &rp, ino, &c);
+	if (ret || c.names)
+		return ret;
+	return lostfound_link(r, root, ino);
+}
+
 static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 {
 	switch (f->code) {
@@ -261,7 +350,7 @@ static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 	case PR_INODE_GENERATION:
 		return fix_inode_item(r, f->root, f->ino, f->code);
 	case PR_INODE_UNREACHABLE:
-		return lostfound_link(r, f->root, f->ino);
+		return unreachable_link(r, f->root, f->ino);
 	case PR_ORPHAN_ITEM_BAD:
 		return fix_orphan_item(r, f->root, f->ino);
 	default:

@@ -472,6 +472,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "fst-extent-missing": ('free-space-tree',),
     "fst-info-count": ('free-space-tree',),
     "inode-generation": ('inodes',),
+    "inode-item-missing": ('inode-items',),
     "inode-mode": ('inodes',),
     "inode-names-lost": ('inodes',),
     "inode-nbytes": ('inodes',),
@@ -499,12 +500,14 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "tb-csum-all": ('uuid-tree',),  # the uuid tree's root unreadable: rebuilt from the root items
     "tb-level-all": ('lost-blocks', 'names', 'inodes',),  # the fs-tree leaf dropped, its dir items re-made
     "tb-ptr-generation": ('lost-blocks', 'names', 'inodes',),
-    # leaves with inode items dropped: what they held is lost, the rest stays (exit 4)
-    "tb-generation-all": ('lost-blocks',),
-    "tb-key-order": ('lost-blocks',),
-    "tb-nritems": ('lost-blocks',),
-    "tb-item-offset": ('lost-blocks',),
-    "tb-subvol-entries": ('lost-blocks', 'extent-refs',),
+    # leaves with inode items dropped: the inodes whose other items survived get new inode items,
+    # entries naming inodes wholly lost are removed
+    "tb-generation-all": ('lost-blocks', 'inode-items', 'names', 'inodes',),
+    "tb-key-order": ('lost-blocks', 'inode-items', 'names', 'inodes',),
+    "tb-nritems": ('lost-blocks', 'inode-items', 'names', 'inodes',),
+    "tb-item-offset": ('lost-blocks', 'inode-items', 'names', 'inodes',),
+    # the top directory re-made, but the dir items of its subvolumes stay lost (exit 4)
+    "tb-subvol-entries": ('lost-blocks', 'extent-refs', 'inode-items', 'names', 'inodes',),
     "tree-block-leaked": ('extent-refs', 'free-space-tree',),
     "tree-ref-noskinny": ('extent-refs',),
     "tree-ref-root": ('extent-refs',),
@@ -512,7 +515,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "uuid-missing": ('uuid-tree',),
 }
 # repaired in part: the classes run, problems remain (repair-exit 4)
-PARTIAL = {"tb-generation-all", "tb-key-order", "tb-nritems", "tb-item-offset", "tb-subvol-entries"}
+PARTIAL = {"tb-subvol-entries"}
 for _c in CASES:
     _c.repair = FIXABLE.get(_c.name, ())
 CASE_BY_NAME = {c.name: c for c in CASES}
