@@ -8,11 +8,14 @@
  *    of every node and every file extent of every leaf becomes an expected
  *    reference, shared (parent) or keyed by the holder's flag. Uses of one
  *    extent by the same key within a leaf are one record with a count.
- * 2. One pass over the extent tree streams the declared references (inline
- *    and keyed) into a second sorter, checks each extent's refs against the
- *    sum of its references and walks the checksum tree alongside
- *    (phase_csums.c).
- * 3. A merge-join of expected against declared references. */
+ * 2. A merge-join of the expected references against the declared ones,
+ *    read straight from one pass over the extent tree: its items come in
+ *    extent order, so each extent's references (inline and keyed) need only
+ *    be sorted among themselves (in memory, unless one extent has more than
+ *    the budget holds: then it alone goes through a sorter). The pass also checks
+ *    each extent's refs against the sum of its references and walks the
+ *    checksum tree alongside (phase_csums.c). Progress: extent-tree leaves
+ *    read of those the tree-block walk counted. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -57,7 +60,8 @@ struct exp_rec {
 
 struct refs_state {
 	struct recsort *expected;   /* struct exp_rec */
-	struct recsort *declared;   /* struct ref_rec */
+	uint64_t extent_leaf_bytes; /* the extent tree's leaves, for the progress total */
+	size_t budget;              /* of the sorter, and of one extent's declared records */
 	/* tree blocks whose extent item has FULL_BACKREF: seen in the extent
 	 * tree's leaves, which the walk reaches before any subvolume's */
 	struct ebitmap *full_backref;
@@ -127,7 +131,7 @@ static const char *ref_type_name(uint32_t type)
 	}
 }
 
-/* Each of the two sorters gets an eighth of the sorters' budget
+/* The expected references' sorter gets an eighth of the sorters' budget
  * (check_sort_budget; the block cache has its own). */
 static int refs_start(struct check_ctx *ctx)
 {
@@ -142,14 +146,13 @@ static int refs_start(struct check_ctx *ctx)
 		budget = RECSORT_MIN_BUDGET;
 	if (!st)
 		return -ENOMEM;
+	st->budget = (size_t)budget;
 	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget, NULL);
-	st->declared = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, (size_t)budget, NULL);
 	st->full_backref = ebitmap_create(ctx->fs->sectorsize);
 	ctx->refs = st;
-	if (!st->expected || !st->declared || !st->full_backref)
+	if (!st->expected || !st->full_backref)
 		return -errno ? -errno : -ENOMEM;
 	recsort_set_jobs(st->expected, jobs ? jobs : 1);
-	recsort_set_jobs(st->declared, jobs ? jobs : 1);
 	return 0;
 }
 
@@ -160,7 +163,6 @@ void refs_free(struct check_ctx *ctx)
 	if (!st)
 		return;
 	recsort_destroy(st->expected);
-	recsort_destroy(st->declared);
 	ebitmap_destroy(st->full_backref);
 	free(st->leaf_refs);
 	free(st);
@@ -387,6 +389,8 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 		full = ret > 0;
 	}
 	if (block_level(b) == 0) {
+		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID)
+			st->extent_leaf_bytes += ctx->fs->nodesize;
 		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID && !ctx->infer_full_backref &&
 		    (ret = observe_extent_leaf(ctx, b)) < 0)
 			return ret;
@@ -417,7 +421,74 @@ struct extent_pass {
 	bool have;
 	uint64_t bytenr, len, flags, refs, sum;
 	bool tree_block;
+	/* the declared records of the extents read so far: [pos, ready) are
+	 * sorted and handed to the join, [ready, n) belong to the extent being
+	 * read (they all have its bytenr) */
+	struct tree_iter it;
+	struct ref_rec *buf;
+	size_t n, cap, pos, ready;
+	uint64_t leaf;                  /* the leaf last read, for the progress */
+	bool done;                      /* the iterator has ended */
+	bool *incomplete;               /* set when the extent tree cannot be read to its end */
+	uint64_t records;
+	/* an extent with more declared records than max_recs (very many
+	 * reflinks) is sorted through a sorter of its own, so memory stays
+	 * within the budget: big collects it, then it is drained to the join */
+	size_t max_recs;
+	struct recsort *big, *draining;
+	uint64_t big_bytenr;            /* the extent being read (objectid of the last item) */
 };
+
+/* The extent being read has too many records for memory: move them to a sorter. */
+static int start_big_extent(struct extent_pass *p)
+{
+	int ret = 0;
+
+	p->big = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, p->st->budget, NULL);
+	if (!p->big)
+		return -errno ? -errno : -ENOMEM;
+	for (size_t i = p->ready; i < p->n && !ret; i++)
+		ret = recsort_add(p->big, &p->buf[i]);
+	p->n = p->ready;
+	return ret;
+}
+
+/* The big extent is read: the join takes its records next. */
+static int end_big_extent(struct extent_pass *p)
+{
+	struct recsort_stats s;
+	int ret = recsort_finish(p->big);
+
+	recsort_get_stats(p->big, &s);
+	p->ctx->stats.spilled_bytes += s.spilled_bytes;
+	p->draining = p->big;
+	p->big = NULL;
+	return ret;
+}
+
+/* Append one declared record to the extent being read. */
+static int push_declared(struct extent_pass *p, const struct ref_rec *r)
+{
+	p->records++;
+	if (p->big)
+		return recsort_add(p->big, r);
+	if (p->n - p->ready >= p->max_recs) {
+		int ret = start_big_extent(p);
+
+		return ret ? ret : recsort_add(p->big, r);
+	}
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 256;
+		struct ref_rec *nb = realloc(p->buf, cap * sizeof(*nb));
+
+		if (!nb)
+			return -ENOMEM;
+		p->buf = nb;
+		p->cap = cap;
+	}
+	p->buf[p->n++] = *r;
+	return 0;
+}
 
 static int add_declared(struct extent_pass *p, uint8_t type, uint64_t a, uint64_t b, uint64_t c, uint64_t count)
 {
@@ -425,7 +496,7 @@ static int add_declared(struct extent_pass *p, uint8_t type, uint64_t a, uint64_
 
 	if (type != BTRFS_EXTENT_OWNER_REF_KEY)
 		p->sum += count;
-	return recsort_add(p->st->declared, &r);
+	return push_declared(p, &r);
 }
 
 /* The extent item just ended: its refs against the sum of its references. */
@@ -492,7 +563,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		return ret;
 	if (covered >= p->len)
 		hdr.flags |= EXTENT_CSUMMED;
-	if ((ret = recsort_add(p->st->declared, &hdr)) < 0)
+	if ((ret = push_declared(p, &hdr)) < 0)
 		return ret;
 	while (cur < size) {
 		uint8_t type = d[cur];
@@ -546,47 +617,104 @@ static int keyed_ref(struct extent_pass *p, const struct btrfs_key *k, const uin
 	return 0;
 }
 
-static int scan_extent_tree(struct extent_pass *p)
+static int ref_qcmp(const void *x, const void *y)
 {
-	struct fs_info *fs = p->ctx->fs;
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, k;
-	struct tree_iter it;
+	return ref_cmp(x, y, NULL);
+}
+
+/* Read one extent-tree item into the declared records. 1, 0 at the end (or
+ * when the tree cannot be read further: reported), or -errno. */
+static int scan_item(struct extent_pass *p)
+{
+	struct check_ctx *ctx = p->ctx;
+	struct btrfs_key k;
 	const uint8_t *d;
 	uint32_t size;
 	int ret;
 
-	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		if (cli_cancelled())
-			break;
-		switch (k.type) {
-		case BTRFS_EXTENT_ITEM_KEY:
-		case BTRFS_METADATA_ITEM_KEY:
-			ret = extent_item(p, &k, d, size);
-			break;
-		case BTRFS_TREE_BLOCK_REF_KEY:
-		case BTRFS_SHARED_BLOCK_REF_KEY:
-		case BTRFS_EXTENT_DATA_REF_KEY:
-		case BTRFS_SHARED_DATA_REF_KEY:
-		case BTRFS_EXTENT_OWNER_REF_KEY:
-			ret = keyed_ref(p, &k, d, size);
-			break;
-		default:
-			ret = 0;
-		}
-		if (ret < 0)
-			break;
-	}
-	tree_iter_release(&it);
-	if (ret < 0) {
-		if (ret != -ENOMEM && ret != -ENOSPC) {
-			report_problem(p->ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs->errmsg);
+	if (cli_cancelled())
+		return -ECANCELED;
+	ret = tree_iter_next(&p->it, &k, &d, &size);
+	if (ret <= 0) {
+		if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", ctx->fs->errmsg);
+			/* as the join's start would have said (see join_refs) */
+			if (!ctx->infer_full_backref)
+				*p->incomplete = true;
 			ret = 0;
 		}
 		return ret;
 	}
-	finish_extent(p);
-	return 0;
+	if (p->it.path.nodes[0] && p->it.path.nodes[0]->bytenr != p->leaf) {
+		p->leaf = p->it.path.nodes[0]->bytenr;
+		progress_add(ctx->progress, ctx->fs->nodesize);
+	}
+	/* an extent's items end where the next bytenr starts */
+	if (p->big && k.objectid != p->big_bytenr && (ret = end_big_extent(p)) < 0)
+		return ret;
+	if (p->n > p->ready && k.objectid != p->buf[p->ready].bytenr) {
+		qsort(p->buf + p->ready, p->n - p->ready, sizeof(*p->buf), ref_qcmp);
+		p->ready = p->n;
+	}
+	p->big_bytenr = k.objectid;
+	switch (k.type) {
+	case BTRFS_EXTENT_ITEM_KEY:
+	case BTRFS_METADATA_ITEM_KEY:
+		ret = extent_item(p, &k, d, size);
+		break;
+	case BTRFS_TREE_BLOCK_REF_KEY:
+	case BTRFS_SHARED_BLOCK_REF_KEY:
+	case BTRFS_EXTENT_DATA_REF_KEY:
+	case BTRFS_SHARED_DATA_REF_KEY:
+	case BTRFS_EXTENT_OWNER_REF_KEY:
+		ret = keyed_ref(p, &k, d, size);
+		break;
+	default:
+		ret = 0;
+	}
+	return ret < 0 ? ret : 1;
+}
+
+/* The join's right side: the declared references in key order, read from
+ * the extent tree as the join asks for them. */
+static int declared_next(void *arg, const void **rec)
+{
+	struct extent_pass *p = arg;
+	int ret;
+
+	while (p->pos == p->ready) {
+		/* a big extent comes after the smaller bytenrs before it */
+		if (p->draining) {
+			if ((ret = recsort_next(p->draining, rec)) != 0)
+				return ret;
+			recsort_destroy(p->draining);
+			p->draining = NULL;
+		}
+		/* drop what the join has read; keep the extent being read */
+		if (p->ready && p->n > p->ready)
+			memmove(p->buf, p->buf + p->ready, (p->n - p->ready) * sizeof(*p->buf));
+		p->n -= p->ready;
+		p->pos = p->ready = 0;
+		if (p->done) {
+			if (p->big && (ret = end_big_extent(p)) < 0)
+				return ret;
+			if (p->draining)
+				continue;
+			if (!p->n)
+				return 0;
+			qsort(p->buf, p->n, sizeof(*p->buf), ref_qcmp);
+			p->ready = p->n;
+			break;
+		}
+		if ((ret = scan_item(p)) < 0)
+			return ret;
+		if (!ret) {
+			p->done = true;
+			finish_extent(p);
+		}
+	}
+	*rec = &p->buf[p->pos++];
+	return 1;
 }
 
 /* ---- the join ------------------------------------------------------------- */
@@ -841,7 +969,7 @@ static int join_group(const struct recjoin_group *g, void *arg)
 	return 0;
 }
 
-static int join_refs(struct check_ctx *ctx)
+static int join_refs(struct check_ctx *ctx, struct extent_pass *p)
 {
 	struct refs_state *st = ctx->refs;
 	struct join_state j = {
@@ -849,13 +977,15 @@ static int join_refs(struct check_ctx *ctx)
 		.incomplete = ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE],
 	};
 	static const uint64_t rebuilt[] = REBUILT_TREES;
-	struct recjoin join = { .left = st->expected, .right = st->declared, .cmp = ref_cmp, .cmp_left = ref_cmp,
+	struct recjoin join = { .left = st->expected, .right_next = declared_next, .right_arg = p,
+				.right_size = sizeof(struct ref_rec), .cmp = ref_cmp, .cmp_left = ref_cmp,
 				.cmp_right = ref_cmp, .group = join_group, .arg = &j };
 	int ret;
 
 	/* rebuilding the extent tree, what the trees it replaces lack does not matter */
 	if (ctx->infer_full_backref)
 		j.incomplete = !check_unreadable_only_in(ctx, rebuilt, REBUILT_TREES_COUNT);
+	p->incomplete = &j.incomplete;
 
 	ret = recjoin_run(&join);
 	if (ret >= 0)
@@ -880,8 +1010,10 @@ static void add_sort_stats(struct check_ctx *ctx, const struct recsort *rs)
 
 int check_refs(struct check_ctx *ctx)
 {
+	static const struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 };
 	struct extent_pass p = { .ctx = ctx };
 	struct refs_state *st;
+	const char *env;
 	int ret;
 
 	if (!ctx->fs->extent_root.bytenr || !ctx->visited)
@@ -890,23 +1022,27 @@ int check_refs(struct check_ctx *ctx)
 	if (!ctx->refs && (ret = refs_start(ctx)) < 0)
 		goto out;
 	st = p.st = ctx->refs;
-	/* sorted now, the expected records take only their merge buffers while the
-	 * declared ones are collected */
+	p.max_recs = st->budget / sizeof(struct ref_rec);
+	if ((env = getenv("BTK_CHECK_EXTENT_RECORDS"))) /* tests: sort small extents on the side too */
+		p.max_recs = strtoull(env, NULL, 10);
+	progress_set_total(ctx->progress, st->extent_leaf_bytes);
 	if ((ret = recsort_finish(st->expected)) < 0)
 		goto out;
 	if (ctx->fs->csum_root.bytenr && (ret = csum_cursor_create(ctx, &p.csums)) < 0)
 		goto out;
-	ret = scan_extent_tree(&p);
+	tree_iter_init(&p.it, ctx->fs, &ctx->fs->extent_root, &min, &max);
+	ret = join_refs(ctx, &p);
+	tree_iter_release(&p.it);
 	if (!ret && p.csums)
 		ret = csum_cursor_finish(p.csums);
-	if (ret < 0 || cli_cancelled())
-		goto out;
-	if ((ret = recsort_finish(st->declared)) < 0)
-		goto out;
-	ret = join_refs(ctx);
 	add_sort_stats(ctx, st->expected);
-	add_sort_stats(ctx, st->declared);
+	ctx->stats.ref_records += p.records;
 out:
+	if (cli_cancelled())
+		ret = 0;
+	free(p.buf);
+	recsort_destroy(p.big);
+	recsort_destroy(p.draining);
 	csum_cursor_destroy(p.csums);
 	refs_free(ctx);
 	return ret;

@@ -2,7 +2,9 @@
  * merge-join of two sorted streams (see recsort.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <lz4.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,10 @@ struct recsort {
 
 	int fd;                   /* spill file, -1 until needed */
 	uint64_t file_end;
+	size_t frame_recs;        /* records per frame of a spilled run */
+	unsigned char *zbuf;      /* one frame, compressed (header first) */
+	size_t zcap;
+	bool compress;
 	struct run *runs;
 	size_t nruns, cap_runs;
 
@@ -388,20 +394,49 @@ static int runs_append(struct recsort *rs, struct run r)
 	return 0;
 }
 
-/* Append records to the spill file as one run. */
-static int spill_run(struct recsort *rs, const unsigned char *recs, size_t n, uint64_t *off)
+/* A run on disk is a sequence of frames of at most frame_recs records: this
+ * header, then the records lz4-compressed (comp bytes) or as they are
+ * (comp 0, when lz4 does not make them shorter). */
+struct frame_hdr {
+	uint32_t raw, comp;
+};
+
+/* Append records to the end of the spill file, as frames. */
+static int spill_write(struct recsort *rs, const unsigned char *recs, size_t n)
 {
 	int ret = spill_open(rs);
 
-	if (ret)
-		return ret;
-	ret = write_full(rs->fd, recs, n * rs->size, rs->file_end);
-	if (ret)
-		return ret;
+	if (!ret && !rs->zbuf) {
+		rs->zcap = sizeof(struct frame_hdr) + (size_t)LZ4_compressBound((int)(rs->frame_recs * rs->size));
+		if (!(rs->zbuf = meta_alloc(rs, rs->zcap)))
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < n && !ret;) {
+		size_t k = n - i < rs->frame_recs ? n - i : rs->frame_recs;
+		const unsigned char *src = recs + i * rs->size;
+		struct frame_hdr h = { .raw = (uint32_t)(k * rs->size) };
+		int c = rs->compress ? LZ4_compress_default((const char *)src, (char *)rs->zbuf + sizeof(h),
+							    (int)h.raw, (int)(rs->zcap - sizeof(h))) : 0;
+
+		if (c > 0 && (uint32_t)c < h.raw)
+			h.comp = (uint32_t)c;
+		else
+			memcpy(rs->zbuf + sizeof(h), src, h.raw);
+		memcpy(rs->zbuf, &h, sizeof(h));
+		c = (int)(sizeof(h) + (h.comp ? h.comp : h.raw));
+		ret = write_full(rs->fd, rs->zbuf, (size_t)c, rs->file_end);
+		rs->file_end += (uint64_t)c;
+		rs->st.spilled_bytes += (uint64_t)c;
+		i += k;
+	}
+	return ret;
+}
+
+/* Append records to the spill file as one run. */
+static int spill_run(struct recsort *rs, const unsigned char *recs, size_t n, uint64_t *off)
+{
 	*off = rs->file_end;
-	rs->file_end += (uint64_t)n * rs->size;
-	rs->st.spilled_bytes += (uint64_t)n * rs->size;
-	return 0;
+	return spill_write(rs, recs, n);
 }
 
 /* ---- k-way merge --------------------------------------------------------------- */
@@ -432,22 +467,41 @@ static void heap_sift(const struct recsort *rs, struct merge *m, size_t i)
 	}
 }
 
-/* Refill a file source's buffer; an exhausted source ends with cur == end. */
+/* Refill a file source's buffer with as many whole frames as it holds (at
+ * least one: buffers are never shorter than a frame); an exhausted source
+ * ends with cur == end. */
 static int src_fill(struct recsort *rs, struct source *s)
 {
-	size_t n = s->left < s->buf_recs ? (size_t)s->left : s->buf_recs;
-	int ret;
+	unsigned char *dst = s->buf;
+	size_t frame = rs->frame_recs * rs->size;
 
 	s->cur = s->end = s->buf;
-	if (!n)
-		return 0;
-	ret = read_full(rs->fd, s->buf, n * rs->size, s->off);
-	if (ret)
-		return ret;
-	spill_release(rs, s->off, (uint64_t)n * rs->size);
-	s->off += (uint64_t)n * rs->size;
-	s->left -= n;
-	s->end = s->buf + n * rs->size;
+	while (s->left && (size_t)(s->buf + s->buf_recs * rs->size - dst) >= frame) {
+		struct frame_hdr h;
+		int ret = read_full(rs->fd, &h, sizeof(h), s->off);
+
+		if (ret)
+			return ret;
+		/* the file is ours, but a bad frame must not overrun the buffer */
+		if (!h.raw || h.raw % rs->size || h.raw > frame || h.raw / rs->size > s->left ||
+		    (h.comp && h.comp > rs->zcap - sizeof(h)))
+			return -EIO;
+		if (h.comp) {
+			ret = read_full(rs->fd, rs->zbuf, h.comp, s->off + sizeof(h));
+			if (!ret && LZ4_decompress_safe((const char *)rs->zbuf, (char *)dst, (int)h.comp,
+							(int)h.raw) != (int)h.raw)
+				ret = -EIO;
+		} else {
+			ret = read_full(rs->fd, dst, h.raw, s->off + sizeof(h));
+		}
+		if (ret)
+			return ret;
+		spill_release(rs, s->off, sizeof(h) + (h.comp ? h.comp : h.raw));
+		s->off += sizeof(h) + (h.comp ? h.comp : h.raw);
+		s->left -= h.raw / rs->size;
+		dst += h.raw;
+	}
+	s->end = dst;
 	return 0;
 }
 
@@ -574,17 +628,12 @@ static int merge_runs(struct recsort *rs, const size_t *which, size_t k, unsigne
 		memcpy(obuf + nout * rs->size, rec, rs->size);
 		ret = 0;
 		if (++nout == out_recs) {
-			ret = write_full(rs->fd, obuf, nout * rs->size, rs->file_end);
-			rs->file_end += nout * rs->size;
-			rs->st.spilled_bytes += nout * rs->size;
+			ret = spill_write(rs, obuf, nout);
 			nout = 0;
 		}
 	}
-	if (!ret && nout) {
-		ret = write_full(rs->fd, obuf, nout * rs->size, rs->file_end);
-		rs->file_end += nout * rs->size;
-		rs->st.spilled_bytes += nout * rs->size;
-	}
+	if (!ret && nout)
+		ret = spill_write(rs, obuf, nout);
 	merge_free(rs, &m);
 	if (ret)
 		return ret;
@@ -734,6 +783,9 @@ struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg
 	rs->page = page > 0 ? (size_t)page : 4096;
 	rs->arena_len = arena;
 	rs->min_buf = min_buf;
+	/* half the smallest buffer, which a merge buffer (less alignment) always exceeds */
+	rs->frame_recs = min_buf / 2 / record_size ? min_buf / 2 / record_size : 1;
+	rs->compress = !getenv("BTK_RECSORT_RAW"); /* measurements: spill uncompressed */
 	rs->cap = arena / record_size;
 	run_limit = getenv("BTK_RECSORT_RUN_RECORDS"); /* tests, fuzzing: small inputs spill too */
 	if (run_limit && (limit = strtoull(run_limit, NULL, 10)) > 0 && limit < rs->cap)
@@ -887,6 +939,7 @@ void recsort_destroy(struct recsort *rs)
 	if (!rs)
 		return;
 	merge_free(rs, &rs->m);
+	meta_free(rs, rs->zbuf, rs->zcap);
 	if (rs->arena)
 		munmap(rs->arena, rs->arena_len);
 	if (rs->fd >= 0)
@@ -921,17 +974,25 @@ static int group_push(struct group_buf *g, const void *rec, size_t *peak)
 	return 0;
 }
 
-/* Add to g the records of rs that eq says equal the first record of key
- * (g itself or the other side's group), after the one already pushed.
+/* The next record of one side of the join (right: the sorter or the stream). */
+static int side_next(struct recjoin *j, int right, const void **cur)
+{
+	if (!right)
+		return recsort_next(j->left, cur);
+	return j->right ? recsort_next(j->right, cur) : j->right_next(j->right_arg, cur);
+}
+
+/* Add to g the records of one side that eq says equal the first record of
+ * key (g itself or the other side's group), after the one already pushed.
  * On return *have and *cur describe the first record after the group. */
-static int group_collect(struct recjoin *j, struct recsort *rs, struct group_buf *g, int *have,
+static int group_collect(struct recjoin *j, int right, struct group_buf *g, int *have,
 			 const void **cur, int (*eq)(const void *, const void *, void *),
 			 const struct group_buf *key, int key_first)
 {
 	int ret;
 
 	for (;;) {
-		ret = recsort_next(rs, cur);
+		ret = side_next(j, right, cur);
 		if (ret < 0)
 			return ret;
 		*have = ret;
@@ -952,14 +1013,14 @@ int recjoin_run(struct recjoin *j)
 	const void *l = NULL, *r = NULL;
 	int hl, hr, ret = 0;
 
-	if (!j || !j->left || !j->right || !j->cmp || !j->group)
+	if (!j || !j->left || (!j->right && (!j->right_next || !j->right_size)) || !j->cmp || !j->group)
 		return -EINVAL;
 	memset(j->groups, 0, sizeof(j->groups));
 	j->peak_group_bytes = 0;
 	lg.size = j->left->size;
-	rg.size = j->right->size;
-	hl = recsort_next(j->left, &l);
-	hr = recsort_next(j->right, &r);
+	rg.size = j->right ? j->right->size : j->right_size;
+	hl = side_next(j, 0, &l);
+	hr = side_next(j, 1, &r);
 	if (hl < 0 || hr < 0)
 		return hl < 0 ? hl : hr;
 	while (hl || hr) {
@@ -970,12 +1031,12 @@ int recjoin_run(struct recjoin *j)
 		if (c < 0) {
 			ret = group_push(&lg, l, &j->peak_group_bytes);
 			if (!ret)
-				ret = group_collect(j, j->left, &lg, &hl, &l, j->cmp_left, &lg, 1);
+				ret = group_collect(j, 0, &lg, &hl, &l, j->cmp_left, &lg, 1);
 			g.kind = RECJOIN_LEFT_ONLY;
 		} else if (c > 0) {
 			ret = group_push(&rg, r, &j->peak_group_bytes);
 			if (!ret)
-				ret = group_collect(j, j->right, &rg, &hr, &r, j->cmp_right, &rg, 1);
+				ret = group_collect(j, 1, &rg, &hr, &r, j->cmp_right, &rg, 1);
 			g.kind = RECJOIN_RIGHT_ONLY;
 		} else {
 			ret = group_push(&lg, l, &j->peak_group_bytes);
@@ -983,9 +1044,9 @@ int recjoin_run(struct recjoin *j)
 				ret = group_push(&rg, r, &j->peak_group_bytes);
 			/* Left records equal to the right key, right ones equal to the left key. */
 			if (!ret)
-				ret = group_collect(j, j->left, &lg, &hl, &l, j->cmp, &rg, 0);
+				ret = group_collect(j, 0, &lg, &hl, &l, j->cmp, &rg, 0);
 			if (!ret)
-				ret = group_collect(j, j->right, &rg, &hr, &r, j->cmp, &lg, 1);
+				ret = group_collect(j, 1, &rg, &hr, &r, j->cmp, &lg, 1);
 			g.kind = RECJOIN_BOTH;
 		}
 		if (ret)

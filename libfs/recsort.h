@@ -14,7 +14,10 @@
  *
  * Disk: one spill file per sorter, made with mkstemp in tmpdir and unlinked at
  * once (nothing is left behind, even after a crash); space already read back
- * is punched out of it when the file system allows.
+ * is punched out of it when the file system allows. Runs are written as
+ * lz4-compressed frames (sorted records compress well), so the bytes spilled
+ * (recsort_stats.spilled_bytes) are the compressed ones; $BTK_RECSORT_RAW
+ * (set: measurements) stores them uncompressed.
  *
  * Records are stored record_size apart from an aligned base, so records of a
  * C type (record_size = sizeof(T)) are correctly aligned for the comparator and
@@ -82,6 +85,13 @@ struct recjoin_group {
 
 struct recjoin {
 	struct recsort *left, *right;         /* finished, not yet read */
+	/* Instead of right (NULL): records of right_size bytes already in key
+	 * order, pulled one at a time: 1 and *rec (valid until the next call),
+	 * 0 at the end, or -errno. For a side that comes sorted (a tree scan),
+	 * so it is never stored. */
+	int (*right_next)(void *right_arg, const void **rec);
+	void *right_arg;
+	size_t right_size;
 	/* Key order between a left and a right record; both sorters must be
 	 * sorted consistently with it. */
 	int (*cmp)(const void *left, const void *right, void *arg);

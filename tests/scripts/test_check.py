@@ -147,6 +147,20 @@ def test_progress_filesystem_trees_in_tree_bytes():
     assert re.match(r"filesystem trees: \d+\.\d\d[KMG]iB \(100\.0%\), .*done in", lines[-1]), lines[-1]
 
 
+def test_progress_extent_references_in_extent_tree_bytes():
+    """The extent-reference phase counts the extent-tree leaves it reads
+    against those the tree-block walk found, so its line ends at 100% of a
+    real size (it used to stay at 0.00B with no percentage)."""
+    fs = built("mkfs-single")
+    p = run_btk("btk-check", "--progress", fs.devices[0])
+    assert p.returncode == 0, p.stderr
+    lines = [l.strip() for l in p.stderr.replace("\r", "\n").splitlines()
+             if l.startswith("extent references and checksums:")]
+    assert lines, p.stderr
+    assert re.match(r"extent references and checksums: [1-9]\d*\.\d\d[KMG]iB \(100\.0%\), .*done in",
+                    lines[-1]), lines[-1]
+
+
 def test_exit_operational_error(tmp_path):
     notfs = tmp_path / "zeros.img"
     notfs.write_bytes(bytes(1 << 20))

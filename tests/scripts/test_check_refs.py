@@ -145,3 +145,22 @@ def test_spilling_sorters_agree(tmp_path, monkeypatch):
     assert small["ref_records"] == big["ref_records"] > 1000
     assert small_ids == big_ids == {"extent-ref-missing", "extent-ref-unused"}
     assert sorted(x["detail"] for x in small["problems"]) == sorted(x["detail"] for x in big["problems"])
+
+
+def test_extents_sorted_on_the_side_agree(tmp_path, monkeypatch):
+    """An extent with more declared references than memory holds is sorted
+    through a spilling sorter of its own (BTK_CHECK_EXTENT_RECORDS=1 sends
+    every extent with a reference there); the verdict is the same."""
+    name = "s4k-xxhash-holes-lzo"
+    key = key_arg(tree_block_extent(name))
+    devices = damaged(tmp_path, [["--tree", "extent", "--key", key, "--field", "ref0.root", "--value", "7"]], name)
+    _, want, want_ids = check_json(devices)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("BTK_RECSORT_RUN_RECORDS", "1")   # every sorter spills
+    _, base, _ = check_json(devices)
+    monkeypatch.setenv("BTK_CHECK_EXTENT_RECORDS", "1")
+    _, side, side_ids = check_json(devices)
+    assert side["sort_spilled_bytes"] > base["sort_spilled_bytes"] > 0
+    assert side["ref_records"] == want["ref_records"] > 1000
+    assert side_ids == want_ids == {"extent-ref-missing", "extent-ref-unused"}
+    assert sorted(x["detail"] for x in side["problems"]) == sorted(x["detail"] for x in want["problems"])
