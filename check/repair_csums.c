@@ -5,7 +5,8 @@
  * one item, or several where pieces were cut out. --rebuild-csum-tree:
  * checksums recomputed from the data of every extent that a regular file
  * extent of an inode without NODATASUM uses; blocks that cannot be read
- * from any copy get none, and the report names their extent. A csum tree
+ * from any copy get none, and the report names their extent and the files
+ * that use it (libfs/data_users.h). A csum tree
  * with unreadable blocks is dropped whole and rebuilt that way.
  *
  * Either way the new items are compared with the old ones and only the items
@@ -19,11 +20,21 @@
 #include "check/fs_check.h"
 #include "check/repair.h"
 #include "libfs/csum.h"
+#include "libfs/data_users.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
 
 #define SAY_MAX 20
 #define READ_MAX (1ULL << 20)
+#define NAMED_EXTENTS 4   /* extents with unreadable blocks named per run */
+#define NAMED_USERS 8     /* files named per extent */
+
+/* An extent with unreadable blocks and the files that use it. */
+struct named {
+	uint64_t start, len, more;
+	struct data_user users[NAMED_USERS];
+	size_t n;
+};
 
 struct crange {
 	uint64_t start, len;
@@ -292,11 +303,47 @@ static int read_sector(struct fs_info *fs, uint64_t logical, uint8_t *buf)
 	return ret;
 }
 
+/* The extent that holds the unreadable block at logical, unless it is the
+ * last one named already: looked up while the report has room. */
+static void note_extent(struct cfix *x, uint64_t logical, struct named *v, size_t *n)
+{
+	struct named *e = &v[*n];
+
+	if (x->said >= SAY_MAX || *n == NAMED_EXTENTS || (*n && logical - v[*n - 1].start < v[*n - 1].len))
+		return;
+	if (data_users_find(x->fs, logical, e->users, NAMED_USERS, &e->n, &e->more, &e->start, &e->len)) {
+		x->fs->errmsg[0] = 0;
+		return;
+	}
+	++*n;
+}
+
+/* One line per file that uses each extent. */
+static void say_users(struct cfix *x, const struct named *v, size_t n)
+{
+	char line[560];
+
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < v[i].n; j++) {
+			data_user_describe(x->fs, &v[i].users[j], line, sizeof(line));
+			repair_say(x->r, "extent %" PRIu64 "+%" PRIu64 " is used by %s", v[i].start, v[i].len, line);
+		}
+		if (v[i].more)
+			repair_say(x->r, "extent %" PRIu64 "+%" PRIu64 " is used by %" PRIu64 " more file extent(s)",
+				   v[i].start, v[i].len, v[i].more);
+		if (!v[i].n && !v[i].more)
+			repair_say(x->r, "extent %" PRIu64 "+%" PRIu64 " has no readable data reference", v[i].start,
+				   v[i].len);
+	}
+}
+
 /* Checksums of [start, start+len) into new items (split at unreadable blocks and at max_item). */
 static int csum_range(struct cfix *x, uint64_t start, uint64_t len, uint8_t *buf, uint8_t *sums)
 {
 	uint32_t ss = x->fs->sectorsize;
 	uint64_t run = start, nrun = 0, bad = 0;  /* the item being built: [run, run + nrun sectors) */
+	struct named named[NAMED_EXTENTS];
+	size_t nnamed = 0;
 	int ret = 0;
 
 	for (uint64_t off = 0; off < len && !ret; off += READ_MAX) {
@@ -307,6 +354,7 @@ static int csum_range(struct cfix *x, uint64_t start, uint64_t len, uint8_t *buf
 			uint8_t c[BTRFS_CSUM_SIZE];
 			if (!whole && read_sector(x->fs, start + off + s, buf + s)) {
 				bad++;
+				note_extent(x, start + off + s, named, &nnamed);
 				if (nrun)
 					ret = new_item(x, run, nrun * ss, sums);
 				nrun = 0;
@@ -329,6 +377,7 @@ static int csum_range(struct cfix *x, uint64_t start, uint64_t len, uint8_t *buf
 		if (x->said++ < SAY_MAX)
 			repair_say(x->r, "data extent %" PRIu64 "+%" PRIu64 ": %" PRIu64
 				   " block(s) cannot be read from any copy and get no checksum", start, len, bad);
+		say_users(x, named, nnamed);
 	}
 	return ret;
 }

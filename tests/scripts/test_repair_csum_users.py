@@ -1,0 +1,92 @@
+"""--rebuild-csum-tree over data that no copy can read: the report names the files that use
+the unreadable extent (libfs/data_users.c, libfs/inode_path.c), checked against the reference
+dump-tree's back references and names."""
+from __future__ import annotations
+
+import os
+import re
+
+import fsbuild
+from conftest import require_btk
+from test_repair import check
+from test_tune import kernel_fs, needs, SIMPLE
+
+KEY = re.compile(r"item \d+ key \((\S+) (\w+) (\d+)\)")
+
+
+def dump(dev, tree: str) -> str:
+    return fsbuild.run(["btrfs", "inspect-internal", "dump-tree", "-t", tree, dev]).stdout
+
+
+def chunks(dev) -> list[tuple[int, int, str, list[int]]]:
+    """(logical, length, type, stripe offsets) of every chunk."""
+    out, cur = [], None
+    for line in dump(dev, "chunk").splitlines():
+        if m := KEY.search(line):
+            cur = [int(m.group(3)), 0, "", []] if m.group(2) == "CHUNK_ITEM" else None
+            if cur:
+                out.append(cur)
+        elif cur is not None and (m := re.search(r"length (\d+) .* type (\S+)", line)):
+            cur[1], cur[2] = int(m.group(1)), m.group(2)
+        elif cur is not None and (m := re.search(r"stripe \d+ devid \d+ offset (\d+)", line)):
+            cur[3].append(int(m.group(1)))
+    return [tuple(c) for c in out]
+
+
+def last_data_extent(dev) -> tuple[int, int, list[tuple[int, int]]]:
+    """The data extent of highest address: (logical, length, [(root, inode)] of its data refs)."""
+    best, refs = None, {}
+    cur = None
+    for line in dump(dev, "extent").splitlines():
+        if m := KEY.search(line):
+            cur = (int(m.group(1)), int(m.group(3))) if m.group(2) == "EXTENT_ITEM" else None
+        elif cur and "flags DATA" in line:
+            best = cur if best is None or cur[0] > best[0] else best
+            refs.setdefault(cur, [])
+        elif cur and (m := re.search(r"extent data backref root (\S+) objectid (\d+)", line)):
+            root = 5 if m.group(1) == "FS_TREE" else int(m.group(1))
+            refs.setdefault(cur, []).append((root, int(m.group(2))))
+    assert best, "no data extent"
+    return best[0], best[1], refs[best]
+
+
+def path_of(dev, root: int, ino: int) -> str:
+    """The path of ino from its INODE_REF items in the reference dump."""
+    names, cur = {}, None
+    for line in dump(dev, str(root)).splitlines():
+        if m := KEY.search(line):
+            cur = (int(m.group(1)), int(m.group(3))) if m.group(2) == "INODE_REF" else None
+        elif cur and (m := re.search(r"name: (.*)$", line)) and cur[0] not in names:
+            names[cur[0]] = (cur[1], m.group(1))
+    parts = []
+    while ino != 256:
+        ino, name = names[ino]
+        parts.append(name)
+    return "/" + "/".join(reversed(parts))
+
+
+def test_unreadable_data_names_its_files(tmp_path):
+    """The image is cut off where its last data extent starts (all metadata lies before it):
+    no copy of that extent reads, the rebuild leaves it without checksums and names every
+    file that uses it, by subvolume, inode and path."""
+    require_btk("btk-check")
+    devs = kernel_fs(needs(SIMPLE)).copy_to(tmp_path)
+    logical, length, users = last_data_extent(devs[0])
+    assert users, "the last data extent has no keyed or inline data refs to compare"
+    maps = chunks(devs[0])
+    (start, _, _, stripes), = [c for c in maps if c[0] <= logical < c[0] + c[1]]
+    assert len(stripes) == 1, "a single data profile is expected"
+    physical = stripes[0] + logical - start
+    for c in maps:
+        if "DATA" not in c[2]:
+            assert all(s + c[1] <= physical for s in c[3]), f"metadata after the data extent: {c}"
+    os.truncate(devs[0], physical)
+
+    rc, objs, p = check(devs, "--repair", "--yes", "--no-undo", "--rebuild-csum-tree")
+    actions = [a["action"] for a in objs[1]["repairs"]]
+    assert any("cannot be read from any copy and get no checksum" in a for a in actions), p.stdout
+    named = [a for a in actions if a.startswith(f"extent {logical}+{length} is used by ")]
+    assert len(named) == len(users), actions
+    for root, ino in users:
+        want = f"is used by subvolume {root} inode {ino} {path_of(devs[0], root, ino)} at offset "
+        assert any(want in a for a in named), (want, named)
