@@ -118,3 +118,67 @@ def fmt_bytes(n):
     if n >= 1e6:
         return f"{n / 1e6:.2f} MB"
     return f"{n / 1e3:.0f} kB"
+
+
+def data_segments(path, ranges):
+    """The allocated (non-hole) parts of each (offset, length) of a sparse file."""
+    segs = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for off, length in ranges:
+            pos, end = off, off + length
+            while pos < end:
+                try:
+                    d = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:
+                    break
+                if d >= end:
+                    break
+                h = min(os.lseek(fd, d, os.SEEK_HOLE), end)
+                segs.append((d, h - d))
+                pos = h
+    finally:
+        os.close(fd)
+    return segs
+
+
+def read_segments(dev, segs, bufsize=1 << 20):
+    """Read every segment of dev sequentially, bufsize at a time; return (bytes, seconds)."""
+    buf = bytearray(bufsize)
+    total = 0
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        t0 = time.perf_counter()
+        for off, length in segs:
+            pos, end = off, off + length
+            while pos < end:
+                n = min(bufsize, end - pos)
+                got = os.preadv(fd, [memoryview(buf)[:n]], pos)
+                if got <= 0:
+                    raise RuntimeError(f"short read on {dev} at {pos}")
+                pos += got
+                total += got
+        secs = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+    return total, secs
+
+
+def chunk_stripe_ranges(chunks, flag, devid=1):
+    """(physical, length) of every stripe on devid of the chunks whose flags name flag,
+    from `btk-inspect map --format json`."""
+    out = []
+    for c in chunks:
+        if flag not in c["flags"].split("|"):
+            continue
+        n, prof = len(c["stripes"]), c["profile"].lower()
+        if prof == "raid0":
+            size = c["length"] // n
+        elif prof == "raid10":
+            size = c["length"] * 2 // n
+        elif prof in ("raid5", "raid6"):
+            size = c["length"] // (n - (1 if prof == "raid5" else 2))
+        else:
+            size = c["length"]
+        out += [(s["physical"], size) for s in c["stripes"] if s["devid"] == devid]
+    return sorted(out)

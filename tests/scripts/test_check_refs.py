@@ -164,3 +164,27 @@ def test_extents_sorted_on_the_side_agree(tmp_path, monkeypatch):
     assert side["ref_records"] == want["ref_records"] > 1000
     assert side_ids == want_ids == {"extent-ref-missing", "extent-ref-unused"}
     assert sorted(x["detail"] for x in side["problems"]) == sorted(x["detail"] for x in want["problems"])
+
+
+def test_many_bad_blocks_same_report_for_any_jobs(tmp_path):
+    """More than 16 bad blocks in a row: the first 16 are named, the rest
+    counted, in the same order whether one thread or four verify a run."""
+    devices = built(BASE).copy_to(tmp_path)
+    extents = [r for r in records(BASE, 2, "EXTENT_ITEM") if r["fields"]["flags"] == 1]
+    extent = max(extents, key=lambda r: r["key"][2])
+    logical, nblocks = extent["key"][0], min(20, extent["key"][2] // 4096)
+    assert nblocks > 16, extent
+    p = run_btk("btk-inspect", "map", "--format", "json", "--logical", logical, *devices)
+    physical = json.loads(p.stdout)["copies"][0]["physical"]
+    for i in range(nblocks):
+        corrupt(devices, "--raw", physical + i * 4096 + 7, "--bytes", "a5")
+    outs = []
+    for jobs in ("1", "4"):
+        rc, out, ids = check_json(devices, "--check-data-csum", "-j", jobs)
+        assert rc == 4 and ids == {"data-csum-mismatch"}, out["problems"]
+        outs.append([x["detail"] for x in out["problems"]])
+    assert outs[0] == outs[1], outs
+    named = [d for d in outs[0] if d.startswith("data block ")]
+    assert [d.split()[2] for d in named] == [str(logical + i * 4096) for i in range(len(named))], named
+    more = sum(int(d.split(": ")[1].split()[0]) for d in outs[0] if d.endswith("more bad blocks"))
+    assert len(named) + more == nblocks, outs[0]
