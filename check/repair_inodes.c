@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "check/repair.h"
 #include "check/repair_links.h"
@@ -215,7 +214,6 @@ static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t item[sizeof(struct btrfs_inode_item)] = { 0 }, ftype = BTRFS_FT_UNKNOWN;
-	uint64_t now = (uint64_t)time(NULL);
 	struct tree_root_ptr rp;
 	struct inode_counts c;
 	uint32_t mode = 0;
@@ -232,16 +230,10 @@ static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 		ftype = BTRFS_FT_REG_FILE;
 	if (c.names > UINT32_MAX)
 		return fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", ino);
-	inode_set_generation(item, trans_transid(r->t));
-	inode_set_transid(item, trans_transid(r->t));
-	inode_set_nlink(item, (uint32_t)(c.names ? c.names : ino == BTRFS_FIRST_FREE_OBJECTID));
-	inode_set_mode(item, ftype_to_mode(ftype) | (ftype == BTRFS_FT_DIR ? 0755 : 0644));
+	link_init_inode_item(r, item, ftype_to_mode(ftype) | (ftype == BTRFS_FT_DIR ? 0755 : 0644),
+			     (uint32_t)(c.names ? c.names : ino == BTRFS_FIRST_FREE_OBJECTID));
 	inode_set_size(item, ftype == BTRFS_FT_DIR ? c.dir_size : c.end);
 	inode_set_nbytes(item, c.bytes);
-	timespec_set_sec(inode_atime_ptr(item), now);
-	timespec_set_sec(inode_ctime_ptr(item), now);
-	timespec_set_sec(inode_mtime_ptr(item), now);
-	timespec_set_sec(inode_otime_ptr(item), now);
 	if ((ret = trans_insert_item(r->t, root, &key, item, sizeof(item))))
 		return ret;
 	/* a top directory names itself ".." in its own inode ref */

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check/repair_links.h"
 #include "libfs/csum.h"
@@ -297,4 +298,18 @@ int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t 
 		return ret;
 	*mode = inode_mode(buf);
 	return 1;
+}
+
+void link_init_inode_item(struct repair_ctx *r, uint8_t *item, uint32_t mode, uint32_t nlink)
+{
+	uint64_t now = (uint64_t)time(NULL);
+
+	inode_set_generation(item, trans_transid(r->t));
+	inode_set_transid(item, trans_transid(r->t));
+	inode_set_nlink(item, nlink);
+	inode_set_mode(item, mode);
+	timespec_set_sec(inode_atime_ptr(item), now);
+	timespec_set_sec(inode_ctime_ptr(item), now);
+	timespec_set_sec(inode_mtime_ptr(item), now);
+	timespec_set_sec(inode_otime_ptr(item), now);
 }

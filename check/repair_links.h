@@ -61,6 +61,9 @@ int link_next_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t 
 
 /* 1 and *mode when inode ino of root has an inode item, 0 when not, -errno. */
 int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t *mode);
+/* Fill a zeroed inode item for an inode the repair creates: generation and
+ * transid of this transaction, every time stamp now. */
+void link_init_inode_item(struct repair_ctx *r, uint8_t *item, uint32_t mode, uint32_t nlink);
 
 /* Link inode ino of root into /lost+found of its subvolume (made when
  * missing), named by its inode number, and set its nlink to 1.

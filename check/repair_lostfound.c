@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "check/fs_check.h"
 #include "check/repair_links.h"
@@ -97,20 +96,12 @@ static int make_lostfound(struct repair_ctx *r, uint64_t root, uint64_t *lf)
 {
 	struct btrfs_key key = { 0, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t item[sizeof(struct btrfs_inode_item)] = { 0 };
-	uint64_t now = (uint64_t)time(NULL);
 	int ret = next_free_ino(r, root, lf);
 
 	if (ret)
 		return ret;
 	key.objectid = *lf;
-	inode_set_generation(item, trans_transid(r->t));
-	inode_set_transid(item, trans_transid(r->t));
-	inode_set_nlink(item, 1);
-	inode_set_mode(item, S_IFDIR | 0700);
-	timespec_set_sec(inode_atime_ptr(item), now);
-	timespec_set_sec(inode_ctime_ptr(item), now);
-	timespec_set_sec(inode_mtime_ptr(item), now);
-	timespec_set_sec(inode_otime_ptr(item), now);
+	link_init_inode_item(r, item, S_IFDIR | 0700, 1);
 	if ((ret = trans_insert_item(r->t, root, &key, item, sizeof(item))))
 		return ret;
 	r->changes++;
