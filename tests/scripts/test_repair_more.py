@@ -105,20 +105,41 @@ def csum_items(devs) -> list[dict]:
     return [it for it in dumptree.dump_tree(devs, "-t", "csum").items if it["type"] == "EXTENT_CSUM"]
 
 
+def csum_size_of(devs) -> int:
+    return {0: 4, 1: 8}.get(btk_super(devs[0])["csum_type"], 32)
+
+
+def split_csum_items(devs) -> None:
+    """How the kernel lays out csum items varies from run to run (adjacent checksums are merged
+    into one item, or not): split the biggest item in three contiguous ones, and the last item
+    if it is alone in its leaf, so that the damages below always find what they need."""
+    csize = csum_size_of(devs)
+    biggest = max(csum_items(devs), key=lambda it: it["size"])
+    count = biggest["size"] // csize
+    assert count >= 3, f"no csum item holds 3 checksums: {csum_items(devs)}"
+    corrupt(devs, "-t", "csum", "-k", key_arg(biggest["key"]), "-P", str(count // 3))
+    second = biggest["key"][:2] + [biggest["key"][2] + count // 3 * 4096]
+    corrupt(devs, "-t", "csum", "-k", key_arg(second), "-P", str(count // 3))
+    last = csum_items(devs)[-1]
+    if last["slot"] == 0:
+        assert last["size"] >= 2 * csize, f"the last csum item is alone in its leaf: {last}"
+        corrupt(devs, "-t", "csum", "-k", key_arg(last["key"]), "-P", "1")
+
+
 def damage_csum_overlap(devs) -> None:
     """Move a csum item's key one block back into the item before it, which ends where it starts
     (same leaf, not its first slot)."""
     items = csum_items(devs)
     sector = 4096
-    csize = {0: 4, 1: 8}.get(btk_super(devs[0])["csum_type"], 32)
+    csize = csum_size_of(devs)
     for prev, it in zip(items, items[1:-1]):  # not the last: damage_csum_item_size's
-        if it["block"] == prev["block"] and it["slot"] >= 1 and prev["size"] >= 64 and \
+        if it["block"] == prev["block"] and it["slot"] >= 1 and prev["size"] >= 2 * csize and \
                 prev["key"][2] + prev["size"] // csize * sector == it["key"][2]:
             new = it["key"][2] - sector
             off = 101 + it["slot"] * 25 + 9
             corrupt(devs, "-b", str(it["block"]), "-o", str(off), "-B", new.to_bytes(8, "little").hex())
             return
-    raise AssertionError("no two csum items in one leaf")
+    raise AssertionError(f"no two contiguous csum items in one leaf: {items}")
 
 
 def damage_csum_item_size(devs) -> None:
@@ -144,6 +165,9 @@ def test_csum_tree_fix_and_rebuild(tmp_path):
     require_btk("btk-check")
     devs = kernel_fs(needs(SIMPLE)).copy_to(tmp_path)
     base_ids = baseline(SIMPLE)[1]
+    split_csum_items(devs)
+    rc, objs, p = check(devs)
+    assert set(problem_ids(objs[0])) == set(base_ids), f"split csum items are a valid layout:\n{p.stdout}"
     damage_csum_overlap(devs)
     damage_csum_item_size(devs)
     rc, objs, _ = check(devs)

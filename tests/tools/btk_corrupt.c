@@ -35,6 +35,7 @@ struct corrupt {
 	/* target */
 	bool super, delete, get, no_csum, have_block, have_key;
 	const char *raw, *tree, *batch;
+	const char *split; /* --split-csum N: checksums kept by the first half */
 	uint64_t bytenr;
 	struct btrfs_key key;
 	/* change */
@@ -65,6 +66,8 @@ static void usage(FILE *f)
 		"  -o, --offset OFF -B, --bytes HEX\n"
 		"                            raw bytes at an offset in the block, item data or superblock\n"
 		"  -d, --delete              delete the item (the parent keys follow a new first item)\n"
+		"  -P, --split-csum N        split an EXTENT_CSUM item after N checksums into two\n"
+		"                            contiguous items (a valid layout the kernel leaves at times)\n"
 		"  -g, --get                 print the field's value and change nothing\n"
 		"Where:\n"
 		"  -c, --copy N|all          tree-block copy (1-based, as btk-inspect map); default all\n"
@@ -430,6 +433,34 @@ static void leaf_delete_item(uint8_t *leaf, unsigned slot)
 	header_set_nritems(leaf, n - 1);
 }
 
+/* Split item `slot` of a leaf after `at` bytes of its data into two items, the
+ * second keyed `second_offset`; data offsets stay decreasing with the slot. */
+static int leaf_split_item(uint8_t *leaf, unsigned slot, uint32_t at, uint64_t second_offset)
+{
+	const uint32_t hdr = sizeof(struct btrfs_header), isz = sizeof(struct btrfs_item);
+	unsigned n = header_nritems(leaf);
+	uint8_t *it = leaf + hdr + slot * isz, *next = it + isz, *tmp;
+	uint32_t off = item_offset(it), size = item_size(it);
+	uint32_t low = item_offset(leaf + hdr + (n - 1) * isz);
+
+	if (!at || at >= size || low < (n + 1) * isz || !(tmp = malloc(size)))
+		return -1;
+	/* the second half's bytes move down to `off`, the first half's up above them */
+	memcpy(tmp, leaf + hdr + off + at, size - at);
+	memcpy(tmp + size - at, leaf + hdr + off, at);
+	memcpy(leaf + hdr + off, tmp, size);
+	free(tmp);
+	memmove(next + isz, next, (n - slot - 1) * isz);
+	memcpy(next, it, isz);
+	item_set_offset(it, off + size - at);
+	item_set_size(it, at);
+	item_set_offset(next, off);
+	item_set_size(next, size - at);
+	put_le64(next + 9, second_offset); /* disk key: objectid 8, type 1, offset 8 */
+	header_set_nritems(leaf, n + 1);
+	return 0;
+}
+
 /* After the first item of a leaf changed, the key pointers above it must follow. */
 static int fix_parent_keys(struct corrupt *c, struct tree_path *path, const uint8_t *first_key)
 {
@@ -514,6 +545,17 @@ static int corrupt_item(struct corrupt *c)
 		}
 		printf("%s deleted\n", what);
 		leaf_delete_item(leaf, slot);
+	} else if (c->split) {
+		uint64_t n;
+		uint32_t size = item_size(leaf + sizeof(struct btrfs_header) + slot * sizeof(struct btrfs_item));
+		if (found.type != BTRFS_EXTENT_CSUM_KEY || parse_u64(c->split, &n) ||
+		    n * fs->csum_size >= size || !n ||
+		    leaf_split_item(leaf, slot, (uint32_t)n * fs->csum_size, found.offset + n * fs->sectorsize)) {
+			fprintf(stderr, "btk-corrupt: cannot split %s after %s checksums\n", what, c->split);
+			ret = 2;
+			goto out;
+		}
+		printf("%s split after %" PRIu64 " checksums\n", what, n);
 	} else if (c->field && (!strncmp(c->field, "key.", 4) || !strncmp(c->field, "item.", 5))) {
 		char name[64];
 		snprintf(name, sizeof(name), "item%u.%s", slot, c->field + (c->field[0] == 'k' ? 0 : 5));
@@ -597,6 +639,7 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 		{ "raw", required_argument, NULL, 'r' }, { "field", required_argument, NULL, 'f' },
 		{ "value", required_argument, NULL, 'v' }, { "offset", required_argument, NULL, 'o' },
 		{ "bytes", required_argument, NULL, 'B' }, { "delete", no_argument, NULL, 'd' },
+		{ "split-csum", required_argument, NULL, 'P' },
 		{ "get", no_argument, NULL, 'g' }, { "copy", required_argument, NULL, 'c' },
 		{ "super-copy", required_argument, NULL, 's' }, { "device", required_argument, NULL, 'D' },
 		{ "no-csum", no_argument, NULL, 'n' }, { "list-fields", no_argument, NULL, 'l' },
@@ -606,7 +649,7 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 	uint64_t v;
 
 	c->copy = c->super_copy = c->device = ALL;
-	while ((o = getopt_long(argc, argv, "Sb:t:k:r:f:v:o:B:dgc:s:D:nlh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "Sb:t:k:r:f:v:o:B:dP:gc:s:D:nlh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'S': c->super = true; break;
 		case 'b':
@@ -626,6 +669,7 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 		case 'o': c->offset = optarg; break;
 		case 'B': c->bytes = optarg; break;
 		case 'd': c->delete = true; break;
+		case 'P': c->split = optarg; break;
 		case 'g': c->get = true; break;
 		case 'c': if (parse_copy(optarg, &c->copy)) return -1; break;
 		case 's': if (parse_copy(optarg, &c->super_copy) || c->super_copy > 2) return -1; break;
@@ -645,15 +689,15 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 	c->npaths = (unsigned)(argc - optind);
 	targets = c->super + c->have_block + (c->tree || c->have_key) + !!c->raw;
 	if (c->batch)
-		return targets || c->field || c->bytes || c->delete || c->get || !c->npaths ? -1 : 0;
+		return targets || c->field || c->bytes || c->delete || c->split || c->get || !c->npaths ? -1 : 0;
 	if (targets != 1 || !c->npaths || (c->tree && !c->have_key) || (c->have_key && !c->tree))
 		return -1;
 	if (c->device != ALL && (unsigned)c->device >= c->npaths)
 		return -1;
 	/* exactly one kind of change */
-	if (!c->raw && (!!c->field + !!c->bytes + c->delete) != 1)
+	if (!c->raw && (!!c->field + !!c->bytes + c->delete + !!c->split) != 1)
 		return -1;
-	if (c->delete && !c->tree)
+	if ((c->delete || c->split) && !c->tree)
 		return -1;
 	return 0;
 }
