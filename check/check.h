@@ -12,6 +12,7 @@
 #include "libfs/fs.h"
 
 struct ebitmap;
+struct fs_feed;
 struct fs_lost;
 struct repair_notes;
 struct qgroup_state;
@@ -68,6 +69,8 @@ struct check_ctx {
 	struct recsort *subvol_entries;
 	/* phase_fs.c -> phase_roots.c: key ranges of unreadable fs-tree blocks (fs_lost.h) */
 	struct fs_lost *fs_lost;
+	/* phase_trees.c -> phase_fs.c: the subvolume trees' item walk, fed by the tree-block walk */
+	struct fs_feed *fs_feed;
 	struct qgroup_state *qgroups;      /* phase_qgroups.c: collected during the walk */
 	struct repair_notes *notes;        /* with opts->repair: what the repair classes need (repair_notes.h) */
 	/* --rebuild-extent-tree: the references are derived from the trees alone
@@ -134,9 +137,10 @@ void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid);
 bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees, unsigned n);
 /* Tree objectid may have unreadable blocks. */
 bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid);
-/* Free what those collected (ctx->refs, ctx->qgroups) when their phases did
+/* Free what those collected (ctx->refs, ctx->qgroups, ctx->fs_feed) when their phases did
  * not run to the end (an operational error stopped the run); NULL is fine. */
 void refs_free(struct check_ctx *ctx);
+void fs_feed_free(struct check_ctx *ctx);
 void qgroup_state_free(struct check_ctx *ctx);
 
 #endif

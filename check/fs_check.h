@@ -26,6 +26,8 @@ struct link_rec {
 	uint32_t flags;     /* LINK_F_* */
 };
 #define LINK_F_NO_INODE 1   /* a ref of an inode that has no inode item */
+/* inode flags the kernel knows: any other makes it refuse the leaf (ro flags: on a rw mount) */
+#define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
 
 enum link_kind {
 	LINK_REF = 1,       /* INODE_REF or INODE_EXTREF, child side */
@@ -77,6 +79,7 @@ struct group_reader {
 	size_t size;
 	uint8_t *buf;          /* FS_GROUP_MAX + 1 records */
 	bool have_next;
+	uint64_t records;      /* read from rs so far (for progress) */
 };
 int group_reader_init(struct group_reader *g, struct recsort *rs, int (*same_group)(const void *, const void *));
 /* 1 with *n records in g->buf, 0 at the end, -errno. */
@@ -88,6 +91,7 @@ struct fs_roots {
 	struct tree_root_ptr *v;
 	size_t n;
 	uint64_t bytes;     /* their root items' bytes_used: what the walk reads, for progress */
+	uint64_t *used;     /* each one's bytes_used */
 };
 const struct tree_root_ptr *fs_roots_find(const struct fs_roots *r, uint64_t id);
 /* Look up an inode item: 1 found (mode in *mode, nlink in *nlink), 0 absent, -errno. */

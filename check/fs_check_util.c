@@ -63,12 +63,14 @@ int group_reader_next(struct group_reader *g, size_t *n, bool *more)
 		ret = recsort_next(g->rs, &rec);
 		if (ret <= 0)
 			return ret;
+		g->records++;
 		memcpy(next, rec, g->size);
 	}
 	memcpy(g->buf, next, g->size);
 	*n = 1;
 	g->have_next = false;
 	while ((ret = recsort_next(g->rs, &rec)) == 1) {
+		g->records++;
 		if (!g->same_group(g->buf, rec)) {
 			memcpy(next, rec, g->size);
 			g->have_next = true;

@@ -116,8 +116,14 @@ static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n)
 		return NULL;
 	tree_iter_init(&it, ctx->fs, &ctx->fs->chunk_root, &min, &max);
 	while (tree_iter_next(&it, &key, &data, &size) == 1 && count < ctx->fs->num_devices) {
-		if (size < sizeof(struct btrfs_dev_item))
+		if (size < sizeof(struct btrfs_dev_item)) {
+			report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " is %u bytes", key.offset, size);
 			continue;
+		}
+		/* a commit copies this item into the device's superblock */
+		if (dev_item_devid(data) != key.offset)
+			report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " says devid %" PRIu64, key.offset,
+				       dev_item_devid(data));
 		v[count++] = (struct dev_rec){ key.offset, dev_item_total_bytes(data), dev_item_bytes_used(data), 0 };
 	}
 	tree_iter_release(&it);

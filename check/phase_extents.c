@@ -68,6 +68,16 @@ static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool
 	return 0;
 }
 
+/* The kernel's tree checker refuses an extent item from a later generation
+ * than the filesystem's (and then the whole leaf of the extent tree). */
+static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *data)
+{
+	if (extent_generation(data) > ctx->fs->generation)
+		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %" PRIu64
+			       " is newer than the filesystem's %" PRIu64, k->objectid, k->type, k->offset,
+			       extent_generation(data), ctx->fs->generation);
+}
+
 static int scan_extent_tree(struct extent_scan *s)
 {
 	struct fs_info *fs = s->ctx->fs;
@@ -84,6 +94,8 @@ static int scan_extent_tree(struct extent_scan *s)
 			break;
 		}
 		if (key.type == BTRFS_METADATA_ITEM_KEY) {
+			if (size >= sizeof(struct btrfs_extent_item))
+				check_extent_generation(s->ctx, &key, data);
 			ret = scan_extent(s, key.objectid, fs->nodesize, true);
 		} else if (key.type == BTRFS_EXTENT_ITEM_KEY) {
 			/* not one node long: data with a bad flag (phase_refs.c reports it) */
@@ -92,6 +104,8 @@ static int scan_extent_tree(struct extent_scan *s)
 			if (size < sizeof(struct btrfs_extent_item))
 				report_problem(s->ctx, PR_ITEM_MALFORMED, "extent item %" PRIu64 " is %u bytes",
 					       key.objectid, size);
+			else
+				check_extent_generation(s->ctx, &key, data);
 			ret = scan_extent(s, key.objectid, key.offset, tree);
 		} else {
 			continue;

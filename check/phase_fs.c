@@ -3,10 +3,14 @@
  * inode are contiguous, so per-inode checks keep one inode's state; names
  * (ref <-> dir item <-> dir index) and orphans are joined afterwards through
  * sorters that spill to disk, so memory does not grow with the number of
- * inodes. Subvolume trees are walked one by one: blocks shared between
- * snapshots are read again for each (the block cache absorbs part of it). */
+ * inodes. The items come from the tree-block walk (phase_trees.c): it
+ * hands each live subvolume tree's blocks over as it reads them (fs_feed_*),
+ * descending for these checks alone into subtrees shared with a tree walked
+ * before, so unshared leaves are read once. This phase walks only the trees
+ * that walk did not feed (it stopped early), then joins. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,17 +27,21 @@ static bool is_subvolume_tree(uint64_t id)
 static int collect_root(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct fs_roots *out = arg;
-	struct tree_root_ptr *v;
 
 	if (key->type != BTRFS_ROOT_ITEM_KEY || !is_subvolume_tree(key->objectid) || size < BTRFS_ROOT_ITEM_V1_SIZE ||
 	    root_item_refs(data) == 0 || !root_item_bytenr(data) || root_item_level(data) >= BTRFS_MAX_LEVEL)
 		return 0;
 	if ((out->n & (out->n - 1)) == 0 && out->n >= 16) {   /* grow at 16, 32, 64... */
-		if (!(v = realloc(out->v, out->n * 2 * sizeof(*v))))
+		struct tree_root_ptr *v = realloc(out->v, out->n * 2 * sizeof(*v));
+		uint64_t *u;
+		if (v)
+			out->v = v;
+		if (!v || !(u = realloc(out->used, out->n * 2 * sizeof(*u))))
 			return -ENOMEM;
-		out->v = v;
+		out->used = u;
 	}
 	out->bytes += root_item_bytes_used(data);
+	out->used[out->n] = root_item_bytes_used(data);
 	out->v[out->n++] = (struct tree_root_ptr){ key->objectid, root_item_bytenr(data), root_item_generation(data),
 						   root_item_level(data) };
 	return 0;
@@ -44,7 +52,9 @@ static int collect_root(void *arg, const struct btrfs_key *key, const uint8_t *d
 static int collect_roots(struct check_ctx *ctx, struct fs_roots *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!(out->v = malloc(16 * sizeof(*out->v))))
+	out->v = malloc(16 * sizeof(*out->v));
+	out->used = malloc(16 * sizeof(*out->used));
+	if (!out->v || !out->used)
 		return -ENOMEM;
 	return tree_each_item(ctx->fs, &ctx->fs->tree_root, collect_root, out);
 }
@@ -91,14 +101,16 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	return w->err ? 1 : 0;
 }
 
-static int walk_tree(struct fs_walk *w, const struct tree_root_ptr *root)
+/* The per-tree state of the walk around one tree's items. */
+static void tree_begin(struct fs_walk *w, const struct tree_root_ptr *root)
 {
-	int ret;
-
 	w->root = root;
 	w->root_dirid = BTRFS_FIRST_FREE_OBJECTID;
 	inode_start(w, 0);
-	ret = fs_walk_items(w, root, walk_item);
+}
+
+static int tree_end(struct fs_walk *w, const struct tree_root_ptr *root, int ret)
+{
 	fs_inode_finish(w);
 	if (ret < 0 && ret != -ENOMEM) {
 		/* an unreadable root block: the tree-block phase reported it; go on */
@@ -124,49 +136,170 @@ static struct recsort *subvol_sorter_create(struct check_ctx *ctx)
 	return recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16), NULL);
 }
 
-int check_fs_trees(struct check_ctx *ctx)
+void fs_feed_free(struct check_ctx *ctx)
 {
-	struct fs_walk w = { .ctx = ctx };
-	struct block_cache_stats c0, c1;
-	struct fs_roots roots;
+	struct fs_feed *f = ctx->fs_feed;
+
+	if (!f)
+		return;
+	recsort_destroy(f->w.by_index);
+	recsort_destroy(f->w.by_hash);
+	recsort_destroy(f->w.orphans);
+	free(f->roots.v);
+	free(f->roots.used);
+	free(f->fed);
+	free(f);
+	ctx->fs_feed = NULL;
+}
+
+int fs_feed_start(struct check_ctx *ctx)
+{
+	struct fs_feed *f;
+	struct fs_walk *w;
 	int ret;
 
-	w.no_holes = ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_NO_HOLES;
-	ret = collect_roots(ctx, &roots);
-	if (ret) {
-		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", ctx->fs->errmsg);
-		free(roots.v);
+	fs_feed_free(ctx);                 /* a run before a repair left them */
+	fs_lost_destroy(ctx->fs_lost);
+	ctx->fs_lost = NULL;
+	recsort_destroy(ctx->subvol_entries);
+	ctx->subvol_entries = NULL;
+	if (!(f = ctx->fs_feed = calloc(1, sizeof(*f))))
+		return -ENOMEM;
+	w = &f->w;
+	w->ctx = ctx;
+	w->no_holes = ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_NO_HOLES;
+	ret = collect_roots(ctx, &f->roots);
+	if (ret) {   /* reported by the filesystem-tree phase, as before the walk was fed */
+		f->roots_err = ret;
+		snprintf(f->roots_msg, sizeof(f->roots_msg), "%s", ctx->fs->errmsg);
+		f->roots.n = 0;
+		f->roots.bytes = 0;
 		return ret == -ENOMEM ? ret : 0;
 	}
-	progress_set_total(ctx->progress, roots.bytes);
-	fs_lost_destroy(ctx->fs_lost);   /* a run before a repair left it */
-	ctx->fs_lost = w.lost = calloc(1, sizeof(*w.lost));
-	w.by_index = link_sorter(ctx, link_cmp_index, 4);
-	w.by_hash = link_sorter(ctx, link_cmp_hash, 4);
-	w.orphans = link_sorter(ctx, link_cmp_orphan, 16);
-	ctx->subvol_entries = w.subvols = subvol_sorter_create(ctx);
-	if (!w.lost || !w.by_index || !w.by_hash || !w.orphans || !w.subvols) {
-		ret = -ENOMEM;
+	ctx->fs_lost = w->lost = calloc(1, sizeof(*w->lost));
+	f->fed = calloc(f->roots.n ? f->roots.n : 1, sizeof(*f->fed));
+	/* live with the tree-block walk's sorters: of the sorters' budget, 5/16
+	 * here, 1/8 references, 1/8 quota groups, 1/4 repair notes (--repair);
+	 * the block cache has its own eighth of --memory-limit */
+	w->by_index = link_sorter(ctx, link_cmp_index, 4);
+	w->by_hash = link_sorter(ctx, link_cmp_hash, 4);
+	w->orphans = link_sorter(ctx, link_cmp_orphan, 16);
+	ctx->subvol_entries = w->subvols = subvol_sorter_create(ctx);
+	if (!w->lost || !f->fed || !w->by_index || !w->by_hash || !w->orphans || !w->subvols)
+		return -ENOMEM;
+	return 0;
+}
+
+bool fs_feed_tree_begin(struct fs_feed *f, const struct tree_root_ptr *root)
+{
+	const struct tree_root_ptr *r = fs_roots_find(&f->roots, root->objectid);
+
+	f->cur = NULL;
+	/* a log tree carries its subvolume's id: the root block tells them apart */
+	if (!r || r->bytenr != root->bytenr || f->fed[r - f->roots.v])
+		return false;
+	f->fed[r - f->roots.v] = true;
+	f->cur = r;
+	tree_begin(&f->w, r);
+	fs_items_begin(&f->iw, &f->w, walk_item, false);
+	return true;
+}
+
+int fs_feed_block(struct fs_feed *f, const struct tree_block *b, bool shared)
+{
+	f->fed_blocks++;
+	f->shared_blocks += shared;
+	return fs_items_block(&f->iw, b);
+}
+
+void fs_feed_bad_block(struct fs_feed *f, uint64_t bytenr, int level, const char *why)
+{
+	fs_items_bad_block(&f->iw, bytenr, level, why);
+}
+
+int fs_feed_tree_end(struct fs_feed *f, int walk_ret)
+{
+	int ret = fs_items_end(&f->iw, f->cur, walk_ret);
+
+	if (ret > 0)   /* walk_item stopped: cancelled, or w->err */
+		ret = f->w.err ? f->w.err : -ECANCELED;
+	ret = tree_end(&f->w, f->cur, ret == -ECANCELED ? 0 : ret);
+	f->cur = NULL;
+	return ret ? ret : (cli_cancelled() ? -ECANCELED : 0);
+}
+
+uint64_t fs_feed_shared_estimate(const struct fs_feed *f)
+{
+	uint64_t max = 0;
+
+	for (size_t i = 0; i < f->roots.n; i++)
+		if (f->roots.used[i] > max)
+			max = f->roots.used[i];
+	return f->roots.bytes - max;
+}
+
+/* The name records joined, for the progress of the joins. */
+static uint64_t link_bytes(const struct fs_walk *w)
+{
+	const struct recsort *rs[] = { w->by_index, w->by_hash, w->orphans };
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < 3; i++) {
+		struct recsort_stats st;
+		recsort_get_stats(rs[i], &st);
+		n += st.records;
+	}
+	return n * sizeof(struct link_rec);
+}
+
+int check_fs_trees(struct check_ctx *ctx)
+{
+	struct block_cache_stats c0, c1;
+	struct fs_feed *f;
+	struct fs_walk *w;
+	uint64_t walk_bytes = 0;
+	size_t walked = 0;
+	int ret = 0;
+
+	if (!ctx->fs_feed && (ret = fs_feed_start(ctx)))   /* the tree-block phase did not start it */
+		goto out;
+	f = ctx->fs_feed;
+	w = &f->w;
+	if (f->roots_err) {
+		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", f->roots_msg);
 		goto out;
 	}
+	/* the trees the tree-block walk did not feed (it stopped early) are walked here */
+	for (size_t i = 0; i < f->roots.n; i++)
+		if (!f->fed[i])
+			walk_bytes += f->roots.used[i];
+	progress_set_total(ctx->progress, walk_bytes);
 	block_cache_get_stats(ctx->fs, &c0);
-	for (size_t i = 0; i < roots.n && !ret && !cli_cancelled(); i++)
-		ret = walk_tree(&w, &roots.v[i]);
-	ctx->stats.inodes += w.inodes;
+	for (size_t i = 0; i < f->roots.n && !ret && !cli_cancelled(); i++) {
+		if (f->fed[i])
+			continue;
+		f->fed[i] = true;
+		walked++;
+		tree_begin(w, &f->roots.v[i]);
+		ret = tree_end(w, &f->roots.v[i], fs_walk_items(w, &f->roots.v[i], walk_item));
+	}
+	ctx->stats.inodes += w->inodes;
+	if (!ret && !cli_cancelled()) {
+		progress_set_total(ctx->progress, walk_bytes + link_bytes(w));
+		ret = fs_join_links(ctx, w, &f->roots, walk_bytes);
+	}
 	block_cache_get_stats(ctx->fs, &c1);
-	/* snapshots share blocks: how often the walk found them cached */
-	msg_verbose("filesystem trees: %zu subvolume tree(s), %" PRIu64 " inodes; block cache %" PRIu64 " hits, %"
-		    PRIu64 " misses", roots.n, w.inodes, c1.hits - c0.hits, c1.misses - c0.misses);
-	if (!ret && !cli_cancelled())
-		ret = fs_join_links(ctx, &w, &roots);
+	/* what the tree-block walk handed over, read again where snapshots share
+	 * blocks; what this phase read itself (lookups on the error paths) */
+	msg_verbose("filesystem trees: %zu subvolume tree(s), %zu walked here, %" PRIu64 " inodes; %" PRIu64
+		    " blocks fed by the tree-block walk, %" PRIu64 " of them read again (shared); block cache %"
+		    PRIu64 " hits, %" PRIu64 " misses", f->roots.n, walked, w->inodes, f->fed_blocks,
+		    f->shared_blocks, c1.hits - c0.hits, c1.misses - c0.misses);
 out:
 	if (ret || cli_cancelled()) {   /* the subvolume phase will not run */
 		recsort_destroy(ctx->subvol_entries);
 		ctx->subvol_entries = NULL;
 	}
-	recsort_destroy(w.by_index);
-	recsort_destroy(w.by_hash);
-	recsort_destroy(w.orphans);
-	free(roots.v);
+	fs_feed_free(ctx);
 	return ret;
 }

@@ -5,6 +5,7 @@
 
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
+#include "libfs/block.h"
 #include "libfs/key.h"
 
 /* What the items of the inode being streamed add up to. Items of one inode
@@ -52,13 +53,69 @@ int link_cmp_index(const void *a, const void *b, void *arg);
 int link_cmp_hash(const void *a, const void *b, void *arg);
 int link_cmp_orphan(const void *a, const void *b, void *arg);
 
+/* Where an item walk of one tree is (phase_fs_lost.c): the node at each
+ * level (referenced by the tree walk while its children are visited), how
+ * many of its children were handed out, and the key its subtree ends before. */
+struct fs_item_walk {
+	struct fs_walk *w;
+	tree_item_fn fn;
+	bool count_progress;                        /* progress_add each block (a walk of its own) */
+	bool started;
+	int stop;                                   /* fn's nonzero value */
+	int err;
+	const struct tree_block *node[BTRFS_MAX_LEVEL];
+	unsigned next[BTRFS_MAX_LEVEL];
+	struct btrfs_key hi[BTRFS_MAX_LEVEL];
+	bool hi_end[BTRFS_MAX_LEVEL];
+};
+
 /* Every item of root in key order through fn (with w as arg), past
  * unreadable blocks: each is reported and its key range recorded in w->lost.
  * 0, fn's nonzero value, or -errno (an unreadable root block: the whole tree
  * recorded lost; fs->errmsg says why). */
 int fs_walk_items(struct fs_walk *w, const struct tree_root_ptr *root, tree_item_fn fn);
+/* The same walk driven by another tree walk (phase_trees.c) that hands over
+ * every block of root in depth-first order and every unreadable child:
+ * fs_items_block returns 0 or -ECANCELED when fn stopped (iw->stop says
+ * with what) or a recorded error; fs_items_end takes the tree walk's result
+ * and returns what fs_walk_items would have. */
+void fs_items_begin(struct fs_item_walk *iw, struct fs_walk *w, tree_item_fn fn, bool count_progress);
+int fs_items_block(struct fs_item_walk *iw, const struct tree_block *b);
+void fs_items_bad_block(struct fs_item_walk *iw, uint64_t bytenr, int level, const char *why);
+int fs_items_end(struct fs_item_walk *iw, const struct tree_root_ptr *root, int walk_ret);
 
-/* After every tree was walked: the joins. */
-int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots);
+/* The subvolume trees' items fed by the tree-block walk, so that their
+ * leaves are read once (phase_fs.c): the live subvolume trees (refs != 0),
+ * the fs walk over them and which of them were fed. Lives in ctx->fs_feed
+ * from the tree-block phase to the filesystem-tree phase, which walks any
+ * tree not fed and joins. */
+struct fs_feed {
+	struct fs_walk w;
+	struct fs_roots roots;
+	bool *fed;                  /* per roots.v[] entry */
+	int roots_err;              /* the root tree could not be listed: roots_msg */
+	char roots_msg[512];
+	struct fs_item_walk iw;     /* the tree being fed */
+	const struct tree_root_ptr *cur;
+	uint64_t fed_blocks;        /* blocks handed over */
+	uint64_t shared_blocks;     /* of them, read again (shared with a tree checked before) */
+};
+/* Set up ctx->fs_feed (replacing one a run before a repair left): 0 or -ENOMEM. */
+int fs_feed_start(struct check_ctx *ctx);
+/* The tree walk starts root: true when it is a live subvolume tree not fed
+ * yet, whose blocks it must then hand over (all of them, shared ones too). */
+bool fs_feed_tree_begin(struct fs_feed *f, const struct tree_root_ptr *root);
+/* One block of that tree (shared: read again only for the fs checks). */
+int fs_feed_block(struct fs_feed *f, const struct tree_block *b, bool shared);
+void fs_feed_bad_block(struct fs_feed *f, uint64_t bytenr, int level, const char *why);
+/* The tree walk of it ended with walk_ret: 0, -ECANCELED or an operational error. */
+int fs_feed_tree_end(struct fs_feed *f, int walk_ret);
+/* The bytes the tree walk reads again for the fed trees, estimated from the
+ * root items: all but the largest tree, for snapshots of one another. */
+uint64_t fs_feed_shared_estimate(const struct fs_feed *f);
+
+/* After every tree was walked: the joins (progress: bytes of name records
+ * joined, after done bytes of the phase). */
+int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots, uint64_t done);
 
 #endif

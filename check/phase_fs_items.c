@@ -11,7 +11,6 @@
 #include "libfs/csum.h"
 
 #define BTRFS_NAME_LEN 255
-#define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
 
 void fs_emit_link(struct fs_walk *w, struct recsort *rs, const struct link_rec *r)
 {

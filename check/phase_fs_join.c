@@ -68,6 +68,7 @@ struct join {
 	struct check_ctx *ctx;
 	const struct fs_roots *roots;
 	const struct fs_lost *lost;   /* unreadable key ranges: what they may hold is not judged */
+	uint64_t done;                /* bytes of records joined, progress from the start of the phase */
 };
 
 /* 1 when inode ino of root exists (and is a directory, if want_dir), else 0. */
@@ -246,19 +247,23 @@ static int run_join(struct join *j, struct recsort *rs, enum join_kind kind)
 	ret = group_reader_init(&g, rs, same[kind]);
 	while (!ret && (ret = group_reader_next(&g, &n, &more)) == 1) {
 		const struct link_rec *recs = (const struct link_rec *)g.buf;
+		if ((g.records & 1023) < n)   /* about every 1024 records */
+			progress_update(j->ctx->progress, j->done + g.records * sizeof(struct link_rec));
 		if (kind == JOIN_ORPHAN)
 			judge_orphan(j, recs, n);
 		else
 			judge_names(j, recs, n, more, kind == JOIN_INDEX ? LINK_DIR_INDEX : LINK_DIR_ITEM);
 		ret = cli_cancelled() ? 1 : 0;
 	}
+	j->done += g.records * sizeof(struct link_rec);
+	progress_update(j->ctx->progress, j->done);
 	group_reader_free(&g);
 	return ret < 0 ? ret : 0;
 }
 
-int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots)
+int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots, uint64_t done)
 {
-	struct join j = { ctx, roots, w->lost };
+	struct join j = { ctx, roots, w->lost, done };
 	int ret;
 
 	if ((ret = run_join(&j, w->by_index, JOIN_INDEX)) ||

@@ -4,29 +4,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "check/phase_fs.h"
 #include "libfs/block.h"
 #include "libfs/names.h"
 #include "libfs/walk.h"
 
-/* Where the walk is: the node at each level (referenced by tree_walk while
- * its children are visited), how many of its children were handed out, and
- * the key its subtree ends before. */
-struct lost_walk {
-	struct fs_walk *w;
-	tree_item_fn fn;
-	bool started;
-	int stop;                                   /* fn's nonzero value */
-	int err;
-	const struct tree_block *node[BTRFS_MAX_LEVEL];
-	unsigned next[BTRFS_MAX_LEVEL];
-	struct btrfs_key hi[BTRFS_MAX_LEVEL];
-	bool hi_end[BTRFS_MAX_LEVEL];
-};
-
 /* The next child of the node above level: its slot, and where its keys end. */
-static unsigned take_child(struct lost_walk *lw, unsigned level, struct btrfs_key *hi, bool *hi_end)
+static unsigned take_child(struct fs_item_walk *lw, unsigned level, struct btrfs_key *hi, bool *hi_end)
 {
 	const struct tree_block *p = level + 1 < BTRFS_MAX_LEVEL ? lw->node[level + 1] : NULL;
 	unsigned slot;
@@ -45,16 +31,16 @@ static unsigned take_child(struct lost_walk *lw, unsigned level, struct btrfs_ke
 	return slot;
 }
 
-static int lost_visit(void *arg, const struct tree_block *b)
+int fs_items_block(struct fs_item_walk *lw, const struct tree_block *b)
 {
-	struct lost_walk *lw = arg;
 	unsigned level = block_level(b);
 
 	if (lw->err)
 		return lw->err;
 	if (level >= BTRFS_MAX_LEVEL)
 		return -EUCLEAN;
-	progress_add(lw->w->ctx->progress, b->len);
+	if (lw->count_progress)
+		progress_add(lw->w->ctx->progress, b->len);
 	if (!lw->started) {
 		lw->started = true;
 		lw->hi_end[level] = true;
@@ -81,9 +67,8 @@ static int lost_visit(void *arg, const struct tree_block *b)
 	return 0;
 }
 
-static void lost_bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
+void fs_items_bad_block(struct fs_item_walk *lw, uint64_t bytenr, int level, const char *why)
 {
-	struct lost_walk *lw = arg;
 	struct fs_walk *w = lw->w;
 	const struct tree_block *p = level >= 0 && level + 1 < BTRFS_MAX_LEVEL ? lw->node[level + 1] : NULL;
 	struct btrfs_key lo = { 0, 0, 0 }, hi;
@@ -92,7 +77,6 @@ static void lost_bad_block(void *arg, uint64_t bytenr, int level, int err, const
 	unsigned slot;
 	int ret;
 
-	(void)err;
 	if (level < 0 || level + 1 >= BTRFS_MAX_LEVEL)
 		return;
 	slot = take_child(lw, (unsigned)level, &hi, &hi_end);
@@ -107,21 +91,46 @@ static void lost_bad_block(void *arg, uint64_t bytenr, int level, int err, const
 		       "keys %s to %s not checked: %s", w->root->objectid, bytenr, level, a, b, why);
 }
 
-int fs_walk_items(struct fs_walk *w, const struct tree_root_ptr *root, tree_item_fn fn)
+static int lost_visit(void *arg, const struct tree_block *b)
 {
-	struct lost_walk lw = { .w = w, .fn = fn };
-	struct tree_walk_ops ops = { .visit = lost_visit, .bad_block = lost_bad_block, .arg = &lw };
-	struct btrfs_key all = { 0, 0, 0 };
-	int ret = tree_walk(w->ctx->fs, root, &ops, NULL);
+	return fs_items_block(arg, b);
+}
 
-	if (ret == -ECANCELED && lw.stop)
-		return lw.stop;
-	if (!ret && lw.err)
-		ret = lw.err;
-	if (ret < 0 && !lw.started) {   /* the root block: the whole tree is unknown */
-		int r = fs_lost_add(w->lost, root->objectid, &all, NULL);
+static void lost_bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
+{
+	(void)err;
+	fs_items_bad_block(arg, bytenr, level, why);
+}
+
+void fs_items_begin(struct fs_item_walk *iw, struct fs_walk *w, tree_item_fn fn, bool count_progress)
+{
+	memset(iw, 0, sizeof(*iw));
+	iw->w = w;
+	iw->fn = fn;
+	iw->count_progress = count_progress;
+}
+
+int fs_items_end(struct fs_item_walk *lw, const struct tree_root_ptr *root, int ret)
+{
+	struct btrfs_key all = { 0, 0, 0 };
+
+	if (ret == -ECANCELED && lw->stop)
+		return lw->stop;
+	if (!ret && lw->err)
+		ret = lw->err;
+	if (ret < 0 && !lw->started) {   /* the root block: the whole tree is unknown */
+		int r = fs_lost_add(lw->w->lost, root->objectid, &all, NULL);
 		if (r)
 			return r;
 	}
 	return ret;
+}
+
+int fs_walk_items(struct fs_walk *w, const struct tree_root_ptr *root, tree_item_fn fn)
+{
+	struct fs_item_walk lw;
+	struct tree_walk_ops ops = { .visit = lost_visit, .bad_block = lost_bad_block, .arg = &lw };
+
+	fs_items_begin(&lw, w, fn, true);
+	return fs_items_end(&lw, root, tree_walk(w->ctx->fs, root, &ops, NULL));
 }

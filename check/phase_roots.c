@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
@@ -16,6 +17,7 @@ struct roots_scan {
 	struct recsort *links;      /* root_rec: refs, backrefs, dir entries, liveness */
 	struct recsort *uuids;      /* root_rec: expected and found uuid entries */
 	bool have_entries;          /* the dir entries of the fs trees are in links */
+	uint32_t seen_roots;        /* bit n: the root tree has a root item for tree n < 32 */
 	int err;
 };
 
@@ -46,6 +48,51 @@ static void expect_uuid(struct roots_scan *s, const uint8_t *uuid, uint8_t type,
 		add(s, s->uuids, &r);
 }
 
+/* What the kernel's tree checker refuses in a root item (it then refuses the
+ * whole leaf of the root tree, and the mount): newer generations, a misaligned
+ * bytenr, levels beyond the maximum, unknown flags. */
+static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	uint64_t gen = ctx->fs->generation, flags = root_item_flags(d);
+
+	if (size >= sizeof(struct btrfs_root_item) && root_item_generation_v2(d) > gen)
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": generation_v2 %" PRIu64 " is newer than the "
+			       "filesystem's %" PRIu64, k->objectid, root_item_generation_v2(d), gen);
+	if (root_item_last_snapshot(d) > gen)
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": last snapshot %" PRIu64 " is newer than the "
+			       "filesystem's %" PRIu64, k->objectid, root_item_last_snapshot(d), gen);
+	if (root_item_bytenr(d) % ctx->fs->sectorsize)
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": bytenr %" PRIu64 " is not sector aligned",
+			       k->objectid, root_item_bytenr(d));
+	if (root_item_level(d) >= BTRFS_MAX_LEVEL || root_item_drop_level(d) >= BTRFS_MAX_LEVEL)
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": level %u, drop level %u (at most %d)",
+			       k->objectid, root_item_level(d), root_item_drop_level(d), BTRFS_MAX_LEVEL - 1);
+	if (flags & ~(BTRFS_ROOT_SUBVOL_RDONLY | BTRFS_ROOT_SUBVOL_DEAD))
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": unknown flags 0x%" PRIx64, k->objectid, flags);
+}
+
+/* An inode item of the root tree (the default directory, free-space cache
+ * inodes): what the kernel's tree checker refuses in any leaf. Not repaired. */
+static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	uint64_t gen = ctx->fs->generation;
+	uint32_t mode;
+
+	if (size < sizeof(struct btrfs_inode_item)) {
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": item is %u bytes", k->objectid, size);
+		return;
+	}
+	mode = inode_mode(d);
+	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
+		report_problem(ctx, PR_INODE_FLAGS_UNKNOWN, "root tree inode %" PRIu64 ": flags 0x%" PRIx64,
+			       k->objectid, inode_flags(d));
+	if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (S_ISDIR(mode) && inode_nlink(d) > 1) ||
+	    inode_generation(d) > gen || inode_transid(d) > gen)
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": mode 0%o, nlink %u, generation %"
+			       PRIu64 ", transid %" PRIu64 " (filesystem generation %" PRIu64 ")", k->objectid, mode,
+			       inode_nlink(d), inode_generation(d), inode_transid(d), gen);
+}
+
 /* A root item against the block it points at. */
 static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
@@ -62,6 +109,7 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	if (root_item_generation(d) > ctx->fs->generation)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": generation %" PRIu64 " is newer than the "
 			       "filesystem's %" PRIu64, k->objectid, root_item_generation(d), ctx->fs->generation);
+	check_root_item_fields(ctx, k, d, size);
 	if (root_item_bytenr(d) && block_read(ctx->fs, root_item_bytenr(d), &any, &b) == 0) {
 		if (block_generation(b) != root_item_generation(d) || block_level(b) != root_item_level(d))
 			report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": item says generation %" PRIu64
@@ -111,7 +159,11 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 	struct roots_scan *s = arg;
 
 	if (key->type == BTRFS_ROOT_ITEM_KEY) {
+		if (key->objectid < 32)
+			s->seen_roots |= 1u << key->objectid;
 		check_root_item(s, key, data, size);
+	} else if (key->type == BTRFS_INODE_ITEM_KEY) {
+		check_root_tree_inode(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_ROOT_REF_KEY || key->type == BTRFS_ROOT_BACKREF_KEY) {
 		root_ref(s, key, data, size);
 	} else if (key->type == BTRFS_ORPHAN_ITEM_KEY && key->objectid == BTRFS_ORPHAN_OBJECTID) {
@@ -121,6 +173,29 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 	return s->err ? 1 : 0;
 }
 
+/* The trees the kernel does not mount without (the block-group tree when its
+ * compat_ro flag is set; the free-space tree is rebuilt by its repair class):
+ * a missing root item is not a tree that can be left out, and its blocks are
+ * not leaked. Every repair is refused. */
+static void check_required_roots(struct roots_scan *s)
+{
+	static const uint64_t always[] = { BTRFS_EXTENT_TREE_OBJECTID, BTRFS_DEV_TREE_OBJECTID,
+					   BTRFS_FS_TREE_OBJECTID, BTRFS_CSUM_TREE_OBJECTID };
+	uint64_t compat_ro = s->ctx->fs->compat_ro;
+	uint32_t want = 0;
+
+	for (size_t i = 0; i < sizeof(always) / sizeof(always[0]); i++)
+		want |= 1u << always[i];
+	if (compat_ro & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE)
+		want |= 1u << BTRFS_BLOCK_GROUP_TREE_OBJECTID;
+	for (unsigned id = 0; id < 32; id++)
+		if ((want & ~s->seen_roots) & (1u << id)) {
+			check_note_unreadable_tree(s->ctx, 0);
+			report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "tree %u: the root tree has no root item for it",
+				       id);
+		}
+}
+
 static int scan_root_tree(struct roots_scan *s)
 {
 	int ret = tree_each_item(s->ctx->fs, &s->ctx->fs->tree_root, root_tree_item, s);
@@ -128,6 +203,8 @@ static int scan_root_tree(struct roots_scan *s)
 	if (ret < 0 && ret != -ENOMEM) {
 		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", s->ctx->fs->errmsg);
 		ret = 0;
+	} else if (ret >= 0 && !s->err) {
+		check_required_roots(s);
 	}
 	return ret < 0 ? ret : s->err;
 }

@@ -1,12 +1,17 @@
 /* Tree blocks: every block of every tree once, every copy of it verified,
  * owners checked. A block shared by snapshots is checked the first time it
- * is reached and its subtree is skipped afterwards. */
+ * is reached and its subtree is skipped afterwards. The walk also hands the
+ * blocks of each live subvolume tree to the filesystem-tree checks
+ * (phase_fs.c, in the same depth-first key order), so their leaves are read
+ * once: a shared subtree is descended for those checks alone (read again,
+ * not verified or counted again). */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 
 #include "check/check.h"
 #include "check/copy_verify.h"
+#include "check/phase_fs.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
@@ -17,6 +22,12 @@ struct tree_visit {
 	struct check_ctx *ctx;
 	const struct tree_root_ptr *root;
 	struct copy_verifier *copies;   /* the other copies of each block, on -j threads */
+	struct fs_feed *feed;           /* the tree is a live subvolume: its blocks feed the fs checks */
+	/* >= 0: the level of a block checked before, whose subtree is walked
+	 * for the fs checks only (until a block at that level or above) */
+	int shared_level;
+	int feed_err;                   /* the fs checks stopped the walk */
+	uint64_t shared_bytes;          /* read again for them, for the progress */
 };
 
 /* The other copies of a block, verified (copy_verify.c): report the bad ones. */
@@ -84,22 +95,47 @@ bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid)
 	return false;
 }
 
+/* Hand a block of a live subvolume tree to the fs checks. */
+static int feed_block(struct tree_visit *v, const struct tree_block *b, bool shared)
+{
+	int ret;
+
+	if (!v->feed)
+		return 0;
+	if (shared) {
+		v->shared_bytes += b->len;
+		progress_update(v->ctx->progress, v->ctx->stats.tree_bytes + v->shared_bytes);
+	}
+	ret = fs_feed_block(v->feed, b, shared);
+	if (ret < 0)
+		v->feed_err = ret;
+	return ret;
+}
+
 static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct tree_visit *v = arg;
 	struct check_ctx *ctx = v->ctx;
 	/* log tree blocks are kept apart: they are not allocated extents (phase_extents.c) */
 	struct ebitmap *marks = v->root->objectid == BTRFS_TREE_LOG_OBJECTID ? ctx->log_blocks : ctx->visited;
-	int seen = ebitmap_test_and_set(marks, b->bytenr, ctx->fs->nodesize), ret;
+	int seen, ret;
 
+	if (v->shared_level >= 0 && (int)block_level(b) < v->shared_level)
+		return feed_block(v, b, true);   /* below a shared block: already checked */
+	v->shared_level = -1;
+	seen = ebitmap_test_and_set(marks, b->bytenr, ctx->fs->nodesize);
 	if (seen < 0)
 		return seen;
 	if ((ret = refs_observe_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
 	if ((ret = qgroups_observe_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
-	if (seen)
+	if (seen && !v->feed)
 		return 1; /* shared with a tree already checked: skip its subtree */
+	if (seen) {
+		v->shared_level = (int)block_level(b);
+		return feed_block(v, b, true);
+	}
 	ctx->stats.tree_blocks++;
 	ctx->stats.tree_bytes += ctx->fs->nodesize;
 	if (block_level(b) == 0)
@@ -109,17 +145,32 @@ static int visit_block(void *arg, const struct tree_block *b)
 	if (key_tree_never_shared(v->root->objectid) && block_owner(b) != v->root->objectid)
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64,
 			       v->root->objectid, b->bytenr, block_owner(b));
-	progress_update(ctx->progress, ctx->stats.tree_bytes);
-	return 0;
+	progress_update(ctx->progress, ctx->stats.tree_bytes + v->shared_bytes);
+	return feed_block(v, b, false);
 }
 
-/* A child already checked from another tree is skipped: not worth reading ahead. */
-static bool already_visited(void *arg, uint64_t bytenr)
+static bool visited(const struct tree_visit *v, uint64_t bytenr)
 {
-	struct tree_visit *v = arg;
 	struct ebitmap *marks = v->root->objectid == BTRFS_TREE_LOG_OBJECTID ? v->ctx->log_blocks : v->ctx->visited;
 
 	return ebitmap_test(marks, bytenr, v->ctx->fs->nodesize) > 0;
+}
+
+/* A child already checked from another tree is skipped: not worth reading
+ * ahead, unless the fs checks descend into it. */
+static bool skipped_child(void *arg, uint64_t bytenr)
+{
+	struct tree_visit *v = arg;
+
+	return !v->feed && visited(v, bytenr);
+}
+
+/* Such a child read again for the fs checks: its other copies were verified. */
+static bool reread_child(void *arg, uint64_t bytenr)
+{
+	struct tree_visit *v = arg;
+
+	return v->feed && visited(v, bytenr);
 }
 
 static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
@@ -127,6 +178,11 @@ static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char
 	struct tree_visit *v = arg;
 
 	(void)err;
+	if (v->feed)
+		fs_feed_bad_block(v->feed, bytenr, level, why);
+	if (v->shared_level >= 0 && level < v->shared_level)
+		return;   /* below a shared block: reported when the tree that reached it first was walked */
+	v->shared_level = -1;
 	check_note_unreadable_tree(v->ctx, v->root->objectid);
 	report_problem(v->ctx, PR_TREE_BLOCK_UNREADABLE, "tree %" PRIu64 ": block %" PRIu64 " (level %d): %s",
 		       v->root->objectid, bytenr, level, why);
@@ -137,7 +193,8 @@ int check_tree_blocks(struct check_ctx *ctx)
 	struct fs_info *fs = ctx->fs;
 	struct fs_tree_list list;
 	struct tree_visit v = { .ctx = ctx };
-	static const struct tree_walk_prefetch pf = { .all_copies = true, .skip = already_visited };
+	static const struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child,
+						      .one_copy = reread_child };
 	int ret;
 
 	ctx->visited = ebitmap_create(fs->sectorsize);
@@ -145,6 +202,10 @@ int check_tree_blocks(struct check_ctx *ctx)
 	ctx->log_blocks = ebitmap_create(fs->sectorsize);
 	if (!ctx->visited || !ctx->log_blocks)
 		return -ENOMEM;
+	if ((ret = fs_feed_start(ctx)))
+		return ret;
+	/* the subvolume trees' shared blocks are read again for the fs checks */
+	progress_set_total(ctx->progress, ctx->metadata_bytes + fs_feed_shared_estimate(ctx->fs_feed));
 	ret = copy_verifier_create(fs, ctx->opts->jobs, report_copies, ctx, &v.copies);
 	if (ret)
 		return ret;
@@ -158,9 +219,19 @@ int check_tree_blocks(struct check_ctx *ctx)
 	for (size_t i = 0; i < list.count && !cli_cancelled(); i++) {
 		struct tree_walk_ops ops = { visit_block, bad_block, &v };
 		v.root = &list.roots[i];
+		v.feed = fs_feed_tree_begin(ctx->fs_feed, v.root) ? ctx->fs_feed : NULL;
+		v.shared_level = -1;
+		v.feed_err = 0;
 		ctx->stats.trees++;
 		ret = tree_walk_prefetching(fs, v.root, &ops, &pf, NULL);
 		copy_verifier_drain(v.copies);   /* a tree's copy problems come before the next tree's */
+		if (v.feed) {
+			int r = fs_feed_tree_end(v.feed, ret);
+			if (r || v.feed_err) {   /* cancelled, or an operational error of the fs checks */
+				ret = r == -ECANCELED ? 0 : r;
+				break;
+			}
+		}
 		if (ret == -ENOMEM)
 			break;
 		if (ret) {
@@ -172,5 +243,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	}
 	fs_tree_list_free(&list);
 	copy_verifier_destroy(v.copies);
+	/* the estimate of the bytes read again replaced by the count */
+	progress_set_total(ctx->progress, ctx->metadata_bytes + v.shared_bytes);
 	return ret;
 }

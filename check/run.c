@@ -83,6 +83,7 @@ void check_ctx_release(struct check_ctx *ctx)
 	ebitmap_destroy(ctx->log_blocks);
 	ctx->log_blocks = NULL;
 	refs_free(ctx);
+	fs_feed_free(ctx);
 	qgroup_state_free(ctx);
 	recsort_destroy(ctx->subvol_entries);
 	ctx->subvol_entries = NULL;

@@ -368,6 +368,10 @@ static int device_super(struct trans *t, const struct fs_device *d, uint8_t *sb)
 	if (size != sizeof(item))
 		return fs_error(t->fs, -EUCLEAN, "device %llu: dev item of %u bytes", (unsigned long long)d->devid,
 				size);
+	/* a damaged item would make the superblock unreadable: keep the old one */
+	if (dev_item_devid(item) != d->devid)
+		return fs_error(t->fs, -EUCLEAN, "device %llu: its dev item says devid %llu",
+				(unsigned long long)d->devid, (unsigned long long)dev_item_devid(item));
 	memcpy(super_dev_item_ptr(sb), item, sizeof(item));
 	return 0;
 }
@@ -376,6 +380,12 @@ static int write_superblocks(struct trans *t)
 {
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 
+	/* every device's superblock is made before any is written: none or all */
+	for (unsigned i = 0; i < t->fs->num_devices; i++) {
+		int ret = device_super(t, &t->fs->devices[i], sb);
+		if (ret)
+			return ret;
+	}
 	for (unsigned i = 0; i < t->fs->num_devices; i++) {
 		struct fs_device *d = &t->fs->devices[i];
 		int ret = device_super(t, d, sb);

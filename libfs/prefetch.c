@@ -70,7 +70,7 @@ int block_prefetch_children(struct fs_info *fs, const struct tree_block *node, c
 		}
 		if (block_is_cached(fs, bytenr) || (f->skip && f->skip(f->arg, bytenr)))
 			continue;
-		n += block_ranges(fs, bytenr, f->all_copies, r + n);
+		n += block_ranges(fs, bytenr, f->all_copies && !(f->one_copy && f->one_copy(f->arg, bytenr)), r + n);
 	}
 	qsort(r, n, sizeof(*r), range_cmp);
 	for (unsigned i = 0; i < n;) {

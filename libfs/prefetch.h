@@ -19,6 +19,9 @@ struct prefetch_filter {
 	bool all_copies;                /* every copy (for callers that verify them all), not just the first */
 	/* NULL, or true when the child at bytenr will not be read (already seen) */
 	bool (*skip)(void *arg, uint64_t bytenr);
+	/* NULL, or true when only the first copy of that child is wanted even
+	 * with all_copies (a block verified before, read again) */
+	bool (*one_copy)(void *arg, uint64_t bytenr);
 	void *arg;
 };
 

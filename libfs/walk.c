@@ -18,7 +18,7 @@ static int walk_prefetch(struct fs_info *fs, const struct tree_walk_ops *ops, co
 			 const struct tree_block *node)
 {
 	struct prefetch_filter f = { .first = 0, .end = block_nritems(node), .all_copies = pf->all_copies,
-				     .skip = pf->skip, .arg = ops->arg };
+				     .skip = pf->skip, .one_copy = pf->one_copy, .arg = ops->arg };
 
 	return block_prefetch_children(fs, node, &f);
 }
@@ -26,7 +26,7 @@ static int walk_prefetch(struct fs_info *fs, const struct tree_walk_ops *ops, co
 int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 	      uint64_t *bad_blocks)
 {
-	static const struct tree_walk_prefetch first_copies = { false, NULL };
+	static const struct tree_walk_prefetch first_copies = { false, NULL, NULL };
 
 	return tree_walk_prefetching(fs, root, ops, &first_copies, bad_blocks);
 }

@@ -24,10 +24,12 @@ int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct
 /* What tree_walk reads ahead: each node's children in physical order
  * (prefetch.h), first copies only, unless all_copies (for a visit that
  * verifies every copy); skip (may be NULL, called with ops->arg) is true for
- * a child the visit will skip. */
+ * a child the visit will skip, one_copy (may be NULL) for a child of which
+ * the visit reads the first copy only. */
 struct tree_walk_prefetch {
 	bool all_copies;
 	bool (*skip)(void *arg, uint64_t bytenr);
+	bool (*one_copy)(void *arg, uint64_t bytenr);
 };
 int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 			  const struct tree_walk_prefetch *pf, uint64_t *bad_blocks);

@@ -6,6 +6,7 @@ groups) must show none of these problems. Copies of one recipe with one item
 field edited (btk-corrupt, checksum fixed) must show exactly the expected
 problems, and the reference `btrfs check` must fail on each of them too.
 More cases, as small committed images, are in tests/images/corrupt/."""
+import re
 import subprocess
 
 import pytest
@@ -35,6 +36,34 @@ def test_recipes_have_consistent_inodes_and_subvolumes(name):
     _, out, ids = check_json(fs.devices, "--memory-limit", "16M")
     assert not ids & FS_IDS, [x for x in out["problems"] if x["id"] in FS_IDS][:10]
     assert out["inodes"] >= (300 if fs.recipe.populate else 1)
+
+
+FS_VERBOSE = re.compile(r"filesystem trees: (\d+) subvolume tree\(s\), (\d+) walked here, (\d+) inodes; (\d+) "
+                        r"blocks fed by the tree-block walk, (\d+) of them read again \(shared\); block cache "
+                        r"(\d+) hits, (\d+) misses")
+
+
+@pytest.mark.parametrize("name,min_inodes", [("mkfs-single", 1), ("s4k-xxhash-holes-lzo", 5000)])
+def test_subvolume_leaves_read_once(name, min_inodes):
+    """The tree-block walk hands every subvolume tree's blocks to the
+    filesystem-tree checks. With a block cache far smaller than the trees
+    (--memory-limit 16M: 2 MiB; the 5000-file recipe has ~5 MiB of them) the
+    filesystem-tree phase reads no block itself (it used to walk every
+    subvolume again: over a thousand cache misses here), and a block is read
+    twice only when a snapshot shares it with a tree walked before: never
+    with one subvolume."""
+    fs = built(name)
+    p = run_btk("btk-check", "-v", "--memory-limit", "16M", *fs.devices)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m = FS_VERBOSE.search(p.stderr)
+    assert m, p.stderr
+    trees, walked, inodes, fed, shared, hits, misses = map(int, m.groups())
+    assert walked == 0 and hits == 0 and misses == 0, m.group(0)
+    assert inodes >= min_inodes and fed >= trees, m.group(0)
+    if fs.recipe.populate:
+        assert trees >= 4 and 0 < shared < fed, m.group(0)   # a subvolume and its snapshots
+    else:
+        assert shared == 0, m.group(0)
 
 
 # ---------------------------------------------------------------- damaged copies

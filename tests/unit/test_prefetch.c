@@ -59,6 +59,19 @@ static bool skip_all(void *arg, uint64_t bytenr)
 	return true;
 }
 
+/* Read ahead the children of root with f: only the first copy of each is announced. */
+static void assert_first_copies_only(struct fs_info *fs, const struct tree_block *root, const struct prefetch_filter *f)
+{
+	nhints = 0;
+	cr_assert_eq(block_prefetch_children(fs, root, f), 0);
+	for (unsigned s = 0; s < block_nritems(root); s++) {
+		struct phys_copy c[MAX_COPIES];
+		volumes_map(fs, key_ptr_blockptr(node_key_ptr(root->data, s)), fs->nodesize, c, NULL);
+		cr_assert(covered(c[0].physical, fs->nodesize));
+		cr_assert_not(covered(c[1].physical, fs->nodesize), "child %u: second copy not read ahead", s);
+	}
+}
+
 Test(prefetch, children_of_a_node_in_device_order)
 {
 	struct fs_info *fs = open_recording();
@@ -83,15 +96,14 @@ Test(prefetch, children_of_a_node_in_device_order)
 	cr_assert_eq(copies_seen, 2 * block_nritems(root));
 
 	/* first copies only: no second copy is announced */
-	nhints = 0;
 	f.all_copies = false;
-	cr_assert_eq(block_prefetch_children(fs, root, &f), 0);
-	for (unsigned s = 0; s < block_nritems(root); s++) {
-		struct phys_copy c[MAX_COPIES];
-		volumes_map(fs, key_ptr_blockptr(node_key_ptr(root->data, s)), fs->nodesize, c, NULL);
-		cr_assert(covered(c[0].physical, fs->nodesize));
-		cr_assert_not(covered(c[1].physical, fs->nodesize), "child %u: second copy not read ahead", s);
-	}
+	assert_first_copies_only(fs, root, &f);
+	/* all copies, but the first copy only of the children one_copy names */
+	f.all_copies = true;
+	f.one_copy = skip_all;
+	assert_first_copies_only(fs, root, &f);
+	f.one_copy = NULL;
+	f.all_copies = false;
 
 	/* the filter: skipped children, children past max, cached children */
 	nhints = 0;
@@ -128,7 +140,7 @@ Test(prefetch, walks_and_iterations_read_ahead)
 {
 	struct fs_info *fs = open_recording();
 	struct btrfs_key min = { 0, 0, 0 }, max = { UINT64_MAX, 255, UINT64_MAX }, key;
-	static const struct tree_walk_prefetch all = { true, NULL };
+	static const struct tree_walk_prefetch all = { true, NULL, NULL };
 	uint64_t plain = 0, pf = 0, announced = 0, items = 0;
 	struct tree_walk_ops ops = { .visit = count_visit, .arg = &plain };
 	struct tree_iter it;
