@@ -102,9 +102,11 @@ check: all unit
 	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
 
 # The same suite built with ASan + UBSan in build-asan/, minus the tests marked slow
-# (crash replays and big images: they exercise the reference tools more than btk's code).
+# (crash replays and big images: they exercise the reference tools more than btk's code)
+# and the fuzz replays (sanitized in the plain check already).
 check-asan:
-	$(MAKE) B=build-asan SANITIZE=yes check PYTEST_ARGS="-m 'not slow' $(PYTEST_ARGS)"
+	$(MAKE) B=build-asan SANITIZE=yes check \
+		PYTEST_ARGS="-m 'not slow' --ignore=tests/scripts/test_fuzz_regress.py $(PYTEST_ARGS)"
 
 # Unit tests and a few tool runs under valgrind memcheck: zero errors, zero leaks.
 check-valgrind: all unit
@@ -225,7 +227,13 @@ $(B)/tests/tools/btk-trans-xattr: $(B)/tests/tools/trans_xattr.o $(COMMON_A) $(L
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test-tools: $(TEST_TOOLS)
+# The fuzz replays are ASan + UBSan builds whatever the flavour: the sanitized
+# check (check-asan) leaves them to the plain one rather than build them twice.
+ifeq ($(SANITIZE),yes)
+check: test-tools
+else
 check: test-tools fuzz-replay
+endif
 
 .PHONY: test-tools
 # -------------------------------------------------------- end of test tools

@@ -15,14 +15,7 @@
 
 #include "libfs/ctree_ops.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
+#include "tests/unit/under_valgrind.h"
 
 #define ITEM CTREE_ITEM_SIZE
 #define HDR CTREE_HEADER_SIZE
@@ -38,13 +31,10 @@
 static const uint32_t nodesizes[] = { 4096, 16384, 65536 };
 #define NR_NODESIZES (sizeof(nodesizes) / sizeof(nodesizes[0]))
 
-/* Repetitions: a sixteenth under valgrind (at least `min`), whose memcheck
- * run covers every line just as well at 30 times the cost per operation. */
+/* Repetitions: a sixteenth under valgrind (at least `min`). */
 static unsigned reps(unsigned n, unsigned min)
 {
-	if (!RUNNING_ON_VALGRIND)
-		return n;
-	return n / 16 > min ? n / 16 : min;
+	return (unsigned)valgrind_reps(n, 16, min);
 }
 
 /* Whether to check everything after this step of a long run: every step,

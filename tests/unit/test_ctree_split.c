@@ -21,14 +21,7 @@
 #include "libfs/walk.h"
 #include "tests/unit/fixtures.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
+#include "tests/unit/under_valgrind.h"
 
 #define ITEM CTREE_ITEM_SIZE
 #define TREE BTRFS_UUID_TREE_OBJECTID
