@@ -199,6 +199,18 @@ def _attached(images, readonly):
                 if run(["losetup", "-d", loop], check=False).returncode == 0:
                     break
                 time.sleep(0.1 * (attempt + 1))
+            _wait_detached(loop)
+
+
+def _wait_detached(loop: str, timeout: float = 10.0) -> None:
+    """losetup -d of a device still open elsewhere (udev probing it, the kernel letting go of
+    an unmounted filesystem) only marks it for detaching at the last close: until then it still
+    shows the image, and a worker attaching another copy with the same fsid (the lock is
+    released right after) would find both. Wait for it to be gone."""
+    backing = Path("/sys/block") / Path(loop).name / "loop" / "backing_file"
+    deadline = time.monotonic() + timeout
+    while backing.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager

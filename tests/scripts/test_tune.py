@@ -545,6 +545,7 @@ def test_fsid_refused_on_raid6_metadata(tmp_path):
     assert images_digest(devs) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [SIMPLE, RAID1_2DEV])
 def test_fsid_crash_at_every_write_resumes(name, tmp_path):
     """Crash after each write of --fsid (and with unflushed writes persisted in any subset):
