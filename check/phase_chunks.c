@@ -102,7 +102,8 @@ static void check_stripes(struct check_ctx *ctx, struct dev_extent_rec *ext, siz
 	}
 }
 
-static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n)
+/* The dev items of the chunk tree; *whole: the tree was read to the end. */
+static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n, bool *whole)
 {
 	struct dev_rec *v = calloc(ctx->fs->num_devices ? ctx->fs->num_devices : 1, sizeof(*v));
 	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
@@ -111,11 +112,12 @@ static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n)
 	const uint8_t *data;
 	uint32_t size;
 	size_t count = 0;
+	int ret;
 
 	if (!v)
 		return NULL;
 	tree_iter_init(&it, ctx->fs, &ctx->fs->chunk_root, &min, &max);
-	while (tree_iter_next(&it, &key, &data, &size) == 1 && count < ctx->fs->num_devices) {
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1 && count < ctx->fs->num_devices) {
 		if (size < sizeof(struct btrfs_dev_item)) {
 			report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " is %u bytes", key.offset, size);
 			continue;
@@ -128,14 +130,47 @@ static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n)
 	}
 	tree_iter_release(&it);
 	*n = count;
+	*whole = ret == 0;
 	return v;
+}
+
+static bool has_dev_item(const struct dev_rec *devs, size_t ndev, uint64_t devid)
+{
+	for (size_t k = 0; k < ndev; k++)
+		if (devs[k].devid == devid)
+			return true;
+	return false;
+}
+
+/* Every member device and every dev extent has a dev item, and the dev items
+ * number the superblock's num_devices (the kernel mounts nothing else). */
+static void check_dev_items(struct check_ctx *ctx, const struct dev_rec *devs, size_t ndev,
+			    const struct dev_extent_rec *ext, size_t n)
+{
+	const struct fs_info *fs = ctx->fs;
+
+	if (ndev != super_num_devices(fs->super))
+		report_problem(ctx, PR_DEV_ITEM_MISSING, "the chunk tree has %zu dev item(s), the superblock says %"
+			       PRIu64 " device(s)", ndev, super_num_devices(fs->super));
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		if (fs->devices[i].io && !has_dev_item(devs, ndev, fs->devices[i].devid))
+			report_problem(ctx, PR_DEV_ITEM_MISSING, "member device %s (devid %" PRIu64 ") has no dev item",
+				       fs->devices[i].path, fs->devices[i].devid);
+	for (size_t i = 0; i < n; i++)
+		if ((i == 0 || ext[i - 1].devid != ext[i].devid) && !has_dev_item(devs, ndev, ext[i].devid))
+			report_problem(ctx, PR_DEV_ITEM_MISSING, "dev extents of devid %" PRIu64 " (the first at %" PRIu64
+				       ") name a device without a dev item", ext[i].devid, ext[i].physical);
 }
 
 static void check_dev_extents(struct check_ctx *ctx, struct dev_extent_rec *ext, size_t n)
 {
 	size_t ndev = 0;
-	struct dev_rec *devs = load_devices(ctx, &ndev);
+	bool whole = false;
+	struct dev_rec *devs = load_devices(ctx, &ndev, &whole);
 	uint64_t total = 0;
+
+	if (devs && whole)
+		check_dev_items(ctx, devs, ndev, ext, n);
 
 	for (size_t i = 0; i < n; i++) {
 		struct dev_rec *d = NULL;
@@ -232,12 +267,44 @@ static void check_block_groups(struct check_ctx *ctx)
 	block_group_list_free(&bgs);
 }
 
+/* Every chunk item of the chunk tree is valid and in the chunk map (the
+ * open leaves out what does not validate or overlaps another chunk). */
+static int check_chunk_items(struct check_ctx *ctx)
+{
+	struct btrfs_key min = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, (uint64_t)-1 }, key;
+	struct fs_info *fs = ctx->fs;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, fs, &fs->chunk_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		const struct chunk *c;
+		if (key.type != BTRFS_CHUNK_ITEM_KEY)
+			continue;
+		if (chunk_item_validate(fs, key.offset, data, size)) {
+			report_problem(ctx, PR_ITEM_MALFORMED, "%s (left out of the chunk map)", fs->errmsg);
+			continue;
+		}
+		c = chunk_map_lookup(fs->chunks, key.offset);
+		if (!c || c->logical != key.offset || c->length != chunk_length(data))
+			report_problem(ctx, PR_ITEM_MALFORMED, "chunk at %" PRIu64 " length %" PRIu64 " overlaps "
+				       "another chunk (left out of the chunk map)", key.offset, chunk_length(data));
+	}
+	tree_iter_release(&it);
+	return ret == -ENOMEM ? ret : 0;   /* an unreadable chunk tree: reported by the tree-block walk */
+}
+
 int check_chunks(struct check_ctx *ctx)
 {
 	struct dev_extent_rec *ext = NULL;
 	size_t n = 0;
 	int ret;
 
+	if ((ret = check_chunk_items(ctx)))
+		return ret;
 	check_sys_chunk_array(ctx);
 	if (ctx->fs->dev_root.bytenr) {
 		ret = load_dev_extents(ctx, &ext, &n);

@@ -24,8 +24,8 @@ struct csum_cursor {
 
 int csum_cursor_create(struct check_ctx *ctx, struct csum_cursor **out)
 {
-	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
-	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, (uint64_t)-1 };
+	/* the whole tree: an item under another key is reported (next_item) */
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 };
 	struct csum_cursor *c = calloc(1, sizeof(*c));
 
 	*out = c;
@@ -57,7 +57,11 @@ static int next_item(struct csum_cursor *c)
 
 	if (c->at_end)
 		return 0;
-	ret = tree_iter_next(&c->it, &k, &d, &size);
+	/* the kernel rejects a leaf holding an item under another key; the csums class removes it */
+	while ((ret = tree_iter_next(&c->it, &k, &d, &size)) == 1 &&
+	       (k.objectid != BTRFS_EXTENT_CSUM_OBJECTID || k.type != BTRFS_EXTENT_CSUM_KEY))
+		refs_report(ctx, PR_CSUM_OUTSIDE_EXTENT, "csum tree: item (%" PRIu64 " %u %" PRIu64 ") is no checksum "
+			    "item (its key is wrong)", k.objectid, k.type, k.offset);
 	if (ret <= 0) {
 		c->at_end = true;
 		if (ret < 0 && ret != -ENOMEM) {

@@ -2,13 +2,17 @@
  * dir items, dir indexes and xattrs, file extents. What needs the other end
  * of a name (the parent directory, the child inode) is emitted as join
  * records; what one inode's items decide is checked in fs_inode_finish. */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check/inline_extent.h"
 #include "check/phase_fs.h"
 #include "check/repair_notes.h"
 #include "libfs/csum.h"
+#include "libfs/names.h"
 
 #define BTRFS_NAME_LEN 255
 
@@ -73,9 +77,14 @@ static void emit_ref(struct fs_walk *w, uint64_t child, uint64_t parent, uint64_
 			      .flags = w->ino.have_item ? 0 : LINK_F_NO_INODE };
 
 	w->ino.names++;
-	/* the subvolume's root directory names itself ".." and has no entry */
-	if (child == parent && child == w->root_dirid)
+	/* the subvolume's root directory names itself ".." (index 0) and has no entry */
+	if (child == parent && child == w->root_dirid) {
+		if (index != 0 || len != 2 || memcmp(name, "..", 2) != 0)
+			report_problem(w->ctx, PR_ITEM_MALFORMED, "root %" PRIu64 " inode %" PRIu64 ": the root "
+				       "directory's ref to itself is index %" PRIu64 " name '%.*s', not index 0 name '..'",
+				       w->root->objectid, child, index, (int)(len < 64 ? len : 64), (const char *)name);
 		return;
+	}
 	fs_emit_link(w, w->by_index, &r);
 	r.key = btrfs_name_hash(name, len);
 	fs_emit_link(w, w->by_hash, &r);
@@ -241,6 +250,27 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 	return *why == NULL;
 }
 
+/* A compressed inline extent decompresses to exactly its ram_bytes (at most
+ * a sector: checked before); lzo is not built in and is not checked. */
+static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	uint64_t ram = file_extent_ram_bytes(d);
+	uint8_t *out = malloc(ram + 1);
+	long got;
+
+	if (!out)
+		return;
+	got = inline_extent_decompress(file_extent_compression(d), d + BTRFS_FILE_EXTENT_INLINE_DATA_START,
+				       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, ram + 1);
+	free(out);
+	if (got == -EUCLEAN || (got >= 0 && (uint64_t)got != ram))
+		report_problem(w->ctx, PR_INLINE_EXTENT_CORRUPT, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
+			       "(%s, %u bytes) %s %" PRIu64, w->root->objectid, k->objectid,
+			       compression_name(file_extent_compression(d)), (unsigned)(size - BTRFS_FILE_EXTENT_INLINE_DATA_START),
+			       got < 0 ? "does not decompress; ram_bytes" : "decompresses to a length other than",
+			       ram);
+}
+
 void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct inode_state *s = &w->ino;
@@ -266,6 +296,8 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 			report_problem(w->ctx, PR_FILE_EXTENT_INLINE, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
 				       "at %" PRIu64 ", %" PRIu64 " bytes (item %u bytes)", w->root->objectid,
 				       k->objectid, k->offset, ram, size);
+		else if (file_extent_compression(d) != BTRFS_COMPRESS_NONE && !why)
+			check_inline_data(w, k, d, size);
 		s->found_bytes += ram;
 		end = k->offset + round_up(ram, ss);
 	} else if (type == BTRFS_FILE_EXTENT_REG || type == BTRFS_FILE_EXTENT_PREALLOC) {

@@ -128,6 +128,8 @@ static void judge_lone_ref(struct join *j, const struct link_rec *ref, enum link
 			/* a subvolume's top directory is made again when it has no inode item at all */
 			if (ref->dir == BTRFS_FIRST_FREE_OBJECTID)
 				repair_note_inode_problem(j->ctx, PR_INODE_ITEM_MISSING, ref->root, ref->dir);
+			else   /* a garbled parent: the names class drops the name (check/repair_parentless.c) */
+				repair_note_name(j->ctx, PR_DIR_PARENT_MISSING, ref->root, ref->dir, ref->child);
 		}
 		return;
 	}

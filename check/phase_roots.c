@@ -93,6 +93,21 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 			       inode_nlink(d), inode_generation(d), inode_transid(d), gen);
 }
 
+/* An inode ref of the root tree (the default subvolume's name): its refs
+ * fill the item exactly, as the kernel's tree checker wants of any tree. */
+static void check_root_tree_inode_ref(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
+				      uint32_t size)
+{
+	const uint32_t hdr = sizeof(struct btrfs_inode_ref);
+	uint32_t off = 0;
+
+	while (size > hdr && off < size && size - off >= hdr && size - off - hdr >= inode_ref_name_len(d + off))
+		off += hdr + inode_ref_name_len(d + off);
+	if (size <= hdr || off != size)
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode ref (%" PRIu64 " %" PRIu64 "): %u bytes do not "
+			       "hold whole refs", k->objectid, k->offset, size);
+}
+
 /* A root item against the block it points at. */
 static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
@@ -164,6 +179,8 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 		check_root_item(s, key, data, size);
 	} else if (key->type == BTRFS_INODE_ITEM_KEY) {
 		check_root_tree_inode(s->ctx, key, data, size);
+	} else if (key->type == BTRFS_INODE_REF_KEY) {
+		check_root_tree_inode_ref(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_ROOT_REF_KEY || key->type == BTRFS_ROOT_BACKREF_KEY) {
 		root_ref(s, key, data, size);
 	} else if (key->type == BTRFS_ORPHAN_ITEM_KEY && key->objectid == BTRFS_ORPHAN_OBJECTID) {

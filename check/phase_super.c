@@ -115,6 +115,11 @@ int check_superblocks(struct check_ctx *ctx)
 	struct fs_info *fs = ctx->fs;
 
 	check_backup_roots(ctx);
+	if (fs->tree_root_backup >= 0)
+		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: the superblock's root %" PRIu64 " (generation %"
+			       PRIu64 ") cannot be read; checked backup root %d (generation %" PRIu64 ") instead",
+			       super_root(fs->super), super_generation(fs->super), fs->tree_root_backup,
+			       fs->tree_root.generation);
 
 	for (unsigned i = 0; i < fs->num_devices; i++) {
 		if (!fs->devices[i].io) {

@@ -210,11 +210,22 @@ int check_tree_blocks(struct check_ctx *ctx)
 	if (ret)
 		return ret;
 	ret = fs_list_trees(fs, &list);
-	if (ret) {
+	if (ret == -ENOMEM) {
 		copy_verifier_destroy(v.copies);
+		return ret;
+	}
+	if (ret) {
 		check_note_unreadable_tree(ctx, 0);
 		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs->errmsg);
-		return 0;
+		/* the chunk tree does not hang off the root tree: still walked */
+		list.roots = malloc(sizeof(*list.roots));
+		if (!list.roots) {
+			copy_verifier_destroy(v.copies);
+			return -ENOMEM;
+		}
+		list.roots[0] = fs->chunk_root;
+		list.count = 1;
+		ret = 0;
 	}
 	for (size_t i = 0; i < list.count && !cli_cancelled(); i++) {
 		struct tree_walk_ops ops = { visit_block, bad_block, &v };

@@ -163,6 +163,10 @@ static const struct problem_def table[] = {
 	  "qgroup numbers are marked inconsistent or being rescanned (not verified; run a quota rescan)" },
 	{ PR_QGROUP_ITEM_BAD, "qgroup-item-bad", SEV_WARNING, FIX_NONE,
 	  "a quota tree item is missing, malformed or dangling (status, info, limit, relation)" },
+	{ PR_DEV_ITEM_MISSING, "dev-item-missing", SEV_ERROR, FIX_NONE,
+	  "a member device or dev extent has no dev item, or the dev items do not number the superblock's devices" },
+	{ PR_INLINE_EXTENT_CORRUPT, "inline-extent-corrupt", SEV_ERROR, FIX_NONE,
+	  "a compressed inline extent does not decompress to its ram_bytes" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

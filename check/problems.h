@@ -101,6 +101,8 @@ enum problem_code {
 	/* quota groups (phase_qgroups.c) */
 	PR_QGROUP_INCONSISTENT,
 	PR_QGROUP_ITEM_BAD,
+	PR_DEV_ITEM_MISSING,
+	PR_INLINE_EXTENT_CORRUPT,
 	PR__COUNT
 };
 

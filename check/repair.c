@@ -95,10 +95,11 @@ static const struct repair_class classes[] = {
 	  { PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT,
 	    PR_EXTENT_REFS_TOTAL } },
 	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
-	  "re-key names under a wrong hash, remove entries naming nothing (check/repair_names.c)",
+	  "re-key names under a wrong hash, remove entries naming nothing and refs into a parent that is not there "
+	  "(check/repair_names.c)",
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
-	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING }, true, NULL, repair_names,
-	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_DIR_PARENT_MISSING, PR_EXTENT_REF_MISSING,
+	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING }, true, NULL, repair_names,
+	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING,
 	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
@@ -132,6 +133,9 @@ static const enum problem_code transaction_blockers[] = {
 	PR_DEVICE_MISSING, PR_TREE_BLOCK_UNREADABLE, PR_TREE_ROOT_UNREADABLE, PR_TREE_BLOCK_NOT_ALLOCATED,
 	PR_EXTENT_OVERLAP, PR_EXTENT_OUTSIDE_CHUNK, PR_CHUNK_NO_BLOCK_GROUP, PR_BLOCK_GROUP_NO_CHUNK,
 	PR_DEV_EXTENT_OVERLAP, PR_DATA_EXTENT_NOT_ALLOCATED,
+	/* the commit writes every device's item into the superblock; the allocator finds metadata
+	 * space by the chunk's type: with either wrong, the commit would only roll back */
+	PR_DEV_ITEM_MISSING, PR_BLOCK_GROUP_FLAGS,
 };
 
 void repair_say(struct repair_ctx *r, const char *fmt, ...)
@@ -336,6 +340,17 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 	return 0;
 }
 
+/* A free-space tree the check found wrong must not tell the allocator where
+ * space is free (it could hand out blocks in use): until a class fixed it,
+ * each transaction reads free space from the extent tree instead. A commit
+ * sets the flag again from the superblock, so this runs before every class. */
+static void fst_distrust(const struct check_ctx *ctx, struct repair_ctx *r, const bool *fixed)
+{
+	if ((ctx->counts[PR_FREE_SPACE_MISMATCH] && !fixed[PR_FREE_SPACE_MISMATCH]) ||
+	    (ctx->counts[PR_FREE_SPACE_INFO_COUNT] && !fixed[PR_FREE_SPACE_INFO_COUNT]))
+		r->fs->compat_ro &= ~(uint64_t)BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID;
+}
+
 static struct fs_info *open_for_repair(const struct repair_options *o, char **paths, unsigned npaths,
 				       const struct fs_open_options *fo, const char *undo_path)
 {
@@ -477,6 +492,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			msg_warning("not repairing %s: problems like [%s] were not repaired", classes[i].name, blocker->id);
 			continue;
 		}
+		fst_distrust(ctx, &r, fixed);
 		ret = run_class(&classes[i], &r);
 		changes += r.changes;
 		if (!ret && !r.left)
@@ -487,6 +503,9 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			failed = true;
 		} else if (!r.changes) {
 			repair_say(&r, "nothing to change");
+			/* nothing changed: the classes after it are chosen from the same findings */
+			if (class_checks_again(&classes[i]))
+				choose_classes(ctx, o, run, i + 1);
 		} else if (class_checks_again(&classes[i]) && !o->dry_run) {
 			if ((ret = detect_again(ctx, &r, hooks, classes[i].name))) {
 				failed = true;

@@ -59,6 +59,8 @@ struct cfix {
 	struct crange *ext;        /* data extents, sorted, merged where they touch */
 	size_t next, next_cap;
 	struct clist old, new;
+	struct btrfs_key *foreign;  /* items under a key no checksum item has: removed */
+	size_t nforeign, foreign_cap;
 	uint64_t unreadable, said;
 };
 
@@ -224,8 +226,38 @@ static int read_csum_items(struct cfix *x, bool fix)
 	return ret < 0 ? ret : 0;
 }
 
-/* --rebuild-csum-tree: the data extents that regular file extents of
- * checksummed inodes use, from every subvolume tree. */
+/* The csum tree's items under another key than checksums have (the kernel
+ * rejects a leaf that holds one), to remove. */
+static int read_foreign_items(struct cfix *x)
+{
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, x->fs, &x->fs->csum_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (key.objectid == BTRFS_EXTENT_CSUM_OBJECTID && key.type == BTRFS_EXTENT_CSUM_KEY)
+			continue;
+		if (x->nforeign == x->foreign_cap) {
+			size_t c = x->foreign_cap ? x->foreign_cap * 2 : 16;
+			struct btrfs_key *p = realloc(x->foreign, c * sizeof(*p));
+			if (!p) {
+				ret = -ENOMEM;
+				break;
+			}
+			x->foreign = p;
+			x->foreign_cap = c;
+		}
+		x->foreign[x->nforeign++] = key;
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+/* --rebuild-csum-tree: the parts of data extents that regular file extents
+ * of checksummed inodes use, from every subvolume tree. */
 static int tree_used_extents(struct cfix *x, const struct tree_root_ptr *root, size_t *cap)
 {
 	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
@@ -243,8 +275,16 @@ static int tree_used_extents(struct cfix *x, const struct tree_root_ptr *root, s
 		} else if (key.type == BTRFS_EXTENT_DATA_KEY && size >= sizeof(struct btrfs_file_extent_item) &&
 			   file_extent_type(d) == BTRFS_FILE_EXTENT_REG && file_extent_disk_bytenr(d) &&
 			   !(ino == key.objectid && (flags & BTRFS_INODE_NODATASUM))) {
-			ret = ranges_add(&x->ext, &x->next, cap, file_extent_disk_bytenr(d), file_extent_disk_num_bytes(d));
-			if (ret)
+			/* the part the file uses (compressed: all of it), as the kernel wrote checksums:
+			 * the unwritten rest of a preallocated extent has none */
+			uint64_t dlen = file_extent_disk_num_bytes(d);
+			bool whole = file_extent_compression(d) != 0;
+			uint64_t lo = whole ? 0 : file_extent_offset(d), hi = whole ? dlen : lo + file_extent_num_bytes(d);
+			if (hi > dlen || hi < lo)
+				hi = dlen;
+			if (lo > hi)
+				lo = hi;
+			if (hi > lo && (ret = ranges_add(&x->ext, &x->next, cap, file_extent_disk_bytenr(d) + lo, hi - lo)))
 				break;
 		}
 	}
@@ -444,6 +484,13 @@ static int apply(struct cfix *x)
 	}
 	free(keep_old);
 	free(keep_new);
+	for (size_t f = 0; !ret && f < x->nforeign; f++) {
+		const struct btrfs_key *k = &x->foreign[f];
+		if (!(ret = trans_delete_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, k)))
+			repair_say(x->r, "item (%" PRIu64 " %u %" PRIu64 ") removed: no checksum item has that key",
+				   k->objectid, k->type, k->offset);
+		deleted++;
+	}
 	if (ret)
 		return ret;
 	if (deleted || inserted) {
@@ -503,6 +550,8 @@ int repair_csums(struct repair_ctx *r)
 	ret = rebuild_all ? collect_used_extents(&x) : read_data_extents(&x);
 	if (!ret && !dropped)   /* a dropped tree has no old items left */
 		ret = read_csum_items(&x, !rebuild_all);
+	if (!ret && !dropped)
+		ret = read_foreign_items(&x);
 	if (!ret && rebuild_all)
 		ret = rebuild(&x);
 	if (!ret && x.said > SAY_MAX)
@@ -514,6 +563,7 @@ int repair_csums(struct repair_ctx *r)
 		ret = apply(&x);
 out:
 	free(x.ext);
+	free(x.foreign);
 	clist_free(&x.old);
 	clist_free(&x.new);
 	return ret;

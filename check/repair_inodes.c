@@ -138,6 +138,21 @@ static int set_counter(struct repair_ctx *r, uint64_t root, uint64_t ino, enum p
 	return ret;
 }
 
+/* A subvolume's top directory that lost its ".." inode ref (its one name,
+ * as the kernel and btrfs check count it): the ref again, and nlink 1. */
+static int top_dir_ref(struct repair_ctx *r, uint64_t root, struct inode_counts *c)
+{
+	const uint64_t ino = BTRFS_FIRST_FREE_OBJECTID;
+	int ret = link_add_ref(r, root, ino, ino, 0, (const uint8_t *)"..", 2);
+
+	if (ret)
+		return ret;
+	if (r->changes++ < SAY_MAX)
+		repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": its \"..\" inode ref made again", root, ino);
+	c->names = 1;
+	return set_counter(r, root, ino, PR_INODE_NLINK, c);
+}
+
 int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
 {
 	struct tree_root_ptr rp;
@@ -148,6 +163,8 @@ int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum
 		ret = count_inode(r, &rp, ino, &c);
 	if (!ret && code == PR_INODE_NLINK && !c.names && ino != BTRFS_FIRST_FREE_OBJECTID)
 		return lostfound_link(r, root, ino);   /* no name left: nlink 0 would lose it */
+	if (!ret && code == PR_INODE_NLINK && !c.names)
+		return top_dir_ref(r, root, &c);
 	return ret ? ret : set_counter(r, root, ino, code, &c);
 }
 

@@ -155,13 +155,18 @@ int link_add_ref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t d
 {
 	struct btrfs_key key = { child, BTRFS_INODE_REF_KEY, dir };
 	uint8_t e[sizeof(struct btrfs_inode_ref) + 256];
+	int ret;
 
 	if (len == 0 || len > BTRFS_NAME_MAX)
 		return -EINVAL;
 	inode_ref_set_index(e, index);
 	inode_ref_set_name_len(e, len);
 	memcpy(e + sizeof(struct btrfs_inode_ref), name, len);
-	return link_append(r, root, &key, e, sizeof(struct btrfs_inode_ref) + len);
+	ret = link_append(r, root, &key, e, sizeof(struct btrfs_inode_ref) + len);
+	/* a ref item full of names: the name goes into an extref, as the kernel puts it */
+	if (ret == -ENOSPC && (r->fs->incompat & BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF) && child != dir)
+		ret = link_add_extref(r, root, child, dir, index, name, len);
+	return ret;
 }
 
 int link_add_extref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
@@ -279,6 +284,27 @@ int link_inode_for_update(struct repair_ctx *r, uint64_t root, uint64_t ino, uin
 	if (ret == 0 && size < sizeof(struct btrfs_inode_item))
 		ret = fs_error(r->fs, -EUCLEAN, "root %" PRIu64 " inode %" PRIu64 ": inode item is %u bytes", root, ino,
 			       size);
+	return ret;
+}
+
+int link_has_ref(struct repair_ctx *r, uint64_t root, uint64_t ino)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, 0 }, k;
+	struct tree_root_ptr rp;
+	struct tree_path path;
+	int ret = trans_get_root(r->t, root, &rp);
+
+	if (ret)
+		return ret;
+	tree_path_init(&path);
+	ret = tree_search(r->fs, &rp, &key, &path);
+	if (ret == 0) {
+		tree_item_key(&path, &k);
+		ret = k.objectid == ino && (k.type == BTRFS_INODE_REF_KEY || k.type == BTRFS_INODE_EXTREF_KEY);
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	tree_path_release(r->fs, &path);
 	return ret;
 }
 

@@ -36,7 +36,8 @@ int link_add_dir_item(struct repair_ctx *r, uint64_t root, uint64_t dir, const u
 /* Add the DIR_INDEX (dir, index): -EEXIST if that index is taken. */
 int link_add_dir_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
 		       uint16_t len, uint64_t child, uint8_t type);
-/* Add name (in dir, with index) to child's INODE_REF item for dir. */
+/* Add name (in dir, with index) to child's INODE_REF item for dir (to an
+ * extref when that item is full and the filesystem has extrefs). */
 int link_add_ref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
 		 const uint8_t *name, uint16_t len);
 /* Add an extref of child (keyed by the extref hash of dir and name). */
@@ -59,6 +60,8 @@ int link_inode_for_update(struct repair_ctx *r, uint64_t root, uint64_t ino, uin
 /* The index after the highest DIR_INDEX of dir (2 for an empty directory). */
 int link_next_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t *index);
 
+/* 1 when inode ino of root has an inode ref or extref (to any parent), 0 when not, -errno. */
+int link_has_ref(struct repair_ctx *r, uint64_t root, uint64_t ino);
 /* 1 and *mode when inode ino of root has an inode item, 0 when not, -errno. */
 int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t *mode);
 /* Fill a zeroed inode item for an inode the repair creates: generation and
@@ -69,6 +72,14 @@ void link_init_inode_item(struct repair_ctx *r, uint8_t *item, uint32_t mode, ui
  * missing), named by its inode number, and set its nlink to 1.
  * check/repair_lostfound.c. */
 int lostfound_link(struct repair_ctx *r, uint64_t root, uint64_t ino);
+
+/* The names of inode child whose parent dir is no directory and holds no
+ * entries (a damaged ref's parent): removed, and the inode linked into
+ * /lost+found when it has no other name left. check/repair_parentless.c. */
+int names_drop_parentless(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t child);
+/* 1 when dir of root is no directory (no inode item, or another type) and
+ * holds no dir item or dir index, 0 when it is or does, -errno. */
+int names_parent_missing(struct repair_ctx *r, uint64_t root, uint64_t dir);
 
 /* Recompute one counter of an inode from its items (code: PR_INODE_NLINK,
  * PR_DIR_ISIZE or PR_INODE_NBYTES), as the inodes class does; says what it

@@ -11,6 +11,8 @@
  *     name there and its key is not another real name's, else it is a
  *     damaged copy and removed; one naming an inode that does not exist is
  *     removed.
+ *   - names in refs into a parent that is not there, nor holds entries, are
+ *     removed once the others are settled (check/repair_parentless.c).
  * Then the directory's size and the inodes' link counts are recomputed, and
  * xattrs under a wrong hash are re-keyed. One transaction. */
 #include <errno.h>
@@ -25,7 +27,8 @@
 #include "libfs/csum.h"
 #include "libfs/tree.h"
 
-#define MAX_CHILDREN 64
+/* inodes reconciled with one directory at once (their notes come in order) */
+#define MAX_CHILDREN (1u << 20)
 #define SAY_MAX 100
 
 enum name_src { SRC_ITEM, SRC_INDEX, SRC_REF, SRC_EXTREF };
@@ -46,10 +49,10 @@ struct ndir {
 	struct repair_ctx *r;
 	struct tree_root_ptr root;
 	uint64_t rootid, dir;
-	uint64_t children[MAX_CHILDREN];
-	bool changed[MAX_CHILDREN];
-	bool real[MAX_CHILDREN];     /* it has a name here that was settled */
-	size_t nchildren;
+	uint64_t *children;          /* ascending */
+	bool *changed;
+	bool *real;                  /* it has a name here that was settled */
+	size_t nchildren, children_cap;
 	bool xattrs, dir_changed;
 	struct nent *v;
 	size_t n, cap;
@@ -58,13 +61,24 @@ struct ndir {
 	uint64_t *held;
 	uint8_t *held_src;
 	size_t nheld, heldcap;
+	/* (dir, child) pairs whose dir is not there: after every other directory */
+	struct name_fix *later;
+	size_t nlater, latercap;
 };
 
 static int child_slot(const struct ndir *d, uint64_t child)
 {
-	for (size_t i = 0; i < d->nchildren; i++)
-		if (d->children[i] == child)
-			return (int)i;
+	size_t lo = 0, hi = d->nchildren;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (d->children[mid] == child)
+			return (int)mid;
+		if (d->children[mid] < child)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return -1;
 }
 
@@ -339,28 +353,6 @@ static bool has_real_name(const struct ndir *d, uint64_t child)
 	return slot >= 0 && d->real[slot];
 }
 
-/* 1 when inode c has any inode ref or extref (anywhere), 0 when not, -errno. */
-static int has_any_ref(struct ndir *d, uint64_t c)
-{
-	struct btrfs_key key = { c, BTRFS_INODE_REF_KEY, 0 }, k;
-	struct tree_root_ptr rp;
-	struct tree_path path;
-	int ret = trans_get_root(d->r->t, d->rootid, &rp);
-
-	if (ret)
-		return ret;
-	tree_path_init(&path);
-	ret = tree_search(d->r->fs, &rp, &key, &path);
-	if (ret == 0) {
-		tree_item_key(&path, &k);
-		ret = k.objectid == c && (k.type == BTRFS_INODE_REF_KEY || k.type == BTRFS_INODE_EXTREF_KEY);
-	} else if (ret == 1) {
-		ret = 0;
-	}
-	tree_path_release(d->r->fs, &path);
-	return ret;
-}
-
 /* One name (its members m[0..n)) in pass 1 (strong names) or pass 2 (the rest). */
 static int decide_name(struct ndir *d, struct nent **m, size_t n, bool strong_pass)
 {
@@ -419,7 +411,7 @@ static int decide_name(struct ndir *d, struct nent **m, size_t n, bool strong_pa
 		bool copy = has_real_name(d, c);
 		for (size_t i = 0; i < n && !copy; i++)
 			copy = key_held(d, m[i]->src, m[i]->key);
-		if (!copy && S_ISDIR(mode) && (ret = has_any_ref(d, c)))
+		if (!copy && S_ISDIR(mode) && (ret = link_has_ref(d->r, d->rootid, c)))
 			copy = true;   /* a directory has one name, and it has it elsewhere */
 		if (ret < 0)
 			return ret;
@@ -525,6 +517,24 @@ out:
 	return ret < 0 ? ret : 0;
 }
 
+/* The children's names into a directory that is not there: dropped at the
+ * end (check/repair_parentless.c), once their real names are settled. */
+static int defer_dir(struct ndir *d)
+{
+	for (size_t c = 0; c < d->nchildren; c++) {
+		if (d->nlater == d->latercap) {
+			size_t cap = d->latercap ? d->latercap * 2 : 16;
+			struct name_fix *v = realloc(d->later, cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			d->later = v;
+			d->latercap = cap;
+		}
+		d->later[d->nlater++] = (struct name_fix){ .root = d->rootid, .dir = d->dir, .child = d->children[c] };
+	}
+	return 0;
+}
+
 static int fix_dir(struct ndir *d)
 {
 	int ret = trans_get_root(d->r->t, d->rootid, &d->root);
@@ -535,9 +545,33 @@ static int fix_dir(struct ndir *d)
 		return ret;
 	if (!d->nchildren)
 		return 0;
+	if ((ret = names_parent_missing(d->r, d->rootid, d->dir)))
+		return ret < 0 ? ret : defer_dir(d);
 	if ((ret = gather(d)))
 		return ret;
 	return settle_dir(d);
+}
+
+static int add_child(struct ndir *d, uint64_t child)
+{
+	if (d->nchildren == d->children_cap) {
+		size_t cap = d->children_cap ? d->children_cap * 2 : 64;
+		uint64_t *c = realloc(d->children, cap * sizeof(*c));
+		bool *ch, *re;
+		if (c)
+			d->children = c;
+		ch = c ? realloc(d->changed, cap) : NULL;
+		if (ch)
+			d->changed = ch;
+		re = ch ? realloc(d->real, cap) : NULL;
+		if (!re)
+			return -ENOMEM;
+		d->real = re;
+		d->children_cap = cap;
+	}
+	d->changed[d->nchildren] = d->real[d->nchildren] = false;
+	d->children[d->nchildren++] = child;
+	return 0;
 }
 
 static void reset_dir(struct ndir *d, const struct name_fix *f)
@@ -547,8 +581,6 @@ static void reset_dir(struct ndir *d, const struct name_fix *f)
 	d->nchildren = d->n = d->nheld = 0;
 	d->next_index = 0;
 	d->xattrs = d->dir_changed = false;
-	memset(d->changed, 0, sizeof(d->changed));
-	memset(d->real, 0, sizeof(d->real));
 }
 
 int repair_names(struct repair_ctx *r)
@@ -569,17 +601,26 @@ int repair_names(struct repair_ctx *r)
 			reset_dir(&d, f);
 			open = true;
 		}
-		if (!f->child)
+		/* child 0 with a wrong hash: xattrs; else entries naming inode 0, which never exists */
+		if (!f->child && f->code == PR_NAME_HASH)
 			d.xattrs = true;
 		else if (child_slot(&d, f->child) >= 0)
 			continue;
-		else if (d.nchildren < MAX_CHILDREN)
-			d.children[d.nchildren++] = f->child;
-		else
+		else if (d.nchildren < MAX_CHILDREN && (d.nchildren == 0 || d.children[d.nchildren - 1] < f->child)) {
+			if ((ret = add_child(&d, f->child)))
+				break;
+		} else {
 			r->left++;
+		}
 	}
 	if (ret == 0 && open)
 		ret = fix_dir(&d);
+	for (size_t i = 0; ret == 0 && i < d.nlater; i++)
+		ret = names_drop_parentless(r, d.later[i].root, d.later[i].dir, d.later[i].child);
+	free(d.later);
+	free(d.children);
+	free(d.changed);
+	free(d.real);
 	free(d.v);
 	free(d.held);
 	free(d.held_src);

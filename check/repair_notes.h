@@ -41,8 +41,9 @@ struct inode_fix {
 };
 
 /* A name to reconcile (check/repair_names.c): a directory and an inode that
- * a dir item, dir index, inode ref or extref joins; child 0: inode `dir` has
- * xattrs keyed with a wrong name hash. Sorted by (root, dir, child, code). */
+ * a dir item, dir index, inode ref or extref joins; child 0 with code
+ * PR_NAME_HASH: inode `dir` has xattrs keyed with a wrong name hash (with
+ * another code: an entry names inode 0). Sorted by (root, dir, child, code). */
 struct name_fix {
 	uint64_t root, dir, child;
 	uint32_t code;

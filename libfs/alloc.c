@@ -79,7 +79,20 @@ struct alloc_group *alloc_group_of(struct trans *t, uint64_t bytenr)
 	return NULL;
 }
 
-/* Logical address of the byte that physical `phys` of stripe s holds. */
+/* How much logical space a superblock copy in one stripe takes from the
+ * chunk, as the kernel excludes it: a stripe_len piece, and with RAID5/6 the
+ * full row of data stripes it lies in (parity rotates, so the kernel takes
+ * the row whole). */
+static uint64_t chunk_super_unit(const struct chunk *c)
+{
+	uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	unsigned parity = profile & BTRFS_BLOCK_GROUP_RAID6 ? 2 : profile & BTRFS_BLOCK_GROUP_RAID5 ? 1 : 0;
+
+	return parity && c->num_stripes > parity ? c->stripe_len * (c->num_stripes - parity) : c->stripe_len;
+}
+
+/* Logical address of the byte that physical `phys` of stripe s holds (with
+ * RAID5/6: the start of its row). */
 static uint64_t stripe_physical_to_logical(const struct chunk *c, unsigned s, uint64_t phys)
 {
 	uint64_t off = phys - c->stripes[s].physical;
@@ -92,6 +105,8 @@ static uint64_t stripe_physical_to_logical(const struct chunk *c, unsigned s, ui
 		unsigned groups = c->num_stripes / c->sub_stripes;
 		return c->logical + (row * groups + s / c->sub_stripes) * c->stripe_len + in;
 	}
+	if (profile & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))
+		return c->logical + row * chunk_super_unit(c);   /* the whole row of data stripes */
 	return c->logical + off;
 }
 
@@ -99,7 +114,7 @@ static int group_load(struct trans *t, struct alloc_group *g);
 static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr);
 
 /* The logical ranges of a chunk whose stripes hold a superblock copy: whole
- * stripe_len pieces that must never hold a tree block. Returns the count. */
+ * pieces (chunk_super_unit) that must never hold a tree block. Returns the count. */
 static unsigned chunk_super_ranges(const struct chunk *c, uint64_t *starts, unsigned max)
 {
 	uint64_t stripe_size = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
@@ -111,7 +126,12 @@ static unsigned chunk_super_ranges(const struct chunk *c, uint64_t *starts, unsi
 			if (sb < c->stripes[s].physical || sb - c->stripes[s].physical >= stripe_size)
 				continue;
 			logical = stripe_physical_to_logical(c, s, sb);
-			starts[n++] = logical - (logical - c->logical) % c->stripe_len;
+			logical -= (logical - c->logical) % chunk_super_unit(c);
+			for (unsigned k = 0; k < n; k++)   /* RAID5/6: stripes of one row share it */
+				if (starts[k] == logical)
+					logical = UINT64_MAX;
+			if (logical != UINT64_MAX)
+				starts[n++] = logical;
 		}
 	}
 	return n;
@@ -119,7 +139,7 @@ static unsigned chunk_super_ranges(const struct chunk *c, uint64_t *starts, unsi
 
 static uint64_t super_range_len(const struct alloc_group *g, const struct chunk *c, uint64_t start)
 {
-	uint64_t end = start + c->stripe_len;
+	uint64_t end = start + chunk_super_unit(c);
 
 	return (end > g->start + g->length ? g->start + g->length : end) - start;
 }
@@ -430,7 +450,7 @@ int fs_super_stripe_ranges(struct fs_info *fs, uint64_t logical, uint64_t *start
 		return -ENOENT;
 	n = chunk_super_ranges(c, starts, max);
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t end = starts[i] + c->stripe_len;
+		uint64_t end = starts[i] + chunk_super_unit(c);
 		lens[i] = (end > c->logical + c->length ? c->logical + c->length : end) - starts[i];
 	}
 	return (int)n;

@@ -347,6 +347,10 @@ static int fs_note_missing_devices(struct fs_info *fs, bool allow_missing)
 			"device devid %llu uuid %s is missing", (unsigned long long)key.offset, u);
 	}
 	tree_iter_release(&it);
+	if (ret < 0 && ret != -ENOMEM && fs->tolerate_damage) {
+		fs->damage_tolerated = true;
+		ret = 0; /* volumes_read_chunk_tree noted the unreadable chunk tree */
+	}
 	if (ret < 0)
 		return ret;
 	if (fs->missing_devices && !allow_missing)
@@ -432,10 +436,72 @@ static int fs_load_roots(struct fs_info *fs)
 			dst->bytenr = 0;
 			continue;
 		}
+		if (ret && ret != -ENOMEM && fs->tolerate_damage) {
+			fs_note(fs, FS_NOTE_WARNING, "tree %llu left out: %s", (unsigned long long)roots[i].id,
+				fs->errmsg);
+			fs->damage_tolerated = true;
+			dst->bytenr = 0;
+			continue;
+		}
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+/* With tolerate_damage: when the superblock's root tree root cannot be read,
+ * use the newest backup root whose root tree root can (what mounting with
+ * rescue=usebackuproot does). -EUCLEAN when none does (the unreadable one
+ * stays). */
+static int fs_try_backup_tree_root(struct fs_info *fs)
+{
+	struct block_expect ex = { .generation = fs->tree_root.generation, .level = fs->tree_root.level,
+				   .owner = BTRFS_ROOT_TREE_OBJECTID };
+	const uint8_t *bk[BTRFS_NUM_BACKUP_ROOTS];
+	char why[sizeof(fs->errmsg)];
+	struct tree_block *b;
+	int slot[BTRFS_NUM_BACKUP_ROOTS], n = 0;
+
+	if (block_read(fs, fs->tree_root.bytenr, &ex, &b) == 0) {
+		block_put(fs, b);
+		return 0;
+	}
+	snprintf(why, sizeof(why), "%s", fs->errmsg);
+	/* the usable slots, newest first */
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
+		const uint8_t *r = super_super_roots_ptr(fs->super) + (size_t)i * sizeof(struct btrfs_root_backup);
+		int k = n++;
+		if (!backup_tree_root(r) || backup_tree_root(r) == fs->tree_root.bytenr ||
+		    backup_tree_root_gen(r) > fs->generation || backup_tree_root_level(r) >= BTRFS_MAX_LEVEL) {
+			n--;
+			continue;
+		}
+		for (; k > 0 && backup_tree_root_gen(bk[k - 1]) < backup_tree_root_gen(r); k--) {
+			bk[k] = bk[k - 1];
+			slot[k] = slot[k - 1];
+		}
+		bk[k] = r;
+		slot[k] = i;
+	}
+	for (int k = 0; k < n; k++) {
+		ex = (struct block_expect){ .generation = backup_tree_root_gen(bk[k]),
+					    .level = backup_tree_root_level(bk[k]), .owner = BTRFS_ROOT_TREE_OBJECTID };
+		if (block_read(fs, backup_tree_root(bk[k]), &ex, &b))
+			continue;
+		block_put(fs, b);
+		fs_note(fs, FS_NOTE_WARNING, "root tree root %llu unreadable (%s): using backup root %d "
+			"(generation %llu)", (unsigned long long)fs->tree_root.bytenr, why, slot[k],
+			(unsigned long long)backup_tree_root_gen(bk[k]));
+		fs->tree_root = (struct tree_root_ptr){ BTRFS_ROOT_TREE_OBJECTID, backup_tree_root(bk[k]),
+							backup_tree_root_gen(bk[k]), backup_tree_root_level(bk[k]) };
+		fs->tree_root_backup = slot[k];
+		fs->damage_tolerated = true;
+		return 0;
+	}
+	fs_note(fs, FS_NOTE_WARNING, "root tree root %llu unreadable and no backup root reads: %s",
+		(unsigned long long)fs->tree_root.bytenr, why);
+	fs->damage_tolerated = true;
+	return fs_error(fs, -EUCLEAN, "%s", why);
 }
 
 /* Everything after the members are added: chunk map, devices, roots. */
@@ -463,6 +529,9 @@ static int fs_open_steps(struct fs_info *fs, const struct fs_open_options *opts,
 		return ret;
 	fs_resolve_stripe_devices(fs);
 	if (opts->chunk_only)
+		return 0;
+	/* no usable root tree: every other tree's root stays 0 */
+	if (fs->tolerate_damage && fs_try_backup_tree_root(fs))
 		return 0;
 	ret = fs_load_roots(fs);
 	if (ret)
@@ -502,6 +571,8 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	fs->note_arg = opts->note_arg;
 	fs->writable = opts->writable;
 	fs->fsid_change = opts->fsid_change;
+	fs->tolerate_damage = opts->tolerate_damage;
+	fs->tree_root_backup = -1;
 	for (i = 0; i < n && !ret; i++)
 		ret = paths ? fs_add_member(fs, paths[i], opts, i == 0)
 			    : fs_add_member_io(fs, ios[i], ios[i]->path, opts, i == 0);

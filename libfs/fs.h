@@ -58,6 +58,13 @@ struct fs_open_options {
 	 * the one its metadata_uuid field records (fs_info.fsid_alt). Writing
 	 * (trans_start) is refused on such a filesystem without this option. */
 	bool fsid_change;
+	/* For btk-check, which reports the damage itself: open despite it. A
+	 * chunk item that does not validate is left out of the chunk map, an
+	 * unreadable chunk tree leaves the chunks read so far, a root item that
+	 * cannot be used leaves that tree's root 0, and an unreadable root tree
+	 * root is replaced by the newest backup root that reads
+	 * (fs_info.tree_root_backup). */
+	bool tolerate_damage;
 };
 
 struct fs_info {
@@ -88,6 +95,14 @@ struct fs_info {
 
 	struct tree_root_ptr chunk_root;
 	struct tree_root_ptr tree_root;
+	/* fs_open_options.tolerate_damage: the backup root slot whose root tree
+	 * is in use because the superblock's could not be read, or -1 */
+	int tree_root_backup;
+	bool tolerate_damage;
+	/* tolerate_damage left something out (a chunk, a tree, the newest root
+	 * tree): what is mapped is not the whole filesystem, so trans_start
+	 * refuses to write */
+	bool damage_tolerated;
 	/* from the root tree (bytenr 0 when the tree does not exist) */
 	struct tree_root_ptr extent_root, dev_root, fs_root, csum_root, quota_root,
 		uuid_root, free_space_root, block_group_root, raid_stripe_root;

@@ -31,6 +31,9 @@ int trans_start(struct fs_info *fs, struct trans **out)
 		return fs_error(fs, -EROFS, "the filesystem was opened read-only");
 	if (fs->missing_devices)
 		return fs_error(fs, -ENODEV, "cannot write with %u device(s) missing", fs->missing_devices);
+	if (fs->damage_tolerated)
+		return fs_error(fs, -EUCLEAN, "the filesystem was opened despite damage to its chunk or root "
+				"trees (part of it is not mapped): it cannot be written");
 	if (super_log_root(fs->super))
 		return fs_error(fs, -EBUSY, "the filesystem has a log tree to replay: mount it once first");
 	if ((super_flags(fs->super) & (BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) &&

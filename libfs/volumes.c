@@ -135,11 +135,10 @@ static int chunk_map_insert(struct fs_info *fs, struct chunk *c)
 	return 0;
 }
 
-int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)
+int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)
 {
 	unsigned num, sub;
 	uint64_t type, length, stripe_len;
-	struct chunk *c;
 
 	if (size < chunk_item_size(1))
 		return fs_error(fs, -EUCLEAN, "chunk item at %llu too small (%u bytes)",
@@ -165,15 +164,26 @@ int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item
 	    !chunk_geometry_valid(type, num, sub))
 		return fs_error(fs, -EUCLEAN, "chunk at %llu: type 0x%llx with %u stripes is not valid",
 				(unsigned long long)logical, (unsigned long long)type, num);
+	return 0;
+}
+
+int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)
+{
+	unsigned num = chunk_num_stripes(item);
+	struct chunk *c;
+	int ret = chunk_item_validate(fs, logical, item, size);
+
+	if (ret)
+		return ret;
 	c = calloc(1, sizeof(*c) + num * sizeof(c->stripes[0]));
 	if (!c)
 		return -ENOMEM;
 	c->logical = logical;
-	c->length = length;
-	c->type = type;
-	c->stripe_len = stripe_len;
+	c->length = chunk_length(item);
+	c->type = chunk_type(item);
+	c->stripe_len = chunk_stripe_len(item);
 	c->num_stripes = (uint16_t)num;
-	c->sub_stripes = (uint16_t)sub;
+	c->sub_stripes = (uint16_t)chunk_sub_stripes(item);
 	for (unsigned i = 0; i < num; i++) {
 		const uint8_t *s = chunk_stripe(item, i);
 		c->stripes[i].devid = stripe_devid(s);
@@ -269,10 +279,21 @@ int volumes_read_chunk_tree(struct fs_info *fs)
 		if (key.type != BTRFS_CHUNK_ITEM_KEY)
 			continue;
 		ret = chunk_map_add_item(fs, key.offset, data, size);
+		if (ret == -EUCLEAN && fs->tolerate_damage) {
+			fs_note(fs, FS_NOTE_WARNING, "chunk item left out: %s", fs->errmsg);
+			fs->damage_tolerated = true;
+			continue;
+		}
 		if (ret)
 			break;
 	}
 	tree_iter_release(&it);
+	if (ret < 0 && ret != -ENOMEM && fs->tolerate_damage) {
+		/* the chunks read so far stay mapped; the check reports the tree's blocks */
+		fs_note(fs, FS_NOTE_WARNING, "chunk tree read only in part: %s", fs->errmsg);
+		fs->damage_tolerated = true;
+		ret = 0;
+	}
 	return ret < 0 ? ret : 0;
 }
 

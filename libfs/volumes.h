@@ -42,6 +42,8 @@ unsigned profile_copies(uint64_t type_flags);       /* copies of each byte (1..4
 /* Bytes each stripe of a chunk of this length and geometry occupies on its device. */
 uint64_t chunk_stripe_size(uint64_t length, uint64_t type, unsigned num_stripes, unsigned sub_stripes);
 
+/* Validate a chunk item's geometry: 0, or -EUCLEAN with a message. */
+int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
 /* Parse a chunk item (from the chunk tree or the sys_chunk_array) into the map.
  * Validates geometry; -EUCLEAN with a message on nonsense. */
 int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
