@@ -10,15 +10,22 @@
  * with unreadable blocks is dropped whole and rebuilt that way.
  *
  * Either way the new items are compared with the old ones and only the items
- * that differ are deleted or inserted. Memory: the checksums of the whole
- * tree, twice (old and new), plus one entry per data extent. */
+ * that differ are deleted or inserted. Everything streams in key order: the
+ * old items from the committed csum tree (which the transaction leaves as it
+ * is until the commit, so no cursor needs searching again after a change), the
+ * new ones as they are made, merged with the data ranges (check/csum_runs.h).
+ * Memory: a few tree paths, one item's worth of checksums, a 1 MiB read
+ * buffer, and for a rebuild a sorter within the --memory-limit share; the
+ * transaction's dirty blocks come on top. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/csum_runs.h"
 #include "check/fs_check.h"
 #include "check/repair.h"
+#include "common/messages.h"
 #include "libfs/csum.h"
 #include "libfs/data_users.h"
 #include "libfs/tree.h"
@@ -36,176 +43,122 @@ struct named {
 	size_t n;
 };
 
-struct crange {
-	uint64_t start, len;
-};
-
-/* Checksum items: data holds len / sectorsize checksums. */
-struct citem {
-	uint64_t start, len;
-	uint8_t *data;
-};
-
-struct clist {
-	struct citem *v;
-	size_t n, cap;
-};
-
 struct cfix {
 	struct repair_ctx *r;
 	struct fs_info *fs;
 	unsigned csize;
 	uint64_t max_item;         /* bytes of data one item may cover */
-	struct crange *ext;        /* data extents, sorted, merged where they touch */
-	size_t next, next_cap;
-	struct clist old, new;
-	struct btrfs_key *foreign;  /* items under a key no checksum item has: removed */
-	size_t nforeign, foreign_cap;
+	struct csum_runs runs;     /* data extents (a fix) or used ranges (a rebuild) */
+	bool runs_open, have_run;
+	struct csum_run run;       /* a fix: the current run of data extents */
+	/* the old items, from the committed tree: the one at old_start is next */
+	struct tree_iter old;
+	bool old_open, old_have;
+	uint64_t old_start;
+	const uint8_t *old_data;
+	uint32_t old_size;
+	uint64_t nold, deleted, inserted;
 	uint64_t unreadable, said;
 };
 
-static int ranges_add(struct crange **v, size_t *n, size_t *cap, uint64_t start, uint64_t len)
+static const struct btrfs_key csum_min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
+static const struct btrfs_key csum_max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, (uint64_t)-1 };
+
+static int old_advance(struct cfix *x)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		struct crange *p = realloc(*v, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		*v = p;
-		*cap = c;
+	struct btrfs_key key;
+	int ret = tree_iter_next(&x->old, &key, &x->old_data, &x->old_size);
+
+	x->old_have = ret == 1;
+	if (ret == 1) {
+		x->old_start = key.offset;
+		x->nold++;
 	}
-	(*v)[(*n)++] = (struct crange){ start, len };
-	return 0;
+	return ret < 0 ? ret : 0;
 }
 
-static int cmp_range(const void *a, const void *b)
+/* Delete the old item the cursor is at (its key still holds it in the
+ * transaction's tree), and move on. */
+static int old_delete(struct cfix *x)
 {
-	const struct crange *x = a, *y = b;
+	struct btrfs_key k = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, x->old_start };
+	int ret = trans_delete_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, &k);
 
-	return x->start < y->start ? -1 : x->start > y->start;
+	if (ret)
+		return ret;
+	x->deleted++;
+	return old_advance(x);
 }
 
-/* Sort and merge overlapping or touching ranges. */
-static void ranges_merge(struct crange *v, size_t *n)
-{
-	size_t o = 0;
-
-	qsort(v, *n, sizeof(*v), cmp_range);
-	for (size_t i = 0; i < *n; i++) {
-		if (o && v[i].start <= v[o - 1].start + v[o - 1].len) {
-			uint64_t end = v[i].start + v[i].len;
-			if (end > v[o - 1].start + v[o - 1].len)
-				v[o - 1].len = end - v[o - 1].start;
-			continue;
-		}
-		v[o++] = v[i];
-	}
-	*n = o;
-}
-
-/* An item: old ones keep len = their size in bytes, new ones the data they cover. */
-static int clist_add(struct clist *l, uint64_t start, uint64_t len, const uint8_t *data, size_t bytes)
-{
-	if (l->n == l->cap) {
-		size_t c = l->cap ? l->cap * 2 : 256;
-		struct citem *p = realloc(l->v, c * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-		l->cap = c;
-	}
-	l->v[l->n].data = malloc(bytes ? bytes : 1);
-	if (!l->v[l->n].data)
-		return -ENOMEM;
-	memcpy(l->v[l->n].data, data, bytes);
-	l->v[l->n].start = start;
-	l->v[l->n].len = len;
-	l->n++;
-	return 0;
-}
-
-/* A new item covering len bytes of data from start. */
+/* A new item covering len bytes of data from start, in ascending order of
+ * start: the old items before it have no equal and go; an equal old item
+ * stays and the new one is not written, a different one is replaced. */
 static int new_item(struct cfix *x, uint64_t start, uint64_t len, const uint8_t *sums)
 {
-	return clist_add(&x->new, start, len, sums, len / x->fs->sectorsize * x->csize);
-}
+	uint32_t bytes = (uint32_t)(len / x->fs->sectorsize * x->csize);
+	struct btrfs_key k = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, start };
+	int ret = 0;
 
-static void clist_free(struct clist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].data);
-	free(l->v);
-}
-
-/* Data extents from the extent tree. */
-static int read_data_extents(struct cfix *x)
-{
-	struct btrfs_key min = { 0, BTRFS_EXTENT_ITEM_KEY, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	size_t cap = 0;
-	int ret;
-
-	tree_iter_init(&it, x->fs, &x->fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1)
-		if (key.type == BTRFS_EXTENT_ITEM_KEY && size >= sizeof(struct btrfs_extent_item) &&
-		    (extent_flags(data) & BTRFS_EXTENT_FLAG_DATA) &&
-		    (ret = ranges_add(&x->ext, &x->next, &cap, key.objectid, key.offset)) < 0)
-			break;
-	tree_iter_release(&it);
-	if (ret < 0)
+	while (!ret && x->old_have && x->old_start < start)
+		ret = old_delete(x);
+	if (ret)
 		return ret;
-	ranges_merge(x->ext, &x->next);
+	if (x->old_have && x->old_start == start) {
+		if (x->old_size == bytes && !memcmp(x->old_data, sums, bytes))
+			return old_advance(x);
+		if ((ret = old_delete(x)))
+			return ret;
+	}
+	if ((ret = trans_insert_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, &k, sums, bytes)))
+		return ret;
+	x->inserted++;
 	return 0;
 }
 
 /* The end of the data-extent run that holds pos, or 0 if none holds it;
- * *from: the start of the next run after pos (UINT64_MAX if none). */
-static uint64_t extent_end_at(const struct cfix *x, uint64_t pos, uint64_t *from)
+ * *from: the start of the next run after pos (UINT64_MAX if none). Calls
+ * come with pos ascending. */
+static int extent_end_at(struct cfix *x, uint64_t pos, uint64_t *from, uint64_t *end)
 {
-	size_t lo = 0, hi = x->next;
+	int ret;
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (x->ext[mid].start + x->ext[mid].len <= pos)
-			lo = mid + 1;
-		else
-			hi = mid;
+	while (x->have_run && x->run.start + x->run.len <= pos) {
+		if ((ret = csum_runs_next(&x->runs, &x->run)) < 0)
+			return ret;
+		x->have_run = ret == 1;
 	}
-	*from = lo < x->next ? x->ext[lo].start : UINT64_MAX;
-	if (lo < x->next && x->ext[lo].start <= pos)
-		return x->ext[lo].start + x->ext[lo].len;
+	*from = x->have_run ? x->run.start : UINT64_MAX;
+	*end = x->have_run && x->run.start <= pos ? x->run.start + x->run.len : 0;
 	return 0;
 }
 
-/* Every csum item into x->old; with fix, what survives of each into x->new. */
-static int read_csum_items(struct cfix *x, bool fix)
+/* A fix: what survives of each old item (in the data extents, above what
+ * earlier items cover, whole checksums) as new items. */
+static int fix_items(struct cfix *x)
 {
-	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 0 };
-	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, (uint64_t)-1 }, key;
 	uint32_t ss = x->fs->sectorsize, size;
 	uint64_t covered = 0;
+	struct btrfs_key key;
 	struct tree_iter it;
 	const uint8_t *data;
 	int ret;
 
-	tree_iter_init(&it, x->fs, &x->fs->csum_root, &min, &max);
+	if ((ret = csum_runs_next(&x->runs, &x->run)) < 0)
+		return ret;
+	x->have_run = ret == 1;
+	tree_iter_init(&it, x->fs, &x->fs->csum_root, &csum_min, &csum_max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		uint64_t len = (uint64_t)(size / x->csize) * ss, pos, end = key.offset + len;
 
 		if (end < key.offset) /* past the end of the address space: clamp */
 			end = UINT64_MAX;
-
-		/* the old item as it is, whole (its size may be wrong): to compare and delete */
-		ret = clist_add(&x->old, key.offset, size, data, size);
-		if (ret)
-			break;
-		if (!fix || key.offset % ss)
+		if (key.offset % ss)
 			continue;
 		pos = key.offset > covered ? key.offset : covered;
 		while (pos < end) {
-			uint64_t next, stop = extent_end_at(x, pos, &next);
+			uint64_t next, stop;
+			if ((ret = extent_end_at(x, pos, &next, &stop)) < 0)
+				break;
 			if (!stop) {
 				pos = next;
 				continue;
@@ -217,7 +170,7 @@ static int read_csum_items(struct cfix *x, bool fix)
 				break;
 			pos = stop;
 		}
-		if (ret)
+		if (ret < 0)
 			break;
 		if (end > covered)
 			covered = end;
@@ -227,8 +180,8 @@ static int read_csum_items(struct cfix *x, bool fix)
 }
 
 /* The csum tree's items under another key than checksums have (the kernel
- * rejects a leaf that holds one), to remove. */
-static int read_foreign_items(struct cfix *x)
+ * rejects a leaf that holds one): removed. */
+static int remove_foreign_items(struct cfix *x)
 {
 	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
 	struct tree_iter it;
@@ -240,96 +193,14 @@ static int read_foreign_items(struct cfix *x)
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		if (key.objectid == BTRFS_EXTENT_CSUM_OBJECTID && key.type == BTRFS_EXTENT_CSUM_KEY)
 			continue;
-		if (x->nforeign == x->foreign_cap) {
-			size_t c = x->foreign_cap ? x->foreign_cap * 2 : 16;
-			struct btrfs_key *p = realloc(x->foreign, c * sizeof(*p));
-			if (!p) {
-				ret = -ENOMEM;
-				break;
-			}
-			x->foreign = p;
-			x->foreign_cap = c;
-		}
-		x->foreign[x->nforeign++] = key;
+		if ((ret = trans_delete_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, &key)))
+			break;
+		repair_say(x->r, "item (%" PRIu64 " %u %" PRIu64 ") removed: no checksum item has that key",
+			   key.objectid, key.type, key.offset);
+		x->deleted++;
 	}
 	tree_iter_release(&it);
 	return ret < 0 ? ret : 0;
-}
-
-/* --rebuild-csum-tree: the parts of data extents that regular file extents
- * of checksummed inodes use, from every subvolume tree. */
-static int tree_used_extents(struct cfix *x, const struct tree_root_ptr *root, size_t *cap)
-{
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	uint64_t ino = 0, flags = 0;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
-	int ret;
-
-	tree_iter_init(&it, x->fs, root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
-		if (key.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
-			ino = key.objectid;
-			flags = inode_flags(d);
-		} else if (key.type == BTRFS_EXTENT_DATA_KEY && size >= sizeof(struct btrfs_file_extent_item) &&
-			   file_extent_type(d) == BTRFS_FILE_EXTENT_REG && file_extent_disk_bytenr(d) &&
-			   !(ino == key.objectid && (flags & BTRFS_INODE_NODATASUM))) {
-			/* the part the file uses (compressed: all of it), as the kernel wrote checksums:
-			 * the unwritten rest of a preallocated extent has none */
-			uint64_t dlen = file_extent_disk_num_bytes(d);
-			bool whole = file_extent_compression(d) != 0;
-			uint64_t lo = whole ? 0 : file_extent_offset(d), hi = whole ? dlen : lo + file_extent_num_bytes(d);
-			if (hi > dlen || hi < lo)
-				hi = dlen;
-			if (lo > hi)
-				lo = hi;
-			if (hi > lo && (ret = ranges_add(&x->ext, &x->next, cap, file_extent_disk_bytenr(d) + lo, hi - lo)))
-				break;
-		}
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
-}
-
-static int collect_used_extents(struct cfix *x)
-{
-	struct btrfs_key min = { 0, BTRFS_ROOT_ITEM_KEY, 0 }, max = { (uint64_t)-1, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
-	struct tree_root_ptr *roots = NULL;
-	size_t nroots = 0, cap = 0;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
-	int ret;
-
-	tree_iter_init(&it, x->fs, &x->fs->tree_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
-		struct tree_root_ptr *p;
-		bool subvol = key_is_subvolume_id(key.objectid);
-		if (key.type != BTRFS_ROOT_ITEM_KEY || !subvol || size < BTRFS_ROOT_ITEM_V1_SIZE ||
-		    !root_item_refs(d) || !root_item_bytenr(d) || root_item_level(d) >= BTRFS_MAX_LEVEL)
-			continue;
-		if (nroots == cap) {
-			cap = cap ? cap * 2 : 16;
-			if (!(p = realloc(roots, cap * sizeof(*p)))) {
-				ret = -ENOMEM;
-				break;
-			}
-			roots = p;
-		}
-		roots[nroots++] = (struct tree_root_ptr){ key.objectid, root_item_bytenr(d), root_item_generation(d),
-							  root_item_level(d) };
-	}
-	tree_iter_release(&it);
-	cap = 0;
-	for (size_t i = 0; ret >= 0 && i < nroots; i++)
-		ret = tree_used_extents(x, &roots[i], &cap);
-	free(roots);
-	if (ret < 0)
-		return ret;
-	ranges_merge(x->ext, &x->next);
-	return 0;
 }
 
 /* One sector from any copy that reads; -EIO when none does. */
@@ -422,92 +293,22 @@ static int csum_range(struct cfix *x, uint64_t start, uint64_t len, uint8_t *buf
 	return ret;
 }
 
+/* A rebuild: checksums of every used run, from the data. */
 static int rebuild(struct cfix *x)
 {
 	uint8_t *buf = malloc(READ_MAX), *sums = malloc(x->max_item / x->fs->sectorsize * x->csize);
 	int ret = buf && sums ? 0 : -ENOMEM;
+	struct csum_run run;
 
-	for (size_t i = 0; !ret && i < x->next; i++) {
-		uint64_t start = x->ext[i].start - x->ext[i].start % x->fs->sectorsize;
-		uint64_t end = x->ext[i].start + x->ext[i].len;
+	while (!ret && (ret = csum_runs_next(&x->runs, &run)) == 1) {
+		uint64_t start = run.start - run.start % x->fs->sectorsize;
+		uint64_t end = run.start + run.len;
 		end += (x->fs->sectorsize - end % x->fs->sectorsize) % x->fs->sectorsize;
 		ret = csum_range(x, start, end - start, buf, sums);
 	}
 	free(buf);
 	free(sums);
-	return ret;
-}
-
-/* Is the old item (len = item bytes) identical to the new one? */
-static bool same_item(const struct cfix *x, const struct citem *o, const struct citem *n)
-{
-	uint64_t bytes = n->len / x->fs->sectorsize * x->csize;
-
-	return o->start == n->start && o->len == bytes && !memcmp(o->data, n->data, bytes);
-}
-
-/* Delete the old items that no new item equals, insert the new ones no old item equals. */
-static int apply(struct cfix *x)
-{
-	uint64_t deleted = 0, inserted = 0;
-	size_t i = 0, j = 0;
-	bool *keep_old = calloc(x->old.n + 1, 1), *keep_new = calloc(x->new.n + 1, 1);
-	int ret = keep_old && keep_new ? 0 : -ENOMEM;
-
-	/* both lists are sorted by start (new items of one start: at most one) */
-	while (!ret && i < x->old.n && j < x->new.n) {
-		if (x->old.v[i].start < x->new.v[j].start)
-			i++;
-		else if (x->old.v[i].start > x->new.v[j].start)
-			j++;
-		else {
-			if (same_item(x, &x->old.v[i], &x->new.v[j]))
-				keep_old[i] = keep_new[j] = true;
-			i++;
-			j++;
-		}
-	}
-	for (i = 0; !ret && i < x->old.n; i++) {
-		struct btrfs_key k = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, x->old.v[i].start };
-		if (keep_old[i])
-			continue;
-		ret = trans_delete_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, &k);
-		deleted++;
-	}
-	for (j = 0; !ret && j < x->new.n; j++) {
-		struct btrfs_key k = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, x->new.v[j].start };
-		if (keep_new[j])
-			continue;
-		ret = trans_insert_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, &k, x->new.v[j].data,
-					(uint32_t)(x->new.v[j].len / x->fs->sectorsize * x->csize));
-		inserted++;
-	}
-	free(keep_old);
-	free(keep_new);
-	for (size_t f = 0; !ret && f < x->nforeign; f++) {
-		const struct btrfs_key *k = &x->foreign[f];
-		if (!(ret = trans_delete_item(x->r->t, BTRFS_CSUM_TREE_OBJECTID, k)))
-			repair_say(x->r, "item (%" PRIu64 " %u %" PRIu64 ") removed: no checksum item has that key",
-				   k->objectid, k->type, k->offset);
-		deleted++;
-	}
-	if (ret)
-		return ret;
-	if (deleted || inserted) {
-		repair_say(x->r, "%" PRIu64 " csum item(s) removed or replaced, %" PRIu64 " written (%zu kept)", deleted,
-			   inserted, x->old.n - deleted);
-		x->r->changes++;
-	}
-	return 0;
-}
-
-static uint64_t total_bytes(const struct cfix *x)
-{
-	uint64_t n = 0;
-
-	for (size_t i = 0; i < x->next; i++)
-		n += x->ext[i].len;
-	return n;
+	return ret < 0 ? ret : 0;
 }
 
 /* A csum tree the check could not read whole is dropped (its blocks below the
@@ -529,6 +330,30 @@ static int drop_damaged_csum_tree(struct repair_ctx *r)
 	return 1;
 }
 
+/* The old items left after the last new one have no equal: removed. */
+static int old_finish(struct cfix *x)
+{
+	int ret = 0;
+
+	while (!ret && x->old_have)
+		ret = old_delete(x);
+	return ret;
+}
+
+static void cfix_release(struct cfix *x)
+{
+	if (x->runs_open) {
+		csum_runs_close(&x->runs);
+		if (x->runs.spilled_bytes)
+			msg_verbose("csums: the used data ranges were sorted with %" PRIu64 " bytes spilled to disk",
+				    x->runs.spilled_bytes);
+	}
+	x->runs_open = false;
+	if (x->old_open)
+		tree_iter_release(&x->old);
+	x->old_open = false;
+}
+
 int repair_csums(struct repair_ctx *r)
 {
 	struct cfix x = { .r = r, .fs = r->fs, .csize = r->fs->csum_size };
@@ -542,29 +367,36 @@ int repair_csums(struct repair_ctx *r)
 		return fs_error(r->fs, -EUCLEAN, "the filesystem has no csum tree");
 	/* like the kernel: room for two item headers left in a leaf */
 	x.max_item = ((leaf_data - 2 * sizeof(struct btrfs_item)) / x.csize - 1) * (uint64_t)r->fs->sectorsize;
-	if ((dropped = drop_damaged_csum_tree(r)) < 0) {
-		ret = dropped;
-		goto out;
-	}
+	if ((dropped = drop_damaged_csum_tree(r)) < 0)
+		return dropped;
 	rebuild_all = rebuild_all || dropped;
-	ret = rebuild_all ? collect_used_extents(&x) : read_data_extents(&x);
-	if (!ret && !dropped)   /* a dropped tree has no old items left */
-		ret = read_csum_items(&x, !rebuild_all);
-	if (!ret && !dropped)
-		ret = read_foreign_items(&x);
-	if (!ret && rebuild_all)
-		ret = rebuild(&x);
+	ret = rebuild_all ? csum_runs_open_used(&x.runs, r->fs, check_sort_budget(r->found, 4))
+			  : csum_runs_open_extents(&x.runs, r->fs);
+	x.runs_open = true;
+	if (!ret && !dropped) {  /* a dropped tree has no old items left */
+		tree_iter_init(&x.old, r->fs, &r->fs->csum_root, &csum_min, &csum_max);
+		x.old_open = true;
+		ret = old_advance(&x);
+	}
+	if (!ret)
+		ret = rebuild_all ? rebuild(&x) : fix_items(&x);
+	if (!ret)
+		ret = old_finish(&x);
 	if (!ret && x.said > SAY_MAX)
 		repair_say(r, "... %" PRIu64 " more extent(s) with unreadable blocks", x.said - SAY_MAX);
 	if (!ret && rebuild_all)
-		repair_say(r, "checksums recomputed from the data: %" PRIu64 " bytes in %zu run(s) of data extents%s",
-			   total_bytes(&x), x.next, x.unreadable ? "; unreadable blocks have none" : "");
-	if (!ret)
-		ret = apply(&x);
-out:
-	free(x.ext);
-	free(x.foreign);
-	clist_free(&x.old);
-	clist_free(&x.new);
-	return ret;
+		repair_say(r, "checksums recomputed from the data: %" PRIu64 " bytes in %" PRIu64
+			   " run(s) of data extents%s", x.runs.bytes, x.runs.runs,
+			   x.unreadable ? "; unreadable blocks have none" : "");
+	cfix_release(&x);
+	if (!ret && !dropped)
+		ret = remove_foreign_items(&x);
+	if (ret)
+		return ret;
+	if (x.deleted || x.inserted) {
+		repair_say(r, "%" PRIu64 " csum item(s) removed or replaced, %" PRIu64 " written (%" PRIu64 " kept)",
+			   x.deleted, x.inserted, x.nold - x.deleted);
+		r->changes++;
+	}
+	return 0;
 }

@@ -1,0 +1,179 @@
+/* Data ranges that should carry checksums, merged and in order (csum_runs.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/csum_runs.h"
+#include "check/fs_check.h"
+#include "libfs/recsort.h"
+
+static int run_cmp(const void *a, const void *b, void *arg)
+{
+	const struct csum_run *x = a, *y = b;
+
+	(void)arg;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int csum_runs_open_extents(struct csum_runs *s, struct fs_info *fs)
+{
+	struct btrfs_key min = { 0, BTRFS_EXTENT_ITEM_KEY, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 };
+
+	memset(s, 0, sizeof(*s));
+	s->fs = fs;
+	tree_iter_init(&s->it, fs, &fs->extent_root, &min, &max);
+	s->it_open = true;
+	return 0;
+}
+
+/* The parts of data extents that regular file extents of checksummed inodes
+ * of one subvolume tree use, into the sorter. */
+static int tree_used_extents(struct csum_runs *s, const struct tree_root_ptr *root)
+{
+	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
+	uint64_t ino = 0, flags = 0;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, s->fs, root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
+		if (key.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+			ino = key.objectid;
+			flags = inode_flags(d);
+		} else if (key.type == BTRFS_EXTENT_DATA_KEY && size >= sizeof(struct btrfs_file_extent_item) &&
+			   file_extent_type(d) == BTRFS_FILE_EXTENT_REG && file_extent_disk_bytenr(d) &&
+			   !(ino == key.objectid && (flags & BTRFS_INODE_NODATASUM))) {
+			/* the part the file uses (compressed: all of it), as the kernel wrote checksums:
+			 * the unwritten rest of a preallocated extent has none */
+			uint64_t dlen = file_extent_disk_num_bytes(d);
+			bool whole = file_extent_compression(d) != 0;
+			uint64_t lo = whole ? 0 : file_extent_offset(d), hi = whole ? dlen : lo + file_extent_num_bytes(d);
+			struct csum_run r;
+			if (hi > dlen || hi < lo)
+				hi = dlen;
+			if (lo > hi)
+				lo = hi;
+			r = (struct csum_run){ file_extent_disk_bytenr(d) + lo, hi - lo };
+			if (hi > lo && (ret = recsort_add(s->rs, &r)) < 0)
+				break;
+		}
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+int csum_runs_open_used(struct csum_runs *s, struct fs_info *fs, size_t memory_budget)
+{
+	struct btrfs_key min = { 0, BTRFS_ROOT_ITEM_KEY, 0 }, max = { (uint64_t)-1, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct btrfs_key key;
+	struct tree_root_ptr *roots = NULL;
+	size_t nroots = 0, cap = 0;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->fs = fs;
+	if (!(s->rs = recsort_create(sizeof(struct csum_run), run_cmp, NULL, memory_budget, NULL)))
+		return fs_error(fs, -errno, "cannot create a sorter for the used data ranges");
+	tree_iter_init(&it, fs, &fs->tree_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
+		struct tree_root_ptr *p;
+		bool subvol = key_is_subvolume_id(key.objectid);
+		if (key.type != BTRFS_ROOT_ITEM_KEY || !subvol || size < BTRFS_ROOT_ITEM_V1_SIZE ||
+		    !root_item_refs(d) || !root_item_bytenr(d) || root_item_level(d) >= BTRFS_MAX_LEVEL)
+			continue;
+		if (nroots == cap) {
+			cap = cap ? cap * 2 : 16;
+			if (!(p = realloc(roots, cap * sizeof(*p)))) {
+				ret = -ENOMEM;
+				break;
+			}
+			roots = p;
+		}
+		roots[nroots++] = (struct tree_root_ptr){ key.objectid, root_item_bytenr(d), root_item_generation(d),
+							  root_item_level(d) };
+	}
+	tree_iter_release(&it);
+	for (size_t i = 0; ret >= 0 && i < nroots; i++)
+		ret = tree_used_extents(s, &roots[i]);
+	free(roots);
+	if (ret >= 0)
+		ret = recsort_finish(s->rs);
+	return ret < 0 ? ret : 0;
+}
+
+/* The next range as the source has it (not merged): 1, 0 at the end, -errno. */
+static int raw_next(struct csum_runs *s, struct csum_run *out)
+{
+	struct btrfs_key key;
+	const uint8_t *data;
+	const void *rec;
+	uint32_t size;
+	int ret;
+
+	if (s->rs) {
+		if ((ret = recsort_next(s->rs, &rec)) == 1)
+			memcpy(out, rec, sizeof(*out));
+		return ret;
+	}
+	while ((ret = tree_iter_next(&s->it, &key, &data, &size)) == 1)
+		if (key.type == BTRFS_EXTENT_ITEM_KEY && size >= sizeof(struct btrfs_extent_item) &&
+		    (extent_flags(data) & BTRFS_EXTENT_FLAG_DATA)) {
+			*out = (struct csum_run){ key.objectid, key.offset };
+			return 1;
+		}
+	return ret;
+}
+
+int csum_runs_next(struct csum_runs *s, struct csum_run *run)
+{
+	int ret;
+
+	if (!s->pending) {
+		if (s->eof)
+			return 0;
+		if ((ret = raw_next(s, &s->next)) <= 0) {
+			s->eof = ret == 0;
+			return ret;
+		}
+	}
+	*run = s->next;
+	s->pending = false;
+	/* ranges come sorted by start: take in every one that overlaps or touches */
+	while (!s->eof) {
+		uint64_t end = run->start + run->len;
+		if ((ret = raw_next(s, &s->next)) < 0)
+			return ret;
+		if (ret == 0) {
+			s->eof = true;
+			break;
+		}
+		if (s->next.start > end) {
+			s->pending = true;
+			break;
+		}
+		if (s->next.start + s->next.len > end)
+			run->len = s->next.start + s->next.len - run->start;
+	}
+	s->runs++;
+	s->bytes += run->len;
+	return 1;
+}
+
+void csum_runs_close(struct csum_runs *s)
+{
+	if (s->rs) {
+		struct recsort_stats st;
+		recsort_get_stats(s->rs, &st);
+		s->spilled_bytes = st.spilled_bytes;
+		recsort_destroy(s->rs);
+		s->rs = NULL;
+	}
+	if (s->it_open)
+		tree_iter_release(&s->it);
+	s->it_open = false;
+}
