@@ -4,10 +4,12 @@
  * into an arena, and when 32 MiB are gathered a
  * writer thread sorts it by device and offset and writes one pwritev per
  * contiguous run, while the caller fills a second arena: decompressing the
- * image and writing overlap. A third thread starts writeback of what was
- * written (sync_file_range, which blocks on a busy disk, so not on the
- * writer's path), so the final flush before the superblocks has little left:
- * measured on 2.4 GiB of DUP metadata, 2.4 s instead of 3.3 s. */
+ * image and writing overlap. Outputs that take O_DIRECT get the runs as
+ * direct writes, many in flight (restore_dio.c); the others get pwritev, and
+ * a third thread starts writeback of what was written (sync_file_range,
+ * which blocks on a busy disk, so not on the writer's path), so the final
+ * flush before the superblocks has little left: measured on 2.4 GiB of DUP
+ * metadata, 2.4 s instead of 3.3 s. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "image/restore.h"
+#include "image/restore_dio.h"
 #include "libfs/fdio.h"
 
 #define BATCH_ARENA (32u << 20)
@@ -31,6 +34,7 @@ struct batch_ent {
 	uint32_t out;
 	const uint8_t *ref;      /* the bytes in frame, when not copied */
 	struct img_frame *frame; /* referenced (one count per entry), or NULL */
+	const uint8_t *st;       /* an aligned copy for a direct write, or NULL */
 };
 
 /* One arena of gathered writes: copies, and references into image frames. */
@@ -46,11 +50,12 @@ struct write_batch {
 	int *fds;
 	unsigned nfds;
 	struct batch_buf fill, out;  /* the caller fills one, the writer thread writes the other */
-	struct iovec iov[BATCH_IOV];
+	struct iovec iov[BATCH_IOV], dio_iov[BATCH_IOV];
 	pthread_t thread, syncer;
 	bool started, syncer_started, busy, stopping;
 	unsigned long written_gen, synced_gen; /* arenas written / handed to writeback */
 	int err;                     /* the writer's first error */
+	struct restore_dio *dio;     /* direct writes, or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 };
@@ -61,6 +66,7 @@ static void *syncer_main(void *arg);
 int batch_open(struct write_batch **out, char **paths, unsigned n)
 {
 	struct write_batch *b = calloc(1, sizeof(*b));
+	int ret;
 
 	*out = NULL;
 	if (!b)
@@ -76,10 +82,14 @@ int batch_open(struct write_batch **out, char **paths, unsigned n)
 	for (; b->nfds < n; b->nfds++) {
 		b->fds[b->nfds] = open(paths[b->nfds], O_WRONLY | O_CLOEXEC);
 		if (b->fds[b->nfds] < 0) {
-			int err = -errno;
+			ret = -errno;
 			batch_free(b);
-			return err;
+			return ret;
 		}
+	}
+	if ((ret = dio_open(&b->dio, paths, n, BATCH_ARENA))) {
+		batch_free(b);
+		return ret;
 	}
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_cond_init(&b->cond, NULL);
@@ -136,22 +146,100 @@ static void buf_reset(struct batch_buf *w)
 	w->bytes = 0;
 }
 
-/* Sort and write one arena (on the writer thread). */
+/* The run of entries from i that one write covers: contiguous, one output. */
+static size_t run_end(const struct batch_buf *w, size_t i, uint64_t *end)
+{
+	const struct batch_ent *first = &w->ents[i];
+	size_t j = i;
+
+	*end = first->phys;
+	while (j < w->n && j - i < BATCH_IOV && w->ents[j].out == first->out && w->ents[j].phys == *end)
+		*end += w->ents[j++].len;
+	return j;
+}
+
+static const uint8_t *ent_data(const struct batch_buf *w, const struct batch_ent *e)
+{
+	return e->frame ? e->ref : w->arena + e->off;
+}
+
+/* Aligned copies of what goes to direct-write outputs, in arrival order: the
+ * copies of a block on several stripes (DUP) follow each other, one copy. */
+static void stage_buf(struct write_batch *b, struct batch_buf *w)
+{
+	const uint8_t *last = NULL, *last_st = NULL;
+	uint32_t last_len = 0;
+
+	dio_stage_reset(b->dio);
+	for (size_t i = 0; i < w->n; i++) {
+		struct batch_ent *e = &w->ents[i];
+		const uint8_t *src = ent_data(w, e);
+		e->st = NULL;
+		if (!dio_usable(b->dio, e->out))
+			continue;
+		if (src == last && e->len == last_len && last_st) {
+			e->st = last_st;
+			continue;
+		}
+		e->st = dio_stage(b->dio, src, e->len);
+		last = src;
+		last_len = e->len;
+		last_st = e->st;
+	}
+}
+
+/* One run: direct when every entry is staged and the output takes it, else
+ * buffered. 0 or -errno. */
+static int write_one_run(struct write_batch *b, const struct batch_buf *w, size_t i, size_t j)
+{
+	const struct batch_ent *first = &w->ents[i];
+	int cnt = 0, dcnt = 0, ret;
+	bool direct = b->dio != NULL;
+
+	for (size_t k = i; k < j; k++) {
+		const struct batch_ent *e = &w->ents[k];
+		b->iov[cnt].iov_base = (void *)ent_data(w, e);
+		b->iov[cnt++].iov_len = e->len;
+		if (!e->st)
+			direct = false;
+		else if (dcnt && (const uint8_t *)b->dio_iov[dcnt - 1].iov_base + b->dio_iov[dcnt - 1].iov_len == e->st)
+			b->dio_iov[dcnt - 1].iov_len += e->len;
+		else
+			b->dio_iov[dcnt++] = (struct iovec){ (void *)e->st, e->len };
+	}
+	if (direct && (ret = dio_writev(b->dio, first->out, first->phys, b->dio_iov, dcnt)))
+		return ret < 0 ? ret : 0;
+	return write_run(b->fds[first->out], b->iov, cnt, first->phys);
+}
+
+/* Sort and write one arena (on the writer thread): direct writes where the
+ * output takes them, buffered ones otherwise; all done when it returns. */
 static int write_buf(struct write_batch *b, struct batch_buf *w)
 {
+	uint64_t end, prev_end = 0;
+	unsigned prev_out = UINT_MAX;
 	int ret = 0;
 
+	if (b->dio)
+		stage_buf(b, w);
 	qsort(w->ents, w->n, sizeof(*w->ents), cmp_ent);
 	for (size_t i = 0; i < w->n && !ret;) {
 		const struct batch_ent *first = &w->ents[i];
-		uint64_t end = first->phys;
-		int cnt = 0;
-		while (i < w->n && cnt < BATCH_IOV && w->ents[i].out == first->out && w->ents[i].phys == end) {
-			b->iov[cnt].iov_base = (void *)(w->ents[i].frame ? w->ents[i].ref : w->arena + w->ents[i].off);
-			b->iov[cnt++].iov_len = w->ents[i].len;
-			end += w->ents[i++].len;
-		}
-		ret = write_run(b->fds[first->out], b->iov, cnt, first->phys);
+		size_t j = run_end(w, i, &end);
+		/* a later write to the same place (sorted after) waits for the earlier */
+		if (b->dio && first->out == prev_out && first->phys < prev_end)
+			ret = dio_wait(b->dio);
+		if (!ret)
+			ret = write_one_run(b, w, i, j);
+		if (first->out != prev_out || end > prev_end)
+			prev_end = end;
+		prev_out = first->out;
+		i = j;
+	}
+	if (b->dio) {
+		int r2 = dio_wait(b->dio);
+		if (!ret)
+			ret = r2;
 	}
 	buf_reset(w);
 	return ret;
@@ -269,11 +357,11 @@ int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t 
 	f->bytes += len;
 	if (ref) {
 		img_frame_get(frame);
-		f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, data, frame };
+		f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, data, frame, NULL };
 		return 0;
 	}
 	memcpy(f->arena + f->used, data, len);
-	f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, NULL, NULL };
+	f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, NULL, NULL, NULL };
 	f->used += len;
 	return 0;
 }
@@ -293,6 +381,7 @@ void batch_free(struct write_batch *b)
 		pthread_mutex_destroy(&b->lock);
 		pthread_cond_destroy(&b->cond);
 	}
+	dio_free(b->dio);
 	buf_reset(&b->fill);
 	buf_reset(&b->out);
 	for (unsigned i = 0; i < b->nfds; i++)
