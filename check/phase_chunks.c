@@ -8,6 +8,7 @@
 
 #include "check/check.h"
 #include "libfs/blockgroups.h"
+#include "libfs/io.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
 
@@ -18,6 +19,8 @@ struct dev_extent_rec {
 
 struct dev_rec {
 	uint64_t devid, total_bytes, bytes_used, extent_sum;
+	uint8_t uuid[BTRFS_UUID_SIZE];
+	bool fsid_ok;           /* the dev item names this filesystem (else: a seed device) */
 };
 
 static int load_dev_extents(struct check_ctx *ctx, struct dev_extent_rec **out, size_t *n)
@@ -39,6 +42,14 @@ static int load_dev_extents(struct check_ctx *ctx, struct dev_extent_rec **out, 
 				       key.objectid, key.offset, size);
 			continue;
 		}
+		if (dev_extent_chunk_tree(data) != BTRFS_CHUNK_TREE_OBJECTID ||
+		    dev_extent_chunk_objectid(data) != BTRFS_FIRST_CHUNK_TREE_OBJECTID ||
+		    (key.offset | dev_extent_chunk_offset(data) | dev_extent_length(data)) % ctx->fs->sectorsize)
+			report_problem(ctx, PR_ITEM_MALFORMED, "dev extent (%" PRIu64 ", %" PRIu64 "): chunk tree %" PRIu64
+				       ", chunk objectid %" PRIu64 ", chunk offset %" PRIu64 ", length %" PRIu64
+				       " (the tree checker wants 3, 256 and sector aligned)", key.objectid, key.offset,
+				       dev_extent_chunk_tree(data), dev_extent_chunk_objectid(data),
+				       dev_extent_chunk_offset(data), dev_extent_length(data));
 		if (count == cap) {
 			struct dev_extent_rec *nv;
 			cap = cap ? cap * 2 : 256;
@@ -126,7 +137,9 @@ static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n, bool *whol
 		if (dev_item_devid(data) != key.offset)
 			report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " says devid %" PRIu64, key.offset,
 				       dev_item_devid(data));
-		v[count++] = (struct dev_rec){ key.offset, dev_item_total_bytes(data), dev_item_bytes_used(data), 0 };
+		v[count] = (struct dev_rec){ key.offset, dev_item_total_bytes(data), dev_item_bytes_used(data), 0, { 0 }, false };
+		memcpy(v[count].uuid, dev_item_uuid_ptr(data), BTRFS_UUID_SIZE);
+		v[count++].fsid_ok = !memcmp(dev_item_fsid_ptr(data), ctx->fs->metadata_uuid, BTRFS_FSID_SIZE);
 	}
 	tree_iter_release(&it);
 	*n = count;
@@ -140,6 +153,49 @@ static bool has_dev_item(const struct dev_rec *devs, size_t ndev, uint64_t devid
 		if (devs[k].devid == devid)
 			return true;
 	return false;
+}
+
+/* The kernel finds a device by devid, uuid and fsid: a member device whose
+ * dev item has another uuid or fsid, or a chunk stripe naming a uuid its
+ * device's dev item does not have, is a missing device to it (and the mount
+ * fails); nor does it mount a device smaller than its dev item says. */
+static void check_dev_uuids(struct check_ctx *ctx, const struct dev_rec *devs, size_t ndev)
+{
+	struct btrfs_key min = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, 0 }, key;
+	struct btrfs_key max = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, (uint64_t)-1 };
+	const struct fs_info *fs = ctx->fs;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		for (size_t k = 0; fs->devices[i].io && k < ndev; k++) {
+			if (devs[k].devid != fs->devices[i].devid)
+				continue;
+			if (memcmp(devs[k].uuid, fs->devices[i].uuid, BTRFS_UUID_SIZE) || !devs[k].fsid_ok)
+				report_problem(ctx, PR_DEV_ITEM_MISSING, "member device %s (devid %" PRIu64 "): its dev "
+					       "item has another %s", fs->devices[i].path, fs->devices[i].devid,
+					       devs[k].fsid_ok ? "uuid" : "fsid");
+			if (devs[k].total_bytes > io_size(fs->devices[i].io))
+				report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 ": total_bytes %" PRIu64
+					       ", the device has %" PRIu64, devs[k].devid, devs[k].total_bytes,
+					       io_size(fs->devices[i].io));
+		}
+	tree_iter_init(&it, ctx->fs, &ctx->fs->chunk_root, &min, &max);
+	while (tree_iter_next(&it, &key, &data, &size) == 1) {
+		if (size < chunk_item_size(1) || chunk_item_size(chunk_num_stripes(data)) != size)
+			continue;       /* the open reported it */
+		for (unsigned s = 0; s < chunk_num_stripes(data); s++) {
+			const uint8_t *st = chunk_stripe(data, s);
+			for (size_t k = 0; k < ndev; k++)
+				if (devs[k].devid == stripe_devid(st) &&
+				    memcmp(devs[k].uuid, stripe_dev_uuid_ptr(st), BTRFS_UUID_SIZE))
+					report_problem(ctx, PR_ITEM_MALFORMED, "chunk %" PRIu64 " stripe %u: devid %" PRIu64
+						       " with a uuid its dev item does not have", key.offset, s,
+						       stripe_devid(st));
+		}
+	}
+	tree_iter_release(&it);
 }
 
 /* Every member device and every dev extent has a dev item, and the dev items
@@ -171,6 +227,8 @@ static void check_dev_extents(struct check_ctx *ctx, struct dev_extent_rec *ext,
 
 	if (devs && whole)
 		check_dev_items(ctx, devs, ndev, ext, n);
+	if (devs)
+		check_dev_uuids(ctx, devs, ndev);
 
 	for (size_t i = 0; i < n; i++) {
 		struct dev_rec *d = NULL;
@@ -257,6 +315,9 @@ static void check_block_groups(struct check_ctx *ctx)
 			continue;
 		}
 		used += bg->used;
+		if (bg->chunk_objectid != BTRFS_FIRST_CHUNK_TREE_OBJECTID)
+			report_problem(ctx, PR_ITEM_MALFORMED, "block group %" PRIu64 ": chunk objectid %" PRIu64
+				       ", the tree checker wants 256", bg->start, bg->chunk_objectid);
 		if (c && bg->flags != c->type)
 			report_problem(ctx, PR_BLOCK_GROUP_FLAGS, "block group %" PRIu64 ": flags 0x%" PRIx64
 				       ", chunk type 0x%" PRIx64, bg->start, bg->flags, c->type);

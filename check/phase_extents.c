@@ -78,6 +78,18 @@ static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_ke
 			       extent_generation(data), ctx->fs->generation);
 }
 
+/* The key rules of the kernel's tree checker for extent items: the bytenr is
+ * sector aligned, a skinny metadata item's level (its key offset) below 8. */
+static void check_extent_key(struct check_ctx *ctx, const struct btrfs_key *k)
+{
+	if (k->objectid % ctx->fs->sectorsize)
+		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): bytenr not sector "
+			       "aligned", k->objectid, k->type, k->offset);
+	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
+		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): tree level %" PRIu64
+			       " out of range", k->objectid, k->type, k->offset, k->offset);
+}
+
 static int scan_extent_tree(struct extent_scan *s)
 {
 	struct fs_info *fs = s->ctx->fs;
@@ -93,6 +105,8 @@ static int scan_extent_tree(struct extent_scan *s)
 			ret = 0;
 			break;
 		}
+		if (key.type == BTRFS_METADATA_ITEM_KEY || key.type == BTRFS_EXTENT_ITEM_KEY)
+			check_extent_key(s->ctx, &key);
 		if (key.type == BTRFS_METADATA_ITEM_KEY) {
 			if (size >= sizeof(struct btrfs_extent_item))
 				check_extent_generation(s->ctx, &key, data);

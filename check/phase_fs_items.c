@@ -43,6 +43,8 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 		malformed(w, k, "inode item too small", size);
 		return;
 	}
+	if (k->offset)
+		malformed(w, k, "inode item key offset is not 0", size);
 	w->inodes++;
 	s->have_item = true;
 	mode = inode_mode(d);
@@ -51,7 +53,8 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 	s->isize = inode_size(d);
 	s->nbytes = inode_nbytes(d);
 	s->ftype = mode_to_ftype(mode);
-	if (s->ftype == BTRFS_FT_UNKNOWN) {
+	/* bits beyond the file type and permissions: the kernel refuses the leaf */
+	if (s->ftype == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777))) {
 		report_problem(w->ctx, PR_INODE_MODE_INVALID, "root %" PRIu64 " inode %" PRIu64 ": mode 0%o",
 			       w->root->objectid, k->objectid, mode);
 		repair_note_inode_problem(w->ctx, PR_INODE_MODE_INVALID, w->root->objectid, k->objectid);
@@ -90,6 +93,15 @@ static void emit_ref(struct fs_walk *w, uint64_t child, uint64_t parent, uint64_
 	fs_emit_link(w, w->by_hash, &r);
 }
 
+/* A file name with '/' or NUL in it: the kernel's readdir fails (EIO) on
+ * the directory that lists it. */
+static void check_name_chars(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *name, uint16_t len,
+			     uint32_t size)
+{
+	if (memchr(name, '/', len) || memchr(name, 0, len))
+		malformed(w, k, "name holds '/' or NUL", size);
+}
+
 void fs_item_inode_ref(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	const uint32_t hdr = sizeof(struct btrfs_inode_ref);
@@ -102,6 +114,7 @@ void fs_item_inode_ref(struct fs_walk *w, const struct btrfs_key *k, const uint8
 		}
 		if (len == 0 || len > BTRFS_NAME_LEN)
 			malformed(w, k, "inode ref name length out of range", size);
+		check_name_chars(w, k, d + off + hdr, len, size);
 		emit_ref(w, k->objectid, k->offset, inode_ref_index(d + off), d + off + hdr, len);
 		off += hdr + len;
 	}
@@ -118,6 +131,7 @@ void fs_item_inode_extref(struct fs_walk *w, const struct btrfs_key *k, const ui
 			malformed(w, k, "inode extref truncated", size);
 			return;
 		}
+		check_name_chars(w, k, e + hdr, len, size);
 		if (btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len) != k->offset) {
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": extref in parent %"
 				       PRIu64 " is keyed %" PRIu64 ", its name hashes to %" PRIu64, w->root->objectid,
@@ -148,15 +162,38 @@ static void emit_subvol_entry(struct fs_walk *w, const struct btrfs_key *k, uint
 		w->err = ret;
 }
 
+/* The location key rules of the kernel's tree checker (it refuses the leaf
+ * otherwise): an xattr's is all zero; an inode's offset is 0; a subvolume's
+ * names a subvolume tree id (5 or [256, 2^48)). Returns what is wrong, NULL
+ * when the key is fine. */
+static const char *location_key_bad(const struct btrfs_key *k, const struct btrfs_key *loc)
+{
+	if (k->type == BTRFS_XATTR_ITEM_KEY)
+		return loc->objectid || loc->type || loc->offset ? "xattr location key is not zero" : NULL;
+	if (loc->type == BTRFS_ROOT_ITEM_KEY)
+		return loc->objectid == BTRFS_FS_TREE_OBJECTID ||
+		       (loc->objectid >= BTRFS_FIRST_FREE_OBJECTID && loc->objectid >> 48 == 0) ? NULL :
+		       "location names no subvolume tree";
+	/* another type is reported with the entry; an inode number out of range
+	 * names no inode: a dangling entry, which the names class removes */
+	return loc->type == BTRFS_INODE_ITEM_KEY && loc->offset ? "location key offset is not 0" : NULL;
+}
+
 static void dir_entry(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *e, const uint8_t *name,
 		      uint16_t len)
 {
 	struct btrfs_key loc;
+	const char *why;
 	uint8_t type = dir_item_type(e) & ~BTRFS_FT_ENCRYPTED;
 	struct link_rec r = { .root = w->root->objectid, .dir = k->objectid, .key = k->offset,
 			      .fp = name_fingerprint(name, len), .name_len = len, .type = type };
 
 	key_from_disk(&loc, dir_item_location_ptr(e));
+	why = location_key_bad(k, &loc);
+	if (why)
+		report_problem(w->ctx, PR_ITEM_MALFORMED, "root %" PRIu64 " item (%" PRIu64 " %u %" PRIu64 "): %s "
+			       "(%" PRIu64 " %u %" PRIu64 ")", w->root->objectid, k->objectid, k->type, k->offset, why,
+			       loc.objectid, loc.type, loc.offset);
 	if (k->type == BTRFS_XATTR_ITEM_KEY) {
 		if (type != BTRFS_FT_XATTR)
 			report_problem(w->ctx, PR_DIR_ENTRY_TYPE, "root %" PRIu64 " inode %" PRIu64
@@ -205,6 +242,8 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (len == 0 || len > BTRFS_NAME_LEN || (k->type != BTRFS_XATTR_ITEM_KEY && data_len))
 			malformed(w, k, "dir entry name or data length out of range", size);
+		if (k->type != BTRFS_XATTR_ITEM_KEY)
+			check_name_chars(w, k, e + hdr, (uint16_t)len, size);
 		if (k->type != BTRFS_DIR_INDEX_KEY && btrfs_name_hash(e + hdr, len) != k->offset) {
 			struct btrfs_key loc;
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": %s keyed %" PRIu64
@@ -314,6 +353,9 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		why = "unknown extent type";
 		end = k->offset;
 	}
+	/* written in a transaction after the last committed one: `btrfs check` says invalid generation */
+	if (!why && file_extent_generation(d) > w->ctx->fs->generation)
+		why = "generation newer than the filesystem's";
 	if (why)
 		report_problem(w->ctx, PR_FILE_EXTENT_BAD, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64
 			       ": %s", w->root->objectid, k->objectid, k->offset, why);

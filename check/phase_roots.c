@@ -83,10 +83,14 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 		return;
 	}
 	mode = inode_mode(d);
+	if (k->offset)
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": key offset %" PRIu64 ", not 0",
+			       k->objectid, k->offset);
 	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
 		report_problem(ctx, PR_INODE_FLAGS_UNKNOWN, "root tree inode %" PRIu64 ": flags 0x%" PRIx64,
 			       k->objectid, inode_flags(d));
-	if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (S_ISDIR(mode) && inode_nlink(d) > 1) ||
+	if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
+	    (S_ISDIR(mode) && inode_nlink(d) > 1) ||
 	    inode_generation(d) > gen || inode_transid(d) > gen)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": mode 0%o, nlink %u, generation %"
 			       PRIu64 ", transid %" PRIu64 " (filesystem generation %" PRIu64 ")", k->objectid, mode,
@@ -106,6 +110,38 @@ static void check_root_tree_inode_ref(struct check_ctx *ctx, const struct btrfs_
 	if (size <= hdr || off != size)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode ref (%" PRIu64 " %" PRIu64 "): %u bytes do not "
 			       "hold whole refs", k->objectid, k->offset, size);
+}
+
+/* A file extent of the root tree (free-space cache inodes): what the
+ * kernel's tree checker refuses in any leaf. Not repaired. */
+static void check_root_tree_file_extent(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
+					uint32_t size)
+{
+	uint32_t ss = ctx->fs->sectorsize;
+	const char *why = NULL;
+
+	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
+		why = "item too small";
+	else if (file_extent_type(d) > BTRFS_FILE_EXTENT_PREALLOC)
+		why = "unknown type";
+	else if (file_extent_compression(d) > BTRFS_COMPRESS_ZSTD)
+		why = "unknown compression";
+	else if (file_extent_encryption(d))
+		why = "unknown encryption";
+	else if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE)
+		why = k->offset || (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
+				    size != BTRFS_FILE_EXTENT_INLINE_DATA_START + file_extent_ram_bytes(d)) ?
+		      "inline extent offset or size" : NULL;
+	else if (size != sizeof(struct btrfs_file_extent_item))
+		why = "item size";
+	else if (file_extent_ram_bytes(d) % ss || file_extent_disk_bytenr(d) % ss ||
+		 file_extent_disk_num_bytes(d) % ss || file_extent_offset(d) % ss || file_extent_num_bytes(d) % ss)
+		why = "not sector aligned";
+	else if (k->offset + file_extent_num_bytes(d) < k->offset)
+		why = "end overflows";
+	if (why)
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree file extent (%" PRIu64 " %" PRIu64 "): %s (%u bytes)",
+			       k->objectid, k->offset, why, size);
 }
 
 /* A root item against the block it points at. */
@@ -174,6 +210,11 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 	struct roots_scan *s = arg;
 
 	if (key->type == BTRFS_ROOT_ITEM_KEY) {
+		/* the kernel finds the trees other than subvolumes by (id, ROOT_ITEM, 0) exactly */
+		if (key->objectid < BTRFS_FIRST_FREE_OBJECTID && key->objectid != BTRFS_FS_TREE_OBJECTID &&
+		    key->offset != 0)
+			report_problem(s->ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": root item keyed at offset %" PRIu64
+				       ", not 0: the kernel does not find it", key->objectid, key->offset);
 		if (key->objectid < 32)
 			s->seen_roots |= 1u << key->objectid;
 		check_root_item(s, key, data, size);
@@ -181,6 +222,8 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 		check_root_tree_inode(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_INODE_REF_KEY) {
 		check_root_tree_inode_ref(s->ctx, key, data, size);
+	} else if (key->type == BTRFS_EXTENT_DATA_KEY) {
+		check_root_tree_file_extent(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_ROOT_REF_KEY || key->type == BTRFS_ROOT_BACKREF_KEY) {
 		root_ref(s, key, data, size);
 	} else if (key->type == BTRFS_ORPHAN_ITEM_KEY && key->objectid == BTRFS_ORPHAN_OBJECTID) {
@@ -260,6 +303,9 @@ static void judge_liveness(struct roots_scan *s, const struct root_rec *g, size_
 			       g->b);
 	if (live && !named && g->b != BTRFS_FS_TREE_OBJECTID)
 		report_problem(s->ctx, PR_ROOT_UNREFERENCED, "subvolume %" PRIu64 " has no root ref or backref", g->b);
+	if (named && !live && !dead)
+		report_problem(s->ctx, PR_ROOT_DIR_ENTRY_DANGLING, "subvolume %" PRIu64 " has root refs but no root item",
+			       g->b);
 	if (orphan && !dead)
 		report_problem(s->ctx, PR_ORPHAN_ITEM_BAD, "orphan item for subvolume %" PRIu64 ", which %s", g->b,
 			       live ? "is still referenced" : "does not exist");

@@ -61,12 +61,15 @@ static const struct repair_class classes[] = {
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED, PR_BLOCK_GROUP_USED,
 	    PR_SUPER_BYTES_USED, PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_EXTENT_OVERLAP, PR_EXTENT_TYPE,
 	    PR_TREE_BLOCK_UNREADABLE, PR_TREE_ROOT_UNREADABLE, PR_CHUNK_NO_BLOCK_GROUP },
-	  true, extent_forced, repair_rebuild_extent_tree, { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP } },
+	  true, extent_forced, repair_rebuild_extent_tree,
+	  /* a subvolume named by root refs but without its root item: its blocks look leaked, and
+	   * dropping their references would free a snapshot that a new root item could give back */
+	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING } },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
-	  repair_extent_refs, { 0 } },
+	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED }, true, NULL,

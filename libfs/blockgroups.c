@@ -37,6 +37,7 @@ int fs_read_block_groups(struct fs_info *fs, struct block_group_list *out)
 		bg->start = c->logical;
 		bg->length = c->length;
 		bg->flags = c->type;
+		bg->chunk_objectid = BTRFS_FIRST_CHUNK_TREE_OBJECTID;
 		ret = tree_lookup(fs, root, &key, item, &size);
 		if (ret == -ENOENT || (ret == 0 && size < sizeof(item))) {
 			bg->missing = 1;
@@ -48,6 +49,7 @@ int fs_read_block_groups(struct fs_info *fs, struct block_group_list *out)
 		}
 		bg->flags = block_group_flags(item);
 		bg->used = block_group_used(item);
+		bg->chunk_objectid = block_group_chunk_objectid(item);
 	}
 	return 0;
 }

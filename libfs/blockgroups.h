@@ -11,6 +11,7 @@ struct block_group {
 	uint64_t length;
 	uint64_t flags;
 	uint64_t used;
+	uint64_t chunk_objectid; /* as the item says (256 in every valid one) */
 	int missing;          /* the chunk exists but its block group item does not */
 };
 

@@ -156,9 +156,13 @@ int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *ite
 				(unsigned long long)logical, (unsigned long long)length);
 	if (logical + length < logical)
 		return fs_error(fs, -EUCLEAN, "chunk at %llu: length overflows", (unsigned long long)logical);
-	if (!stripe_len || (stripe_len & (stripe_len - 1)))
+	/* the kernel wants exactly 64KiB stripes and the filesystem's sector size */
+	if (stripe_len != BTRFS_STRIPE_LEN)
 		return fs_error(fs, -EUCLEAN, "chunk at %llu: bad stripe_len %llu",
 				(unsigned long long)logical, (unsigned long long)stripe_len);
+	if (chunk_sector_size(item) != fs->sectorsize)
+		return fs_error(fs, -EUCLEAN, "chunk at %llu: sector_size %u, the filesystem's is %u",
+				(unsigned long long)logical, chunk_sector_size(item), fs->sectorsize);
 	if (!(type & BTRFS_BLOCK_GROUP_TYPE_MASK) ||
 	    __builtin_popcountll(type & BTRFS_BLOCK_GROUP_PROFILE_MASK) > 1 ||
 	    !chunk_geometry_valid(type, num, sub))

@@ -170,6 +170,7 @@ Test(blockgroups, chunk_without_item_is_marked_missing)
 
 	chunk_set_length(item, 8ULL << 20);
 	chunk_set_stripe_len(item, BTRFS_STRIPE_LEN);
+	chunk_set_sector_size(item, fs->sectorsize); /* the kernel's rule: the filesystem's */
 	chunk_set_type(item, BTRFS_BLOCK_GROUP_DATA);
 	chunk_set_num_stripes(item, 1);
 	stripe_set_devid(chunk_stripe(item, 0), 1);
