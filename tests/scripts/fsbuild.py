@@ -138,14 +138,22 @@ def mkfs_version() -> str:
 _FSID_LOCKS = threading.local()
 
 
-def _image_fsid(img) -> str | None:
+def _image_fsids(img) -> set[str]:
+    """The uuids the kernel and btrfs-progs group a device by: its fsid, and with the
+    METADATA_UUID feature its metadata_uuid too (a device whose fsid is another filesystem's
+    metadata_uuid is taken for a member of it while an fsid change may be in progress)."""
     try:
         with open(img, "rb") as f:
-            f.seek(65536 + 32)
-            raw = f.read(16)
+            f.seek(65536)
+            sb = f.read(1024)
     except OSError:
-        return None
-    return raw.hex() if len(raw) == 16 else None
+        return set()
+    if len(sb) < 587:
+        return set()
+    out = {sb[32:48].hex()}
+    if int.from_bytes(sb[188:196], "little") & (1 << 10):   # incompat METADATA_UUID
+        out.add(sb[571:587].hex())
+    return out
 
 
 @contextlib.contextmanager
@@ -159,7 +167,7 @@ def fsid_lock(images):
         held = _FSID_LOCKS.held = {}
     mine = []
     try:
-        for fsid in sorted({f for f in map(_image_fsid, images) if f}):
+        for fsid in sorted(set().union(*map(_image_fsids, images))):
             if fsid in held:
                 held[fsid][1] += 1
             else:
