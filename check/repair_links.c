@@ -122,32 +122,39 @@ static uint32_t make_dir_entry(uint8_t *e, const struct btrfs_key *loc, uint64_t
 	return sizeof(struct btrfs_dir_item) + len;
 }
 
+#define DIR_ENTRY_MAX (sizeof(struct btrfs_dir_item) + 256)
+
+/* The entry naming inode `child` (its bytes in e, DIR_ENTRY_MAX long), or -EINVAL for a name
+ * no directory may hold. The dir item and the dir index of a name carry the same entry. */
+static int inode_dir_entry(struct repair_ctx *r, const uint8_t *name, uint16_t len, uint64_t child, uint8_t type,
+			   uint8_t *e)
+{
+	struct btrfs_key loc = { child, BTRFS_INODE_ITEM_KEY, 0 };
+
+	if (len == 0 || len > BTRFS_NAME_MAX)
+		return -EINVAL;
+	return (int)make_dir_entry(e, &loc, trans_transid(r->t), name, len, type);
+}
+
 int link_add_dir_item(struct repair_ctx *r, uint64_t root, uint64_t dir, const uint8_t *name, uint16_t len,
 		      uint64_t child, uint8_t type)
 {
 	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(name, len) };
-	struct btrfs_key loc = { child, BTRFS_INODE_ITEM_KEY, 0 };
-	uint8_t e[sizeof(struct btrfs_dir_item) + 256];
-	uint32_t n;
+	uint8_t e[DIR_ENTRY_MAX];
+	int n = inode_dir_entry(r, name, len, child, type, e);
 
-	if (len == 0 || len > BTRFS_NAME_MAX)
-		return -EINVAL;
-	n = make_dir_entry(e, &loc, trans_transid(r->t), name, len, type);
-	return link_append(r, root, &key, e, n);
+	/* a dir item holds every name of its hash: append to it */
+	return n < 0 ? n : link_append(r, root, &key, e, (uint32_t)n);
 }
 
 int link_add_dir_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
 		       uint16_t len, uint64_t child, uint8_t type)
 {
 	struct btrfs_key key = { dir, BTRFS_DIR_INDEX_KEY, index };
-	struct btrfs_key loc = { child, BTRFS_INODE_ITEM_KEY, 0 };
-	uint8_t e[sizeof(struct btrfs_dir_item) + 256];
-	uint32_t n;
+	uint8_t e[DIR_ENTRY_MAX];
+	int n = inode_dir_entry(r, name, len, child, type, e);
 
-	if (len == 0 || len > BTRFS_NAME_MAX)
-		return -EINVAL;
-	n = make_dir_entry(e, &loc, trans_transid(r->t), name, len, type);
-	return trans_insert_item(r->t, root, &key, e, n);
+	return n < 0 ? n : trans_insert_item(r->t, root, &key, e, (uint32_t)n);
 }
 
 int link_add_ref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_t dir, uint64_t index,
