@@ -72,6 +72,9 @@ struct check_ctx {
 	/* phase_trees.c -> phase_fs.c: the subvolume trees' item walk, fed by the tree-block walk */
 	struct fs_feed *fs_feed;
 	struct qgroup_state *qgroups;      /* phase_qgroups.c: collected during the walk */
+	/* the tree phase_trees.c is walking is a deleted subvolume being
+	 * dropped: its dropped children are not part of it (NULL: none) */
+	const struct tree_drop_progress *walk_drop;
 	struct repair_notes *notes;        /* with opts->repair: what the repair classes need (repair_notes.h) */
 	/* --rebuild-extent-tree: the references are derived from the trees alone
 	 * (which blocks have full backrefs too), not from the extent tree */
@@ -126,6 +129,9 @@ int check_qgroups(struct check_ctx *ctx);
  * before from another tree): collects the references the block makes. */
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 		       bool first);
+/* Whether tree block bytenr has full backrefs (the extent tree's flag; when
+ * the extent tree is rebuilt, what the walk inferred), for blocks reached. */
+bool refs_block_full_backref(struct check_ctx *ctx, uint64_t bytenr);
 /* The same, for quota groups: the pointers of subvolume blocks (traditional
  * qgroups) or tree-block owners (simple quotas). */
 int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,

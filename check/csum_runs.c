@@ -6,6 +6,7 @@
 #include "check/csum_runs.h"
 #include "check/fs_check.h"
 #include "libfs/recsort.h"
+#include "libfs/walk.h"
 
 static int run_cmp(const void *a, const void *b, void *arg)
 {
@@ -64,43 +65,22 @@ static int tree_used_extents(struct csum_runs *s, const struct tree_root_ptr *ro
 	return ret < 0 ? ret : 0;
 }
 
+static int root_used_extents(void *arg, const struct tree_root_ptr *root, const uint8_t *item, uint32_t size)
+{
+	(void)item;
+	(void)size;
+	return tree_used_extents(arg, root);
+}
+
 int csum_runs_open_used(struct csum_runs *s, struct fs_info *fs, size_t memory_budget)
 {
-	struct btrfs_key min = { 0, BTRFS_ROOT_ITEM_KEY, 0 }, max = { (uint64_t)-1, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
-	struct tree_root_ptr *roots = NULL;
-	size_t nroots = 0, cap = 0;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->fs = fs;
 	if (!(s->rs = recsort_create(sizeof(struct csum_run), run_cmp, NULL, memory_budget, NULL)))
 		return fs_error(fs, -errno, "cannot create a sorter for the used data ranges");
-	tree_iter_init(&it, fs, &fs->tree_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
-		struct tree_root_ptr *p;
-		bool subvol = key_is_subvolume_id(key.objectid);
-		if (key.type != BTRFS_ROOT_ITEM_KEY || !subvol || size < BTRFS_ROOT_ITEM_V1_SIZE ||
-		    !root_item_refs(d) || !root_item_bytenr(d) || root_item_level(d) >= BTRFS_MAX_LEVEL)
-			continue;
-		if (nroots == cap) {
-			cap = cap ? cap * 2 : 16;
-			if (!(p = realloc(roots, cap * sizeof(*p)))) {
-				ret = -ENOMEM;
-				break;
-			}
-			roots = p;
-		}
-		roots[nroots++] = (struct tree_root_ptr){ key.objectid, root_item_bytenr(d), root_item_generation(d),
-							  root_item_level(d) };
-	}
-	tree_iter_release(&it);
-	for (size_t i = 0; ret >= 0 && i < nroots; i++)
-		ret = tree_used_extents(s, &roots[i]);
-	free(roots);
+	ret = fs_each_live_subvolume(fs, &fs->tree_root, SUBVOLS_WALKABLE, root_used_extents, s);
 	if (ret >= 0)
 		ret = recsort_finish(s->rs);
 	return ret < 0 ? ret : 0;

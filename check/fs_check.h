@@ -9,6 +9,7 @@
 #include "check/check.h"
 #include "libfs/key.h"
 #include "libfs/recsort.h"
+#include "libfs/tree.h"
 
 /* One side of a name join. Sorted by (root, dir, key[, fp]), then kind.
  * Names are compared by length and a 64-bit fingerprint, so records stay
@@ -97,11 +98,6 @@ const struct tree_root_ptr *fs_roots_find(const struct fs_roots *r, uint64_t id)
 /* Look up an inode item: 1 found (mode in *mode, nlink in *nlink), 0 absent, -errno. */
 int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uint64_t ino, uint32_t *mode,
 		    uint32_t *nlink);
-
-/* Every item of a tree in key order: fn returns 0 to go on, nonzero to stop.
- * 0 at the end, fn's nonzero value, or -errno from reading (fs->errmsg). */
-typedef int (*tree_item_fn)(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size);
-int tree_each_item(struct fs_info *fs, const struct tree_root_ptr *root, tree_item_fn fn, void *arg);
 
 /* BTRFS_FT_* for an inode mode, or BTRFS_FT_UNKNOWN. */
 uint8_t mode_to_ftype(uint32_t mode);

@@ -128,21 +128,6 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 	return 1;
 }
 
-int tree_each_item(struct fs_info *fs, const struct tree_root_ptr *root, tree_item_fn fn, void *arg)
-{
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	int ret, stop = 0;
-
-	tree_iter_init(&it, fs, root, &min, &max);
-	while (!stop && (ret = tree_iter_next(&it, &key, &data, &size)) == 1)
-		stop = fn(arg, &key, data, size);
-	tree_iter_release(&it);
-	return stop ? stop : ret;
-}
-
 uint8_t mode_to_ftype(uint32_t mode)
 {
 	switch (mode & S_IFMT) {

@@ -209,6 +209,8 @@ int main(int argc, char **argv)
 	 * each block once, a repair's transactions come back to the same blocks */
 	cache_max = a.repair.enabled ? CHECK_REPAIR_CACHE_MAX : CHECK_BLOCK_CACHE_MAX;
 	fo.cache_bytes = a.opts.memory_limit / 8 < cache_max ? a.opts.memory_limit / 8 : cache_max;
+	/* a repair's transaction keeps another eighth in dirty tree blocks at most */
+	fo.trans_dirty_bytes = a.opts.memory_limit / 8;
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

@@ -3,6 +3,7 @@
  * (one entry per chunk stripe), so they are checked in memory. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,8 @@ struct dev_extent_rec {
 struct dev_rec {
 	uint64_t devid, total_bytes, bytes_used, extent_sum;
 	uint8_t uuid[BTRFS_UUID_SIZE];
-	bool fsid_ok;           /* the dev item names this filesystem (else: a seed device) */
+	bool fsid_ok;           /* the dev item names this filesystem */
+	bool fsid_seed;         /* ... or one of its seed filesystems */
 };
 
 static int load_dev_extents(struct check_ctx *ctx, struct dev_extent_rec **out, size_t *n)
@@ -113,38 +115,45 @@ static void check_stripes(struct check_ctx *ctx, struct dev_extent_rec *ext, siz
 	}
 }
 
+struct dev_load {
+	struct check_ctx *ctx;
+	struct dev_rec *v;
+	size_t count;
+};
+
+static int load_device(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	struct dev_load *l = arg;
+	struct dev_rec *r;
+
+	if (l->count >= l->ctx->fs->num_devices)
+		return 1; /* more dev items than devices: the tree is not read to the end */
+	if (size < sizeof(struct btrfs_dev_item)) {
+		report_problem(l->ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " is %u bytes", key->offset, size);
+		return 0;
+	}
+	/* a commit copies this item into the device's superblock */
+	if (dev_item_devid(data) != key->offset)
+		report_problem(l->ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " says devid %" PRIu64, key->offset,
+			       dev_item_devid(data));
+	r = &l->v[l->count++];
+	*r = (struct dev_rec){ key->offset, dev_item_total_bytes(data), dev_item_bytes_used(data), 0, { 0 }, false, false };
+	memcpy(r->uuid, dev_item_uuid_ptr(data), BTRFS_UUID_SIZE);
+	r->fsid_ok = !memcmp(dev_item_fsid_ptr(data), l->ctx->fs->metadata_uuid, BTRFS_FSID_SIZE);
+	r->fsid_seed = fs_fsid_is_seed(l->ctx->fs, dev_item_fsid_ptr(data));
+	return 0;
+}
+
 /* The dev items of the chunk tree; *whole: the tree was read to the end. */
 static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n, bool *whole)
 {
-	struct dev_rec *v = calloc(ctx->fs->num_devices ? ctx->fs->num_devices : 1, sizeof(*v));
-	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
-	struct btrfs_key max = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	size_t count = 0;
-	int ret;
+	struct dev_load l = { ctx, calloc(ctx->fs->num_devices ? ctx->fs->num_devices : 1, sizeof(*l.v)), 0 };
 
-	if (!v)
+	if (!l.v)
 		return NULL;
-	tree_iter_init(&it, ctx->fs, &ctx->fs->chunk_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1 && count < ctx->fs->num_devices) {
-		if (size < sizeof(struct btrfs_dev_item)) {
-			report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " is %u bytes", key.offset, size);
-			continue;
-		}
-		/* a commit copies this item into the device's superblock */
-		if (dev_item_devid(data) != key.offset)
-			report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " says devid %" PRIu64, key.offset,
-				       dev_item_devid(data));
-		v[count] = (struct dev_rec){ key.offset, dev_item_total_bytes(data), dev_item_bytes_used(data), 0, { 0 }, false };
-		memcpy(v[count].uuid, dev_item_uuid_ptr(data), BTRFS_UUID_SIZE);
-		v[count++].fsid_ok = !memcmp(dev_item_fsid_ptr(data), ctx->fs->metadata_uuid, BTRFS_FSID_SIZE);
-	}
-	tree_iter_release(&it);
-	*n = count;
-	*whole = ret == 0;
-	return v;
+	*whole = volumes_each_dev_item(ctx->fs, load_device, &l) == 0;
+	*n = l.count;
+	return l.v;
 }
 
 static bool has_dev_item(const struct dev_rec *devs, size_t ndev, uint64_t devid)
@@ -172,12 +181,14 @@ static void check_dev_uuids(struct check_ctx *ctx, const struct dev_rec *devs, s
 		for (size_t k = 0; fs->devices[i].io && k < ndev; k++) {
 			if (devs[k].devid != fs->devices[i].devid)
 				continue;
-			if (memcmp(devs[k].uuid, fs->devices[i].uuid, BTRFS_UUID_SIZE) || !devs[k].fsid_ok)
+			bool fsid_ok = fs->devices[i].seed ? devs[k].fsid_seed : devs[k].fsid_ok;
+
+			if (memcmp(devs[k].uuid, fs->devices[i].uuid, BTRFS_UUID_SIZE) || !fsid_ok)
 				report_problem(ctx, PR_DEV_ITEM_MISSING, "member device %s (devid %" PRIu64 "): its dev "
 					       "item has another %s", fs->devices[i].path, fs->devices[i].devid,
-					       devs[k].fsid_ok ? "uuid" : "fsid");
+					       fsid_ok ? "uuid" : "fsid");
 			if (devs[k].total_bytes > io_size(fs->devices[i].io))
-				report_problem(ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 ": total_bytes %" PRIu64
+				report_problem(ctx, PR_DEV_TOTAL_BYTES, "dev item %" PRIu64 ": total_bytes %" PRIu64
 					       ", the device has %" PRIu64, devs[k].devid, devs[k].total_bytes,
 					       io_size(fs->devices[i].io));
 		}
@@ -263,8 +274,18 @@ static void check_dev_extents(struct check_ctx *ctx, struct dev_extent_rec *ext,
 	free(devs);
 }
 
-/* Every chunk of the system chunk array must be in the chunk tree, byte for
- * byte, and every SYSTEM chunk of the tree must be in the array. */
+/* A chunk of the system chunk array against the chunk tree's item, byte for
+ * byte but for the owner, which nothing reads (the kernel maps the array's
+ * chunk and skips the tree's; the reference does not compare the two). */
+static bool sys_chunk_same(const uint8_t *tree, const uint8_t *array, uint32_t size)
+{
+	const size_t owner = offsetof(struct btrfs_chunk, owner), after = owner + sizeof(uint64_t);
+
+	return size >= after && memcmp(tree, array, owner) == 0 && memcmp(tree + after, array + after, size - after) == 0;
+}
+
+/* Every chunk of the system chunk array must be in the chunk tree (see
+ * sys_chunk_same), and every SYSTEM chunk of the tree must be in the array. */
 static void check_sys_chunk_array(struct check_ctx *ctx)
 {
 	struct fs_info *fs = ctx->fs;
@@ -278,13 +299,15 @@ static void check_sys_chunk_array(struct check_ctx *ctx)
 		uint32_t isize, tsize = sizeof(item);
 
 		key_from_disk(&key, array + pos);
+		/* the kernel reads only the offset (and the type) of the array's keys */
+		key.objectid = BTRFS_FIRST_CHUNK_TREE_OBJECTID;
 		pos += sizeof(struct btrfs_disk_key);
 		isize = (uint32_t)chunk_item_size(chunk_num_stripes(array + pos));
 		if (isize > size - pos)
 			break;
 		in_array++;
 		if (tree_lookup(fs, &fs->chunk_root, &key, item, &tsize) != 0 || tsize != isize ||
-		    memcmp(item, array + pos, isize) != 0)
+		    !sys_chunk_same(item, array + pos, isize))
 			report_problem(ctx, PR_SYS_CHUNK_NOT_IN_TREE, "system chunk %" PRIu64
 				       " of the superblock array is missing or different in the chunk tree", key.offset);
 		pos += isize;

@@ -18,19 +18,13 @@
 #include "check/repair_notes.h"
 #include "common/messages.h"
 #include "libfs/block.h"
+#include "libfs/walk.h"
 
-static bool is_subvolume_tree(uint64_t id)
-{
-	return key_is_subvolume_id(id) || id == BTRFS_DATA_RELOC_TREE_OBJECTID;
-}
-
-static int collect_root(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+static int collect_root(void *arg, const struct tree_root_ptr *root, const uint8_t *data, uint32_t size)
 {
 	struct fs_roots *out = arg;
 
-	if (key->type != BTRFS_ROOT_ITEM_KEY || !is_subvolume_tree(key->objectid) || size < BTRFS_ROOT_ITEM_V1_SIZE ||
-	    root_item_refs(data) == 0 || !root_item_bytenr(data) || root_item_level(data) >= BTRFS_MAX_LEVEL)
-		return 0;
+	(void)size;
 	if ((out->n & (out->n - 1)) == 0 && out->n >= 16) {   /* grow at 16, 32, 64... */
 		struct tree_root_ptr *v = realloc(out->v, out->n * 2 * sizeof(*v));
 		uint64_t *u;
@@ -42,13 +36,12 @@ static int collect_root(void *arg, const struct btrfs_key *key, const uint8_t *d
 	}
 	out->bytes += root_item_bytes_used(data);
 	out->used[out->n] = root_item_bytes_used(data);
-	out->v[out->n++] = (struct tree_root_ptr){ key->objectid, root_item_bytenr(data), root_item_generation(data),
-						   root_item_level(data) };
+	out->v[out->n++] = *root;
 	return 0;
 }
 
-/* The live subvolume trees (refs != 0; deleted ones await cleanup and may be
- * half dropped), in id order. Memory: one entry per subvolume. */
+/* The live subvolume trees (and the data relocation tree), in id order.
+ * Memory: one entry per subvolume. */
 static int collect_roots(struct check_ctx *ctx, struct fs_roots *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -56,7 +49,8 @@ static int collect_roots(struct check_ctx *ctx, struct fs_roots *out)
 	out->used = malloc(16 * sizeof(*out->used));
 	if (!out->v || !out->used)
 		return -ENOMEM;
-	return tree_each_item(ctx->fs, &ctx->fs->tree_root, collect_root, out);
+	return fs_each_live_subvolume(ctx->fs, &ctx->fs->tree_root, SUBVOLS_DATA_RELOC | SUBVOLS_WALKABLE,
+				      collect_root, out);
 }
 
 static void inode_start(struct fs_walk *w, uint64_t ino)

@@ -94,12 +94,21 @@ static void emit_ref(struct fs_walk *w, uint64_t child, uint64_t parent, uint64_
 }
 
 /* A file name with '/' or NUL in it: the kernel's readdir fails (EIO) on
- * the directory that lists it. */
+ * the directory that lists it. A name between directory dir and inode child
+ * goes to the names class; one naming a subvolume (child 0) is only reported. */
 static void check_name_chars(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *name, uint16_t len,
-			     uint32_t size)
+			     uint32_t size, uint64_t dir, uint64_t child)
 {
-	if (memchr(name, '/', len) || memchr(name, 0, len))
+	if (!memchr(name, '/', len) && !memchr(name, 0, len))
+		return;
+	if (!child) {
 		malformed(w, k, "name holds '/' or NUL", size);
+		return;
+	}
+	report_problem(w->ctx, PR_NAME_INVALID, "root %" PRIu64 " item (%" PRIu64 " %u %" PRIu64 "): the name of "
+		       "inode %" PRIu64 " in dir %" PRIu64 " holds '/' or NUL", w->root->objectid, k->objectid, k->type,
+		       k->offset, child, dir);
+	repair_note_name(w->ctx, PR_NAME_INVALID, w->root->objectid, dir, child);
 }
 
 void fs_item_inode_ref(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
@@ -114,7 +123,7 @@ void fs_item_inode_ref(struct fs_walk *w, const struct btrfs_key *k, const uint8
 		}
 		if (len == 0 || len > BTRFS_NAME_LEN)
 			malformed(w, k, "inode ref name length out of range", size);
-		check_name_chars(w, k, d + off + hdr, len, size);
+		check_name_chars(w, k, d + off + hdr, len, size, k->offset, k->objectid);
 		emit_ref(w, k->objectid, k->offset, inode_ref_index(d + off), d + off + hdr, len);
 		off += hdr + len;
 	}
@@ -131,7 +140,7 @@ void fs_item_inode_extref(struct fs_walk *w, const struct btrfs_key *k, const ui
 			malformed(w, k, "inode extref truncated", size);
 			return;
 		}
-		check_name_chars(w, k, e + hdr, len, size);
+		check_name_chars(w, k, e + hdr, len, size, inode_extref_parent_objectid(e), k->objectid);
 		if (btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len) != k->offset) {
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": extref in parent %"
 				       PRIu64 " is keyed %" PRIu64 ", its name hashes to %" PRIu64, w->root->objectid,
@@ -242,8 +251,12 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (len == 0 || len > BTRFS_NAME_LEN || (k->type != BTRFS_XATTR_ITEM_KEY && data_len))
 			malformed(w, k, "dir entry name or data length out of range", size);
-		if (k->type != BTRFS_XATTR_ITEM_KEY)
-			check_name_chars(w, k, e + hdr, (uint16_t)len, size);
+		if (k->type != BTRFS_XATTR_ITEM_KEY) {
+			struct btrfs_key loc;
+			key_from_disk(&loc, dir_item_location_ptr(e));
+			check_name_chars(w, k, e + hdr, (uint16_t)len, size, k->objectid,
+					 loc.type == BTRFS_INODE_ITEM_KEY ? loc.objectid : 0);
+		}
 		if (k->type != BTRFS_DIR_INDEX_KEY && btrfs_name_hash(e + hdr, len) != k->offset) {
 			struct btrfs_key loc;
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": %s keyed %" PRIu64
@@ -388,8 +401,10 @@ void fs_inode_finish(struct fs_walk *w)
 			       ", its extents add up to %" PRIu64, root, s->ino, s->nbytes, s->found_bytes);
 		repair_note_inode_problem(w->ctx, PR_INODE_NBYTES, root, s->ino);
 	}
+	/* (a size within a sector of 2^64 rounds up to 0: compared unrounded, the
+	 * extents' end being sector aligned) */
 	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
-	    s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize))
+	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize))
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
 	if (s->names == 0 && s->nlink == 0) {

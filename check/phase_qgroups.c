@@ -23,6 +23,7 @@
 #include "check/refs.h"
 #include "common/messages.h"
 #include "libfs/block.h"
+#include "libfs/extent_scan.h"
 #include "libfs/recsort.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
@@ -461,29 +462,27 @@ static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t
 
 /* ---- simple quotas: data extents by owner reference ---------------------- */
 
+/* A data extent owned (simple quotas) by a subvolume since quotas were enabled. */
+static int add_owned_extent(void *arg, const struct extent_rec *e)
+{
+	struct qgroup_state *st = arg;
+	const uint8_t *ref = e->item + sizeof(struct btrfs_extent_item);
+	int ret;
+
+	/* the owner reference sorts first among the inline references */
+	if (!e->data || e->size < sizeof(struct btrfs_extent_item) + 9 || ref[0] != BTRFS_EXTENT_OWNER_REF_KEY ||
+	    extent_generation(e->item) < st->enable_gen || !qgroup_is_fstree(get_le64(ref + 1)))
+		return 0;
+	if ((ret = add_owner_bytes(st, get_le64(ref + 1), e->len)) < 0)
+		return ret;
+	return cli_cancelled() ? 1 : 0;
+}
+
 static int account_simple(struct check_ctx *ctx, struct qgroup_state *st, struct qgroup_table *t)
 {
 	struct fs_info *fs = ctx->fs;
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, k;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
-	int ret;
+	int ret = extent_tree_each(fs, &fs->extent_root, 0, (uint64_t)-1, add_owned_extent, st);
 
-	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		const uint8_t *ref = d + sizeof(struct btrfs_extent_item);
-		/* the owner reference sorts first among the inline references */
-		if (k.type != BTRFS_EXTENT_ITEM_KEY || size < sizeof(struct btrfs_extent_item) + 9 ||
-		    !(extent_flags(d) & BTRFS_EXTENT_FLAG_DATA) || ref[0] != BTRFS_EXTENT_OWNER_REF_KEY ||
-		    extent_generation(d) < st->enable_gen || !qgroup_is_fstree(get_le64(ref + 1)))
-			continue;
-		if ((ret = add_owner_bytes(st, get_le64(ref + 1), k.offset)) < 0)
-			break;
-		if (cli_cancelled())
-			break;
-	}
-	tree_iter_release(&it);
 	if (ret < 0) {
 		if (ret == -ENOMEM)
 			return ret;

@@ -174,6 +174,11 @@ static bool holder_full_backref(struct check_ctx *ctx, uint64_t bytenr)
 	return ebitmap_test(ctx->refs->full_backref, bytenr, ctx->fs->nodesize) == EBITMAP_ALL;
 }
 
+bool refs_block_full_backref(struct check_ctx *ctx, uint64_t bytenr)
+{
+	return ctx->refs && holder_full_backref(ctx, bytenr);
+}
+
 /* Whether block b, reached for the first time from tree root, has full
  * backrefs. From the extent tree's flags (its leaves come before any
  * subvolume's blocks); or, rebuilding the extent tree, from the trees alone:
@@ -353,6 +358,19 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 	return flush_leaf_refs(st, nrefs);
 }
 
+/* A block that relocation copied (the header's RELOC flag: only relocation
+ * trees make such copies, of subvolume blocks) was allocated with full
+ * backrefs, and keeps them until a tree copies it again: the reference calls
+ * it a bad full backref otherwise (a relocation tree's root too has both). */
+static void check_reloc_flag(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
+			     bool full)
+{
+	if (full || ctx->infer_full_backref || !(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC))
+		return;
+	refs_report(ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " has the relocation header flag, its "
+		    "extent item no full backrefs", root->objectid, b->bytenr);
+}
+
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 		       bool first)
 {
@@ -387,6 +405,7 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 		if ((ret = block_full_backref(ctx, root, b)) < 0)
 			return ret;
 		full = ret > 0;
+		check_reloc_flag(ctx, root, b, full);
 	}
 	if (block_level(b) == 0) {
 		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID)
@@ -532,6 +551,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	uint32_t cur = sizeof(struct btrfs_extent_item);
 	struct ref_rec hdr;
 	uint64_t covered = 0;
+	bool kind_unknown = false;
 	int ret;
 
 	finish_extent(p);
@@ -551,7 +571,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		p->tree_block = false;
 	} else if (k->type == BTRFS_METADATA_ITEM_KEY && !(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
 		refs_report(ctx, PR_EXTENT_TYPE, "metadata item %" PRIu64 " lacks the tree-block flag", p->bytenr);
-	else if (!!(p->flags & BTRFS_EXTENT_FLAG_DATA) == !!(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+	else if ((kind_unknown = !!(p->flags & BTRFS_EXTENT_FLAG_DATA) == !!(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)))
 		refs_report(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 " has flags %#" PRIx64 " (not data xor tree block)",
 			    p->bytenr, p->flags);
 	else if ((p->flags & BTRFS_EXTENT_FLAG_DATA) && (p->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF))
@@ -565,7 +585,9 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		hdr.flags |= EXTENT_CSUMMED;
 	if ((ret = push_declared(p, &hdr)) < 0)
 		return ret;
-	while (cur < size) {
+	/* without a kind, a tree block's info cannot be told from inline references:
+	 * none are read (the repair writes the item again from its users) */
+	while (!kind_unknown && cur < size) {
 		uint8_t type = d[cur];
 		size_t body = inline_body_size(type);
 		const uint8_t *q = d + cur + 1;
@@ -834,7 +856,10 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 				    e->len);
 		return 0;
 	}
-	if ((data && !(j->flags & BTRFS_EXTENT_FLAG_DATA)) || (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)) ||
+	/* users of the other kind than the item's flags say; flags of no (or both)
+	 * kinds the repair replaces from the users (check/refs_repair.c) */
+	if ((extent_kind_known(j->flags) &&
+	     ((data && !(j->flags & BTRFS_EXTENT_FLAG_DATA)) || (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)))) ||
 	    (data && e->len != clamp32(j->len)))
 		refs_repair_unfixable(j->ctx, j->unit);
 	if (data && !(j->flags & BTRFS_EXTENT_FLAG_DATA))

@@ -10,7 +10,9 @@
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
 #include "libfs/block.h"
+#include "libfs/csum.h"
 #include "libfs/endian_access.h"
+#include "libfs/tree.h"
 
 struct roots_scan {
 	struct check_ctx *ctx;
@@ -89,8 +91,11 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
 		report_problem(ctx, PR_INODE_FLAGS_UNKNOWN, "root tree inode %" PRIu64 ": flags 0x%" PRIx64,
 			       k->objectid, inode_flags(d));
+	/* (the free-space cache inodes, from 256 up, are regular files of mode 0600: the reference
+	 * holds them to it) */
 	if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
 	    (S_ISDIR(mode) && inode_nlink(d) > 1) ||
+	    (k->objectid >= BTRFS_FIRST_FREE_OBJECTID && mode != (S_IFREG | 0600)) ||
 	    inode_generation(d) > gen || inode_transid(d) > gen)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": mode 0%o, nlink %u, generation %"
 			       PRIu64 ", transid %" PRIu64 " (filesystem generation %" PRIu64 ")", k->objectid, mode,
@@ -110,6 +115,33 @@ static void check_root_tree_inode_ref(struct check_ctx *ctx, const struct btrfs_
 	if (size <= hdr || off != size)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode ref (%" PRIu64 " %" PRIu64 "): %u bytes do not "
 			       "hold whole refs", k->objectid, k->offset, size);
+}
+
+/* A dir item of the root tree (the default subvolume's name, "default"):
+ * whole entries, names of 1 to 255 bytes without data, and the name's hash
+ * in the key, as the kernel's tree checker wants of any tree. */
+static void check_root_tree_dir_item(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
+				     uint32_t size)
+{
+	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+	const char *why = NULL;
+
+	for (uint32_t off = 0; off < size && !why; ) {
+		const uint8_t *e = d + off;
+		uint32_t len = size - off >= hdr ? dir_item_name_len(e) : 0;
+
+		if (size - off < hdr || size - off - hdr < len + (uint32_t)dir_item_data_len(e))
+			why = "entries do not fill the item";
+		else if (len == 0 || len > BTRFS_NAME_LEN || dir_item_data_len(e))
+			why = "name or data length out of range";
+		else if (k->type == BTRFS_DIR_ITEM_KEY && btrfs_name_hash(e + hdr, len) != k->offset)
+			why = "the name does not hash to the key";
+		else
+			off += hdr + len;
+	}
+	if (why)
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree dir item (%" PRIu64 " %u %" PRIu64 "): %s",
+			       k->objectid, k->type, k->offset, why);
 }
 
 /* A file extent of the root tree (free-space cache inodes): what the
@@ -144,6 +176,28 @@ static void check_root_tree_file_extent(struct check_ctx *ctx, const struct btrf
 			       k->objectid, k->offset, why, size);
 }
 
+/* The extent item of a subvolume's root block has the block's generation (the
+ * reference's check of outdated root items compares the two): look it up
+ * skinny, then old-style. A missing or unreadable item is the extents phase's. */
+static void check_root_extent_generation(struct check_ctx *ctx, uint64_t root, const struct tree_block *b)
+{
+	struct fs_info *fs = ctx->fs;
+	struct btrfs_key skinny = { b->bytenr, BTRFS_METADATA_ITEM_KEY, block_level(b) };
+	struct btrfs_key full = { b->bytenr, BTRFS_EXTENT_ITEM_KEY, fs->nodesize };
+	uint8_t item[sizeof(struct btrfs_extent_item)];
+	uint32_t size = sizeof(item);
+
+	if (tree_lookup(fs, &fs->extent_root, &skinny, item, &size) != 0) {
+		size = sizeof(item);
+		if (tree_lookup(fs, &fs->extent_root, &full, item, &size) != 0)
+			return;
+	}
+	if (size >= sizeof(item) && extent_generation(item) != block_generation(b))
+		report_problem(ctx, PR_EXTENT_GENERATION, "root %" PRIu64 ": root block %" PRIu64 " has generation %"
+			       PRIu64 ", its extent item %" PRIu64, root, b->bytenr, block_generation(b),
+			       extent_generation(item));
+}
+
 /* A root item against the block it points at. */
 static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
@@ -167,13 +221,17 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 				       " level %u, block %" PRIu64 " has generation %" PRIu64 " level %u",
 				       k->objectid, root_item_generation(d), root_item_level(d), b->bytenr,
 				       block_generation(b), block_level(b));
+		if (subvol || k->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID)
+			check_root_extent_generation(ctx, k->objectid, b);
 		block_put(ctx->fs, b);
 	}   /* an unreadable root block is the tree-block phase's finding */
-	if (!subvol)
+	if (!subvol && k->objectid != BTRFS_DATA_RELOC_TREE_OBJECTID)
 		return;
 	if (root_item_root_dirid(d) != BTRFS_FIRST_FREE_OBJECTID)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": root directory %" PRIu64 ", not 256",
 			       k->objectid, root_item_root_dirid(d));
+	if (!subvol)
+		return;
 	r.kind = root_item_refs(d) ? ROOTREC_ROOT_LIVE : ROOTREC_ROOT_DEAD;
 	add(s, s->links, &r);
 	if (!root_item_refs(d))
@@ -222,6 +280,8 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 		check_root_tree_inode(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_INODE_REF_KEY) {
 		check_root_tree_inode_ref(s->ctx, key, data, size);
+	} else if (key->type == BTRFS_DIR_ITEM_KEY || key->type == BTRFS_DIR_INDEX_KEY) {
+		check_root_tree_dir_item(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_EXTENT_DATA_KEY) {
 		check_root_tree_file_extent(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_ROOT_REF_KEY || key->type == BTRFS_ROOT_BACKREF_KEY) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check/check.h"
+#include "libfs/block.h"
 #include "libfs/super.h"
 #include "libfs/names.h"
 #include "libfs/volumes.h"
@@ -28,8 +29,40 @@ static bool super_copies_equal(const uint8_t *a, const uint8_t *b)
 	return memcmp(a + from, b + from, BTRFS_SUPER_INFO_SIZE - from) == 0;
 }
 
+/* A primary copy older than the copy in use is what the kernel mounts (it
+ * reads no other): after a crash between the copies' writes it still names
+ * the root tree of its own generation, intact. Naming a root tree block of
+ * another generation, it mounts nothing. */
+static bool stale_primary_mountable(struct check_ctx *ctx, const uint8_t *sb)
+{
+	struct block_expect want = { .generation = super_generation(sb), .level = super_root_level(sb) };
+	struct tree_block *b;
+
+	if (block_read(ctx->fs, super_root(sb), &want, &b) != 0)
+		return false;
+	block_put(ctx->fs, b);
+	return true;
+}
+
+/* A seed device's copies are those of the seed filesystem: they are held to
+ * the newest valid one among them, not to the sprout's generation. */
+static uint64_t seed_generation(const struct fs_device *dev)
+{
+	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
+	uint64_t gen = 0;
+
+	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+		struct super_copy info;
+
+		if (super_read_copy(dev->io, m, sb, &info) == 0 && info.generation > gen)
+			gen = info.generation;
+	}
+	return gen;
+}
+
 static void check_device_copies(struct check_ctx *ctx, const struct fs_device *dev)
 {
+	uint64_t expect_gen = dev->seed ? seed_generation(dev) : ctx->fs->generation;
 	uint8_t first[BTRFS_SUPER_INFO_SIZE], sb[BTRFS_SUPER_INFO_SIZE];
 	bool have_first = false;
 
@@ -44,10 +77,16 @@ static void check_device_copies(struct check_ctx *ctx, const struct fs_device *d
 				       dev->path, m, info.offset, info.why);
 			continue;
 		}
-		if (info.generation < ctx->fs->generation) {
+		if (info.generation < expect_gen && m == 0 && !stale_primary_mountable(ctx, sb)) {
+			report_problem(ctx, PR_SUPER_COPY_INVALID, "%s: superblock copy 0 (the one the kernel reads) has "
+				       "generation %" PRIu64 " but its root tree %" PRIu64 " is not a block of that "
+				       "generation", dev->path, info.generation, super_root(sb));
+			continue;
+		}
+		if (info.generation < expect_gen) {
 			report_problem(ctx, PR_SUPER_COPY_STALE,
 				       "%s: superblock copy %d has generation %" PRIu64 ", expected %" PRIu64,
-				       dev->path, m, info.generation, ctx->fs->generation);
+				       dev->path, m, info.generation, expect_gen);
 			continue;
 		}
 		if (!have_first) {

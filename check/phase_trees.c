@@ -28,6 +28,8 @@ struct tree_visit {
 	int shared_level;
 	int feed_err;                   /* the fs checks stopped the walk */
 	uint64_t shared_bytes;          /* read again for them, for the progress */
+	const struct fs_tree_list *trees; /* every tree (NULL: the root tree is unreadable) */
+	uint64_t owner_known, owner_missing; /* the last owner looked up in trees */
 };
 
 /* The other copies of a block, verified (copy_verify.c): report the bad ones. */
@@ -112,6 +114,52 @@ static int feed_block(struct tree_visit *v, const struct tree_block *b, bool sha
 	return ret;
 }
 
+/* The kernel's owner rule for the blocks it reads from a tree: a subvolume
+ * tree's blocks (shared with snapshots) are owned by some subvolume tree (5,
+ * or from 256 up to where qgroup levels start), the blocks of every other tree
+ * but a relocation tree by that tree itself. */
+static bool owner_fits(uint64_t tree, uint64_t owner)
+{
+	if (key_is_subvolume_id(tree))
+		return owner == BTRFS_FS_TREE_OBJECTID || (owner >= BTRFS_FIRST_FREE_OBJECTID && owner >> 48 == 0);
+	if (tree == BTRFS_TREE_RELOC_OBJECTID)
+		return true;
+	return owner == tree;
+}
+
+/* A subvolume-tree block whose owner is another tree (shared with a
+ * snapshot) and that has no full backrefs is still held by that tree (the
+ * reference searches it there): the tree must exist. */
+static bool owner_tree_missing(struct tree_visit *v, const struct tree_block *b)
+{
+	uint64_t owner = block_owner(b);
+
+	if (!v->trees || !key_is_subvolume_id(v->root->objectid) || owner == v->root->objectid ||
+	    refs_block_full_backref(v->ctx, b->bytenr))
+		return false;
+	if (owner == v->owner_known || owner == v->owner_missing)
+		return owner == v->owner_missing;
+	for (size_t i = 0; i < v->trees->count; i++)
+		if (v->trees->roots[i].objectid == owner) {
+			v->owner_known = owner;
+			return false;
+		}
+	v->owner_missing = owner;
+	return true;
+}
+
+/* A node pointer names its child's generation, which is never 0: the kernel
+ * reads a pointer of generation 0 without checking the child's (the
+ * reference calls it a wrong generation). */
+static void check_ptr_generations(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
+{
+	for (unsigned i = 0; block_level(b) > 0 && i < block_nritems(b); i++)
+		if (key_ptr_generation(node_key_ptr(b->data, i)) == 0)
+			report_problem(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 ": node %" PRIu64 " slot %u: pointer to %"
+				       PRIu64 " of generation 0", root->objectid, b->bytenr, i,
+				       key_ptr_blockptr(node_key_ptr(b->data, i)));
+}
+
 static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct tree_visit *v = arg;
@@ -142,9 +190,14 @@ static int visit_block(void *arg, const struct tree_block *b)
 		ctx->stats.items += block_nritems(b);
 	if ((ret = copy_verifier_add(v->copies, v->root->objectid, b)) < 0)
 		return ret;
-	if (key_tree_never_shared(v->root->objectid) && block_owner(b) != v->root->objectid)
+	if (!owner_fits(v->root->objectid, block_owner(b)))
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64,
 			       v->root->objectid, b->bytenr, block_owner(b));
+	else if (owner_tree_missing(v, b))
+		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64
+			       ", a tree that does not exist, and no full backrefs", v->root->objectid, b->bytenr,
+			       block_owner(b));
+	check_ptr_generations(ctx, v->root, b);
 	progress_update(ctx->progress, ctx->stats.tree_bytes + v->shared_bytes);
 	return feed_block(v, b, false);
 }
@@ -193,8 +246,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	struct fs_info *fs = ctx->fs;
 	struct fs_tree_list list;
 	struct tree_visit v = { .ctx = ctx };
-	static const struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child,
-						      .one_copy = reread_child };
+	struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child, .one_copy = reread_child };
 	int ret;
 
 	ctx->visited = ebitmap_create(fs->sectorsize);
@@ -210,6 +262,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	if (ret)
 		return ret;
 	ret = fs_list_trees(fs, &list);
+	v.trees = ret ? NULL : &list;   /* owners 0 never get that far: no tree looked up yet */
 	if (ret == -ENOMEM) {
 		copy_verifier_destroy(v.copies);
 		return ret;
@@ -234,6 +287,8 @@ int check_tree_blocks(struct check_ctx *ctx)
 		v.shared_level = -1;
 		v.feed_err = 0;
 		ctx->stats.trees++;
+		pf.dropped = list.drops && list.drops[i].level ? &list.drops[i] : NULL;
+		ctx->walk_drop = pf.dropped;
 		ret = tree_walk_prefetching(fs, v.root, &ops, &pf, NULL);
 		copy_verifier_drain(v.copies);   /* a tree's copy problems come before the next tree's */
 		if (v.feed) {
@@ -252,6 +307,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 			ret = 0;
 		}
 	}
+	ctx->walk_drop = NULL;
 	fs_tree_list_free(&list);
 	copy_verifier_destroy(v.copies);
 	/* the estimate of the bytes read again replaced by the count */

@@ -167,6 +167,13 @@ static const struct problem_def table[] = {
 	  "a member device or dev extent has no dev item, or the dev items do not number the superblock's devices" },
 	{ PR_INLINE_EXTENT_CORRUPT, "inline-extent-corrupt", SEV_ERROR, FIX_NONE,
 	  "a compressed inline extent does not decompress to its ram_bytes" },
+	{ PR_NAME_INVALID, "name-invalid", SEV_ERROR, FIX_INODE,
+	  "a name of a dir entry, inode ref or extref holds '/' or NUL (the kernel's readdir fails)" },
+	{ PR_DEV_TOTAL_BYTES, "dev-total-bytes", SEV_ERROR, FIX_RECOMPUTE,
+	  "a dev item's total_bytes is larger than its device (the kernel mounts nothing)" },
+	{ PR_EXTENT_GENERATION, "extent-generation", SEV_ERROR, FIX_NONE,
+	  "a subvolume's root block has an extent item of another generation (the reference calls the root item "
+	  "outdated)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

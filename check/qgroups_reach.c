@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "check/qgroups.h"
+#include "libfs/walk.h"
 #include "common/sizes.h"
 #include "libfs/block.h"
 #include "libfs/recsort.h"
@@ -140,6 +141,8 @@ int qgroups_reach_observe(struct check_ctx *ctx, struct qgroup_state *st, const 
 	for (unsigned i = 0; i < block_nritems(b); i++) {
 		struct qgroup_edge e = { .parent = b->bytenr, .child = key_ptr_blockptr(node_key_ptr(b->data, i)),
 					 .plevel = level };
+		if (ctx->walk_drop && tree_child_dropped(ctx->walk_drop, b, i))
+			continue;   /* the kernel dropped it from this tree already */
 		if ((ret = recsort_add(st->edges, &e)) < 0)
 			return ret;
 	}

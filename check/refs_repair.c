@@ -86,7 +86,14 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		return 0;
 	}
 	hdr.c = u->has_item ? EXTENT_FIX_HAS_ITEM : 0;
-	if (u->has_item) {
+	if (u->has_item && u->nexp && !extent_kind_known(u->flags) && u->tree != u->data &&
+	    u->len == (u->tree ? ctx->fs->nodesize : u->data_len)) {
+		/* flags of neither (or both) kinds, users of one, the length theirs: made again whole */
+		hdr.a = u->len;
+		hdr.b = u->tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0)
+			: BTRFS_EXTENT_FLAG_DATA;
+		hdr.c |= EXTENT_FIX_REPLACE | (u->tree ? EXTENT_FIX_TREE : 0);
+	} else if (u->has_item) {
 		bool tree = u->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK;
 		if (u->nexp && (tree != u->tree || !(u->flags & (BTRFS_EXTENT_FLAG_TREE_BLOCK | BTRFS_EXTENT_FLAG_DATA)))) {
 			repair_note_unfixable(ctx);

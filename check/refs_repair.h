@@ -31,6 +31,12 @@ struct refs_group_view {
 
 struct refs_unit;
 
+/* Extent item flags that say one kind: data or tree block, not both, not neither. */
+static inline bool extent_kind_known(uint64_t flags)
+{
+	return !(flags & 1) != !(flags & 2); /* BTRFS_EXTENT_FLAG_DATA, BTRFS_EXTENT_FLAG_TREE_BLOCK */
+}
+
 /* Follow the join, group by group, in key order. 0 or -errno. */
 int refs_repair_group(struct check_ctx *ctx, struct refs_unit **u, const struct refs_group_view *v);
 /* The current bytenr is damaged in a way the repair does not fix. */

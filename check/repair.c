@@ -16,9 +16,10 @@
 #include "common/messages.h"
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
+#include "libfs/volumes.h"
 
 #define MAX_CODES 16
-#define MAX_BLOCKERS 16
+#define MAX_BLOCKERS 20
 
 struct repair_class {
 	const char *name;
@@ -71,8 +72,9 @@ static const struct repair_class classes[] = {
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
-	  "device bytes_used",
-	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED }, true, NULL,
+	  "device bytes_used (a dev item larger than its device: the device's size)",
+	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES }, true,
+	  NULL,
 	  repair_space_counters,
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
 	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE } },
@@ -98,10 +100,11 @@ static const struct repair_class classes[] = {
 	  { PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT,
 	    PR_EXTENT_REFS_TOTAL } },
 	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
-	  "re-key names under a wrong hash, remove entries naming nothing and refs into a parent that is not there "
+	  "re-key names under a wrong hash, remove entries naming nothing and refs into a parent that is not there, "
+	  "remove or clean names holding '/' or NUL "
 	  "(check/repair_names.c)",
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
-	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING }, true, NULL, repair_names,
+	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID }, true, NULL, repair_names,
 	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING,
 	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
@@ -113,7 +116,7 @@ static const struct repair_class classes[] = {
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
 	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
-	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID } },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
@@ -269,6 +272,30 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 	return NULL;
 }
 
+/* The profile of the metadata (or system) block groups when every one of
+ * them is RAID5 or RAID6: the allocator writes no parity, so a transaction
+ * has nowhere to write its tree blocks. NULL when transactions can run. */
+static const char *parity_only_metadata(const struct fs_info *fs)
+{
+	static const uint64_t kinds[] = { BTRFS_BLOCK_GROUP_METADATA, BTRFS_BLOCK_GROUP_SYSTEM };
+	const uint64_t parity = BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6;
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		uint64_t seen = 0;
+		bool writable = false;
+		for (size_t i = 0; fs && fs->chunks && i < fs->chunks->count && !writable; i++) {
+			const struct chunk *c = fs->chunks->chunks[i];
+			if (!(c->type & kinds[k]))
+				continue;
+			seen |= c->type;
+			writable = !(c->type & parity);
+		}
+		if (!writable && (seen & parity))
+			return seen & BTRFS_BLOCK_GROUP_RAID6 ? "RAID6" : "RAID5";
+	}
+	return NULL;
+}
+
 /* y/N on the terminal; anything but yes is no. */
 static bool ask(const char *question, uint64_t problems)
 {
@@ -377,7 +404,7 @@ static struct fs_info *open_for_repair(const struct repair_options *o, char **pa
  * blocked, accepted; none after one the check runs again after (they are
  * chosen from what it finds then). */
 static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_options *o, bool run[NCLASSES],
-			       size_t start)
+			       size_t start, const char *parity_meta)
 {
 	bool fixed[PR__COUNT] = { false };
 	unsigned n = 0;
@@ -394,6 +421,11 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 			continue;
 		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
 			continue;
+		if (c->transaction && parity_meta) {
+			msg_warning("not repairing %s: the metadata is %s, and this version writes no parity "
+				    "(a transaction has nowhere to write tree blocks)", c->name, parity_meta);
+			continue;
+		}
 		blocker = class_blocker(c, ctx, fixed);
 		if (blocker) {
 			msg_warning("not repairing %s: a transaction is unsafe while problems like [%s] remain",
@@ -457,7 +489,8 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	char undo_buf[256];
 	const char *undo_path = NULL;
 	uint64_t changes = 0;
-	unsigned chosen = choose_classes(ctx, o, run, 0);
+	const char *parity_meta = parity_only_metadata(ctx->fs);
+	unsigned chosen = choose_classes(ctx, o, run, 0, parity_meta);
 	int ret;
 
 	if (!chosen) {
@@ -508,14 +541,14 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			repair_say(&r, "nothing to change");
 			/* nothing changed: the classes after it are chosen from the same findings */
 			if (class_checks_again(&classes[i]))
-				choose_classes(ctx, o, run, i + 1);
+				choose_classes(ctx, o, run, i + 1, parity_meta);
 		} else if (class_checks_again(&classes[i]) && !o->dry_run) {
 			if ((ret = detect_again(ctx, &r, hooks, classes[i].name))) {
 				failed = true;
 				break;
 			}
 			memset(fixed, 0, sizeof(fixed));
-			choose_classes(ctx, o, run, i + 1);
+			choose_classes(ctx, o, run, i + 1, parity_meta);
 		}
 	}
 	ret = 0;

@@ -1,6 +1,7 @@
 /* Space counters recomputed in one transaction: each block group's `used`
  * from the extent items it holds, the superblock's bytes_used from those,
- * each device's bytes_used from its dev extents, the superblock's
+ * each device's bytes_used from its dev extents, a dev item's total_bytes
+ * larger than its device down to the device's size, the superblock's
  * total_bytes from the devices' sizes.
  *
  * The values are computed from the trees as they were before the transaction
@@ -13,35 +14,41 @@
 
 #include "check/repair.h"
 #include "libfs/blockgroups.h"
+#include "libfs/extent_scan.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
+#include "libfs/volumes.h"
+
+struct group_sums {
+	struct fs_info *fs;
+	const struct block_group_list *bgs;
+	uint64_t *sums;
+	size_t g;   /* the group of the extent before */
+};
+
+static int sum_extent(void *arg, const struct extent_rec *e)
+{
+	struct group_sums *s = arg;
+	const struct block_group *groups = s->bgs->groups;
+
+	if (!e->len)
+		return 0;
+	while (s->g < s->bgs->count && groups[s->g].start + groups[s->g].length <= e->bytenr)
+		s->g++;
+	if (s->g == s->bgs->count || e->bytenr < groups[s->g].start ||
+	    e->len > groups[s->g].start + groups[s->g].length - e->bytenr)
+		return fs_error(s->fs, -EUCLEAN, "extent %" PRIu64 "+%" PRIu64 " lies outside every block group",
+				e->bytenr, e->len);
+	s->sums[s->g] += e->len;
+	return 0;
+}
 
 /* Bytes of extent items per block group (groups sorted by start). */
 static int sum_extents(struct fs_info *fs, const struct block_group_list *bgs, uint64_t *sums)
 {
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	size_t g = 0;
-	int ret;
+	struct group_sums s = { fs, bgs, sums, 0 };
+	int ret = extent_tree_each(fs, &fs->extent_root, 0, (uint64_t)-1, sum_extent, &s);
 
-	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		uint64_t len = extent_key_length(&key, fs->nodesize);
-		if (!len)
-			continue;
-		while (g < bgs->count && bgs->groups[g].start + bgs->groups[g].length <= key.objectid)
-			g++;
-		if (g == bgs->count || key.objectid < bgs->groups[g].start ||
-		    len > bgs->groups[g].start + bgs->groups[g].length - key.objectid) {
-			ret = fs_error(fs, -EUCLEAN, "extent %" PRIu64 "+%" PRIu64 " lies outside every block group",
-				       key.objectid, len);
-			break;
-		}
-		sums[g] += len;
-	}
-	tree_iter_release(&it);
 	return ret < 0 ? ret : 0;
 }
 
@@ -83,23 +90,19 @@ static int fix_block_groups(struct repair_ctx *r, const int64_t *adjust, uint64_
 	return ret;
 }
 
+static int add_dev_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	(void)key;
+	if (size >= sizeof(struct btrfs_dev_extent))
+		*(uint64_t *)arg += dev_extent_length(data);
+	return 0;
+}
+
 /* Sum of the dev extents of one device. */
 static int dev_extent_sum(struct fs_info *fs, uint64_t devid, uint64_t *sum)
 {
-	struct btrfs_key min = { devid, BTRFS_DEV_EXTENT_KEY, 0 }, max = { devid, BTRFS_DEV_EXTENT_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	int ret;
-
 	*sum = 0;
-	tree_iter_init(&it, fs, &fs->dev_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1)
-		if (size >= sizeof(struct btrfs_dev_extent))
-			*sum += dev_extent_length(data);
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
+	return volumes_each_dev_extent(fs, &fs->dev_root, devid, add_dev_extent, sum);
 }
 
 static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
@@ -122,6 +125,15 @@ static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
 		ret = trans_item_for_update(r->t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &isize, &path);
 		if (ret == 0 && isize < sizeof(struct btrfs_dev_item))
 			ret = fs_error(fs, -EUCLEAN, "dev item %" PRIu64 " is too small", key.offset);
+		if (ret == 0 && fs->devices[i].io && dev_item_total_bytes(item) > io_size(fs->devices[i].io)) {
+			/* the kernel mounts no device smaller than its dev item says; the dev
+			 * extents end inside the device (else the class is not run) */
+			uint64_t size = io_size(fs->devices[i].io) / fs->sectorsize * fs->sectorsize;
+			repair_say(r, "device %" PRIu64 ": total_bytes %" PRIu64 " -> %" PRIu64 " (the device's size)",
+				   key.offset, dev_item_total_bytes(item), size);
+			dev_item_set_total_bytes(item, size);
+			r->changes++;
+		}
 		if (ret == 0) {
 			*total_bytes += dev_item_total_bytes(item);
 			if (dev_item_bytes_used(item) != sum) {
@@ -161,7 +173,8 @@ int repair_space_counters(struct repair_ctx *r)
 
 	if (ret)
 		return ret;
-	if (!found->counts[PR_DEV_BYTES_USED] && !found->counts[PR_SUPER_TOTAL_BYTES])
+	if (!found->counts[PR_DEV_BYTES_USED] && !found->counts[PR_SUPER_TOTAL_BYTES] &&
+	    !found->counts[PR_DEV_TOTAL_BYTES])
 		return 0;
 	ret = fix_devices(r, &total_bytes);
 	if (ret)

@@ -196,7 +196,7 @@ static int new_item_header(struct xrepair *x, struct btrfs_key *key, uint8_t *it
 
 	memset(item, 0, sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info));
 	extent_set_generation(item, trans_transid(x->r->t));
-	extent_set_flags(item, tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK : BTRFS_EXTENT_FLAG_DATA);
+	extent_set_flags(item, x->hdr.b ? x->hdr.b : tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK : BTRFS_EXTENT_FLAG_DATA);
 	*size = sizeof(struct btrfs_extent_item);
 	if (!tree) {
 		*key = (struct btrfs_key){ x->hdr.bytenr, BTRFS_EXTENT_ITEM_KEY, x->hdr.a };
@@ -237,6 +237,15 @@ static int fix_extent(struct xrepair *x)
 	ret = take_existing(x, &ikey, item, &size);
 	if (ret)
 		goto out;
+	if (size && (x->hdr.c & EXTENT_FIX_REPLACE) && x->nrefs) {
+		/* its flags said no kind: the item goes, and is made again below as a missing one */
+		if ((ret = trans_delete_item(r->t, BTRFS_EXTENT_TREE_OBJECTID, &ikey)))
+			goto out;
+		if (x->said++ < SAY_MAX)
+			repair_say(r, "extent %" PRIu64 ": item with flags %#" PRIx64 " (neither or both data and tree "
+				   "block) removed, made again from its users", ikey.objectid, extent_flags(item));
+		size = 0;
+	}
 	if (size) {
 		bool tree_info = ikey.type == BTRFS_EXTENT_ITEM_KEY && (extent_flags(item) & BTRFS_EXTENT_FLAG_TREE_BLOCK);
 		head = (uint32_t)sizeof(struct btrfs_extent_item) + (tree_info ? (uint32_t)sizeof(struct btrfs_tree_block_info) : 0);

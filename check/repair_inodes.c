@@ -180,11 +180,12 @@ static uint32_t ftype_to_mode(uint8_t ftype)
 }
 
 /* The file type an inode's names or items say: its first name's dir index
- * entry, else a directory when it has entries, a file when it has extents. */
+ * entry, else a directory when it has entries or is a tree's top directory
+ * (inode 256, or its ref names itself: ".."), a file when it has extents. */
 static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino, uint8_t *ftype)
 {
 	struct btrfs_key min = { ino, 0, 0 }, max = { ino, 255, (uint64_t)-1 }, k, idx = { 0, 0, 0 };
-	bool entries = false, extents = false;
+	bool entries = false, extents = false, top = ino == BTRFS_FIRST_FREE_OBJECTID;
 	struct tree_iter it;
 	const uint8_t *d;
 	uint32_t size;
@@ -200,11 +201,12 @@ static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, u
 			idx = (struct btrfs_key){ e.parent, BTRFS_DIR_INDEX_KEY, e.index };
 		entries |= k.type == BTRFS_DIR_ITEM_KEY || k.type == BTRFS_DIR_INDEX_KEY;
 		extents |= k.type == BTRFS_EXTENT_DATA_KEY;
+		top |= k.type == BTRFS_INODE_REF_KEY && k.offset == ino;
 	}
 	tree_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	*ftype = entries ? BTRFS_FT_DIR : extents ? BTRFS_FT_REG_FILE : BTRFS_FT_UNKNOWN;
+	*ftype = entries || top ? BTRFS_FT_DIR : extents ? BTRFS_FT_REG_FILE : BTRFS_FT_UNKNOWN;
 	if (idx.objectid) {
 		uint8_t buf[sizeof(struct btrfs_dir_item)];
 		uint32_t n = sizeof(buf);
@@ -266,9 +268,12 @@ static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 int repair_inode_items(struct repair_ctx *r)
 {
 	const void *rec;
-	int ret;
+	int ret = 0;
 
-	while ((ret = repair_notes_next(r->found, NOTES_INODES, &rec)) == 1) {
+	/* the notes are read once: without a missing inode item they are left to
+	 * the inodes class, which runs on the same findings when nothing changed here */
+	while (r->found->counts[PR_INODE_ITEM_MISSING] &&
+	       (ret = repair_notes_next(r->found, NOTES_INODES, &rec)) == 1) {
 		const struct inode_fix *f = rec;
 		if (f->code == PR_INODE_ITEM_MISSING && (ret = make_inode_item(r, f->root, f->ino)) < 0)
 			return ret;

@@ -3,6 +3,9 @@
  * the index) and the inode's ref or extref (which carries the index). For
  * each (directory, inode) the check found at odds, the names of both sides
  * are gathered and each name is decided by what survives:
+ *   - first, a name holding '/' or NUL is a damaged copy when its inode has
+ *     another name there (removed), else it is written again cleaned
+ *     (fix_bad_names);
  *   - a name an inode ref claims, or that a dir item and a dir index agree
  *     on, is real: the missing or wrong one of its three is re-created (a
  *     dir item or extref under a wrong hash is re-keyed, a ref's index
@@ -42,6 +45,8 @@ struct nent {
 	uint8_t type;        /* BTRFS_FT_* of an entry */
 	uint16_t len;
 	bool decided;
+	bool bad;            /* the name holds '/' or NUL */
+	bool gone;           /* removed from disk for its bad name, renamed here: written again */
 	uint8_t name[256];
 };
 
@@ -108,6 +113,7 @@ static int add_nent(struct ndir *d, enum name_src src, uint64_t key, uint64_t ch
 	e->type = type & ~BTRFS_FT_ENCRYPTED;
 	e->len = len;
 	memcpy(e->name, name, len);
+	e->bad = memchr(name, '/', len) || memchr(name, 0, len);
 	return 0;
 }
 
@@ -295,6 +301,8 @@ static int settle_name(struct ndir *d, struct nent **m, size_t n, uint64_t c, ui
 	for (size_t i = 0; i < n; i++) {
 		struct nent *e = m[i];
 		e->decided = true;
+		if (e->gone)
+			continue;
 		if (e->src == SRC_INDEX) {
 			if (!index_ok && e->key == x && e->child == c && e->type == t)
 				index_ok = true;
@@ -427,6 +435,104 @@ static int decide_name(struct ndir *d, struct nent **m, size_t n, bool strong_pa
 	return settle_name(d, m, n, c, t);
 }
 
+/* 1 when dir already holds a dir item called name (on disk, in this
+ * transaction), 0 when not, -errno. */
+static int name_in_dir(struct ndir *d, const uint8_t *name, uint16_t len)
+{
+	struct btrfs_key key = { d->dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(name, len) }, k;
+	struct tree_root_ptr rp;
+	struct tree_iter it;
+	struct link_entry e;
+	const uint8_t *data;
+	uint32_t size, off;
+	int ret = trans_get_root(d->r->t, d->rootid, &rp), found = 0;
+
+	if (ret)
+		return ret;
+	tree_iter_init(&it, d->r->fs, &rp, &key, &key);
+	while (!found && (ret = tree_iter_next(&it, &k, &data, &size)) == 1)
+		for (off = 0; !found && link_entry_next(k.type, data, size, &off, &e);)
+			found = e.len == len && !memcmp(e.name, name, len);
+	tree_iter_release(&it);
+	return ret < 0 ? ret : found;
+}
+
+/* A name for an inode whose only name here holds '/' or NUL: those bytes
+ * become '_' (as e2fsck does with '.'), then "_INODE" is added while that is
+ * taken. 1 and the name in out (*outlen bytes), 0 when none is free, -errno. */
+static int clean_name(struct ndir *d, const struct nent *e, uint8_t *out, uint16_t *outlen)
+{
+	uint16_t len = e->len;
+	int ret;
+
+	for (uint16_t i = 0; i < len; i++)
+		out[i] = e->name[i] == '/' || e->name[i] == 0 ? '_' : e->name[i];
+	for (int attempt = 0; attempt < 2; attempt++) {
+		bool taken = false;
+		for (size_t i = 0; i < d->n && !taken; i++)
+			taken = !d->v[i].bad && d->v[i].len == len && !memcmp(d->v[i].name, out, len);
+		if (!taken && (ret = name_in_dir(d, out, len)) != 0) {
+			if (ret < 0)
+				return ret;
+			taken = true;
+		}
+		if (!taken) {
+			*outlen = len;
+			return 1;
+		}
+		char suffix[24];
+		int n = snprintf(suffix, sizeof(suffix), "_%" PRIu64, e->child);
+		if (attempt || len + n > BTRFS_NAME_MAX)
+			break;
+		memcpy(out + len, suffix, (size_t)n);
+		len = (uint16_t)(len + n);
+	}
+	return 0;
+}
+
+/* Names holding '/' or NUL, before anything else is decided. An inode with
+ * another name here has it as its real one: the bad ones are damaged copies,
+ * removed. Else the bad name is its only one: its entries are removed and
+ * the name, cleaned (clean_name), is written again in their place with the
+ * same index; with no free clean name the inode loses the name (and goes to
+ * lost+found when it has no other: repair_inode_recount). */
+static int fix_bad_names(struct ndir *d)
+{
+	for (size_t i = 0; i < d->n; i++) {
+		struct nent *b = &d->v[i];
+		uint8_t clean[BTRFS_NAME_MAX + 1];
+		uint16_t clen = 0;
+		bool other = false;
+		int renamed = 0, ret;
+
+		if (!b->bad || b->decided)
+			continue;
+		for (size_t j = 0; j < d->n && !other; j++)
+			other = d->v[j].child == b->child && !d->v[j].bad && !d->v[j].gone;
+		if (!other && (renamed = clean_name(d, b, clean, &clen)) < 0)
+			return renamed;
+		/* backwards: b itself, which the others are compared with, comes last */
+		for (size_t j = d->n; j-- > i;) {
+			struct nent *g = &d->v[j];
+			if (!g->bad || g->decided || g->child != b->child || !same_name(g, b))
+				continue;
+			if ((ret = remove_nent(d, g, g->child, other ? " (a damaged copy: the name holds '/' or NUL)"
+					       : renamed ? " (the name holds '/' or NUL: renamed)"
+					       : " (the name holds '/' or NUL, and no clean name is free)")))
+				return ret;
+			if (!renamed) {
+				g->decided = true;
+				continue;
+			}
+			g->bad = false;
+			g->gone = true;
+			g->len = clen;
+			memcpy(g->name, clean, clen);
+		}
+	}
+	return 0;
+}
+
 static int settle_dir(struct ndir *d)
 {
 	struct nent **m = malloc((d->n ? d->n : 1) * sizeof(*m));
@@ -434,6 +540,7 @@ static int settle_dir(struct ndir *d)
 
 	if (!m)
 		return -ENOMEM;
+	ret = fix_bad_names(d);
 	for (int pass = 0; pass < 2 && !ret; pass++)
 		for (size_t i = 0; i < d->n && !ret; i++) {
 			size_t n = 0;

@@ -24,6 +24,9 @@ struct extent_fix {
 };
 #define EXTENT_FIX_HAS_ITEM 1u  /* an extent item exists (else: create one) */
 #define EXTENT_FIX_TREE 2u      /* a tree block */
+/* the item's flags said neither (or both) data and tree block: it is made
+ * again whole, as a missing one would be (with b: its right flags) */
+#define EXTENT_FIX_REPLACE 4u
 /* --rebuild-extent-tree notes a tree block's level in c above this shift and
  * its generation in count (type 0 only) */
 #define EXTENT_FIX_LEVEL_SHIFT 8

@@ -13,6 +13,7 @@
 
 #include "convert/convert.h"
 #include "libfs/block.h"
+#include "libfs/extent_scan.h"
 #include "libfs/read_pipe.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
@@ -251,15 +252,24 @@ static int queue_block(struct verify_ctx *v, uint64_t bytenr, int level)
 	return 0;
 }
 
+struct chunk_scan {
+	struct verify_ctx *v;
+	struct data_verify *dv;   /* NULL: data is not verified */
+};
+
+static int chunk_extent(void *arg, const struct extent_rec *e)
+{
+	const struct chunk_scan *s = arg;
+
+	if (s->dv && e->data)
+		return data_verify_extent(s->dv, e->bytenr, e->len);
+	return e->tree_block ? queue_block(s->v, e->bytenr, e->level) : 0;
+}
+
 static int handle_chunk(struct verify_ctx *v)
 {
 	struct fs_info *fs = v->fs;
-	struct btrfs_key min = { v->plan->logical, 0, 0 };
-	struct btrfs_key max = { v->plan->logical + v->plan->length - 1, 255, (uint64_t)-1 }, key;
-	struct data_verify *dv = NULL;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
+	struct chunk_scan s = { v, NULL };
 	bool adds = false;
 	int ret;
 
@@ -268,37 +278,16 @@ static int handle_chunk(struct verify_ctx *v)
 	if (!v->verify && !adds)
 		return 0; /* only dropping copies, unverified: nothing to read or write */
 	if ((v->plan->type & BTRFS_BLOCK_GROUP_DATA) &&
-	    (ret = data_verify_begin(fs, v->plan, v->st, v->msg, v->msglen, &dv)))
+	    (ret = data_verify_begin(fs, v->plan, v->st, v->msg, v->msglen, &s.dv)))
 		return ret;
-	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		int level;
-		if (dv && key.type == BTRFS_EXTENT_ITEM_KEY && size >= sizeof(struct btrfs_extent_item) &&
-		    (extent_flags(data) & BTRFS_EXTENT_FLAG_DATA)) {
-			ret = data_verify_extent(dv, key.objectid, key.offset);
-			if (ret)
-				break;
-			continue;
-		}
-		if (key.type == BTRFS_METADATA_ITEM_KEY)
-			level = (int)key.offset;
-		else if (key.type == BTRFS_EXTENT_ITEM_KEY && size >= sizeof(struct btrfs_extent_item) &&
-			 (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-			level = size >= sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info)
-					? tree_block_info_level(data + sizeof(struct btrfs_extent_item)) : -1;
-		else
-			continue;
-		ret = queue_block(v, key.objectid, level);
-		if (ret)
-			break;
-	}
+	ret = extent_tree_each(fs, &fs->extent_root, v->plan->logical, v->plan->logical + v->plan->length - 1,
+			       chunk_extent, &s);
 	if (ret >= 0) {
 		int r2 = drain_runs(v);
 		if (r2)
 			ret = r2;
 	}
-	tree_iter_release(&it);
-	data_verify_end(dv);
+	data_verify_end(s.dv);
 	return ret < 0 ? ret : 0;
 }
 

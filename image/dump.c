@@ -22,6 +22,7 @@
 #include "libfs/blockgroups.h"
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
+#include "libfs/extent_scan.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
@@ -246,16 +247,19 @@ static void dump_bad_block(void *arg, uint64_t bytenr, int level, int err, const
 		    why && *why ? why : strerror(-err));
 }
 
-static int walk_one_tree(struct dump_ctx *d, const struct tree_root_ptr *root)
+/* Every block of one tree; of a deleted subvolume being dropped (drop, may
+ * be NULL), the blocks still in it. */
+static int walk_one_tree(struct dump_ctx *d, const struct tree_root_ptr *root, const struct tree_drop_progress *drop)
 {
 	struct tree_walk_ops ops = { dump_visit, dump_bad_block, d };
+	struct tree_walk_prefetch pf = { false, NULL, NULL, drop && drop->level ? drop : NULL };
 	uint64_t bad = 0;
 	int ret;
 
 	if (!root->bytenr)
 		return 0;
 	d->visited_any = false;
-	ret = tree_walk(d->fs, root, &ops, &bad);
+	ret = tree_walk_prefetching(d->fs, root, &ops, &pf, &bad);
 	if (!ret)
 		ret = flush_pending(d, BTRFS_MAX_LEVEL);
 	d->npend = 0;
@@ -271,31 +275,27 @@ static int walk_one_tree(struct dump_ctx *d, const struct tree_root_ptr *root)
 
 /* ---------------------------------------------------------------- extent-tree mode */
 
+struct block_set {
+	struct fs_info *fs;
+	struct ebitmap *set;
+};
+
+static int add_tree_block(void *arg, const struct extent_rec *e)
+{
+	const struct block_set *b = arg;
+	int ret;
+
+	if (!e->tree_block || e->len != b->fs->nodesize || e->bytenr % b->fs->sectorsize)
+		return 0;
+	return (ret = ebitmap_set(b->set, e->bytenr, e->len)) < 0 ? ret : 0;
+}
+
 /* Every tree block the extent tree records, into `set`. */
 static int collect_from_extent_tree(struct dump_ctx *d, struct ebitmap *set)
 {
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	int ret;
+	struct block_set b = { d->fs, set };
+	int ret = extent_tree_each(d->fs, &d->fs->extent_root, 0, (uint64_t)-1, add_tree_block, &b);
 
-	tree_iter_init(&it, d->fs, &d->fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		uint64_t len;
-		if (key.type == BTRFS_METADATA_ITEM_KEY)
-			len = d->fs->nodesize;
-		else if (key.type == BTRFS_EXTENT_ITEM_KEY && size >= sizeof(struct btrfs_extent_item) &&
-			 (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-			len = key.offset;
-		else
-			continue;
-		if (len != d->fs->nodesize || key.objectid % d->fs->sectorsize)
-			continue;
-		if ((ret = ebitmap_set(set, key.objectid, len)) < 0)
-			break;
-	}
-	tree_iter_release(&it);
 	return ret < 0 ? ret : 0;
 }
 
@@ -359,45 +359,46 @@ out:
 
 /* ---------------------------------------------------------------- data */
 
-static int dump_data(struct dump_ctx *d)
+struct data_dump {
+	struct dump_ctx *d;
+	uint8_t *buf;
+};
+
+/* One data extent, read from the first copy that reads. */
+static int dump_extent(void *arg, const struct extent_rec *e)
 {
-	struct btrfs_key min = { 0, BTRFS_EXTENT_ITEM_KEY, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	uint8_t *buf = malloc(BTK_IMG_MAX_RECORD);
+	struct data_dump *x = arg;
+	struct dump_ctx *d = x->d;
 	int ret;
 
-	if (!buf)
-		return -ENOMEM;
-	tree_iter_init(&it, d->fs, &d->fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		uint64_t pos, end;
-		if (key.type != BTRFS_EXTENT_ITEM_KEY || size < sizeof(struct btrfs_extent_item) ||
-		    !(extent_flags(data) & BTRFS_EXTENT_FLAG_DATA))
-			continue;
-		for (pos = key.objectid, end = key.objectid + key.offset; pos < end;) {
-			uint32_t n = end - pos < BTK_IMG_MAX_RECORD ? (uint32_t)(end - pos) : BTK_IMG_MAX_RECORD;
-			int copies = volumes_num_copies(d->fs, pos), r = -EIO;
-			for (int m = 0; m < (copies > 0 ? copies : 1) && r; m++)
-				r = volumes_read(d->fs, pos, buf, n, m);
-			if (r) {
-				d->bad++;
-				msg_warning("data extent at %llu is unreadable (%s) and left out",
-					    (unsigned long long)pos, strerror(-r));
-			} else if ((ret = sink_add(d, IMG_REC_DATA, pos, buf, n))) {
-				goto out;
-			}
-			pos += n;
+	if (!e->data)
+		return 0;
+	for (uint64_t pos = e->bytenr, end = e->bytenr + e->len; pos < end;) {
+		uint32_t n = end - pos < BTK_IMG_MAX_RECORD ? (uint32_t)(end - pos) : BTK_IMG_MAX_RECORD;
+		int copies = volumes_num_copies(d->fs, pos), r = -EIO;
+		for (int m = 0; m < (copies > 0 ? copies : 1) && r; m++)
+			r = volumes_read(d->fs, pos, x->buf, n, m);
+		if (r) {
+			d->bad++;
+			msg_warning("data extent at %llu is unreadable (%s) and left out",
+				    (unsigned long long)pos, strerror(-r));
+		} else if ((ret = sink_add(d, IMG_REC_DATA, pos, x->buf, n))) {
+			return ret;
 		}
-		if (cli_cancelled()) {
-			ret = -ECANCELED;
-			break;
-		}
+		pos += n;
 	}
-out:
-	tree_iter_release(&it);
-	free(buf);
+	return cli_cancelled() ? -ECANCELED : 0;
+}
+
+static int dump_data(struct dump_ctx *d)
+{
+	struct data_dump x = { d, malloc(BTK_IMG_MAX_RECORD) };
+	int ret;
+
+	if (!x.buf)
+		return -ENOMEM;
+	ret = extent_tree_each(d->fs, &d->fs->extent_root, 0, (uint64_t)-1, dump_extent, &x);
+	free(x.buf);
 	return ret < 0 ? ret : 0;
 }
 
@@ -545,7 +546,7 @@ static int run_dump(struct dump_ctx *d)
 	if ((ret = dump_superblocks(d)))
 		return ret;
 	/* the chunk tree first: a restore maps everything else with it */
-	if ((ret = walk_one_tree(d, &d->fs->chunk_root)))
+	if ((ret = walk_one_tree(d, &d->fs->chunk_root, NULL)))
 		return ret;
 	if (d->args->walk_extent_tree && (ret = dump_by_extent_tree(d)))
 		return ret;
@@ -554,7 +555,7 @@ static int run_dump(struct dump_ctx *d)
 		return ret;
 	}
 	for (size_t i = 0; i < trees.count && !ret; i++)
-		ret = walk_one_tree(d, &trees.roots[i]);
+		ret = walk_one_tree(d, &trees.roots[i], &trees.drops[i]);
 	fs_tree_list_free(&trees);
 	if (!ret && d->args->data)
 		ret = dump_data(d);

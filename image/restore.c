@@ -99,6 +99,15 @@ int rs_error(struct restore_ctx *r, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- superblocks */
 
+/* The superblock in use is the lowest devid's, except that in a sprouted
+ * filesystem a seed device's (SEEDING flag, another fsid) never is. */
+static bool super_preferred(const uint8_t *sb, uint64_t devid, const uint8_t *cur, uint64_t cur_devid)
+{
+	bool seed = super_flags(sb) & BTRFS_SUPER_FLAG_SEEDING, cur_seed = super_flags(cur) & BTRFS_SUPER_FLAG_SEEDING;
+
+	return seed == cur_seed ? devid < cur_devid : cur_seed;
+}
+
 static int take_super(struct restore_ctx *r, const struct img_record *rec)
 {
 	struct img_super *v;
@@ -118,7 +127,7 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 	v->devid = rec->logical;
 	v->copy = rec->copy;
 	memcpy(v->data, rec->data, BTRFS_SUPER_INFO_SIZE);
-	if (rec->copy == 0 && (!r->have_super || rec->logical < r->super_devid)) {
+	if (rec->copy == 0 && (!r->have_super || super_preferred(rec->data, rec->logical, r->super, r->super_devid))) {
 		memcpy(r->super, rec->data, BTRFS_SUPER_INFO_SIZE);
 		r->super_devid = rec->logical;
 		r->have_super = true;
@@ -280,6 +289,16 @@ int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t
 	return io_flush(io);
 }
 
+/* Whether a device's superblock is a seed filesystem's (SEEDING, another fsid). */
+static bool image_is_sprouted(const struct restore_ctx *r)
+{
+	for (size_t k = 0; k < r->nsupers; k++)
+		if ((super_flags(r->supers[k].data) & BTRFS_SUPER_FLAG_SEEDING) &&
+		    memcmp(super_fsid_ptr(r->supers[k].data), super_fsid_ptr(r->super), BTRFS_FSID_SIZE) != 0)
+			return true;
+	return false;
+}
+
 static int open_outputs(struct restore_ctx *r)
 {
 	struct fs_info *fs = r->fs;
@@ -290,6 +309,9 @@ static int open_outputs(struct restore_ctx *r)
 	if (r->layout == LAYOUT_SINGLE) {
 		if (r->nouts != 1)
 			return rs_error(r, "--layout single restores onto one output, %u given", r->nouts);
+		if (image_is_sprouted(r))
+			return rs_error(r, "the image is of a sprouted filesystem (its seed devices keep their own "
+					"fsid): restore it onto %u outputs (--layout original)", r->ndevs);
 		if ((ret = single_place_chunks(r)))
 			return ret;
 	} else if (r->nouts != r->ndevs) {
@@ -529,9 +551,11 @@ static const uint8_t *find_super(const struct restore_ctx *r, uint64_t devid, un
 	return NULL;
 }
 
-/* Each device gets its own superblocks from the image byte for byte; a
- * device the image has no superblock of (a btrfs-image dump holds one) gets
- * the filesystem's with its own dev item. */
+/* Each device gets its own superblocks from the image byte for byte; a copy
+ * the image does not hold is made from the device's primary copy (a seed
+ * device's is not the filesystem's), and a device the image has no
+ * superblock of (a btrfs-image dump holds one) gets the filesystem's with
+ * its own dev item. */
 static int finish_original(struct restore_ctx *r)
 {
 	int ret = parity_finish(r);
@@ -543,8 +567,8 @@ static int finish_original(struct restore_ctx *r)
 		const uint8_t *verbatim[BTRFS_SUPER_MIRROR_MAX];
 		for (unsigned m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++)
 			verbatim[m] = find_super(r, d->devid, m);
-		ret = restore_write_supers(r, r->fs->devices[i].io, r->super, d->item, verbatim,
-					   r->fs->devices[i].total_bytes);
+		ret = restore_write_supers(r, r->fs->devices[i].io, verbatim[0] ? verbatim[0] : r->super,
+					   verbatim[0] ? NULL : d->item, verbatim, r->fs->devices[i].total_bytes);
 		if (ret)
 			return rs_error(r, "writing the superblocks of %s: %s", r->outs[i], strerror(-ret)), ret;
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "libfs/ebitmap.h"
+#include "libfs/extent_scan.h"
 #include "libfs/trans_internal.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
@@ -278,15 +279,29 @@ static int group_load_fst(struct trans *t, struct alloc_group *g)
 	return 0;
 }
 
+struct group_fill {
+	struct fs_info *fs;
+	struct alloc_group *g;
+};
+
+static int group_fill_extent(void *arg, const struct extent_rec *e)
+{
+	const struct group_fill *f = arg;
+	const struct alloc_group *g = f->g;
+
+	if (e->bytenr < g->start || e->len > g->start + g->length - e->bytenr)
+		return fs_error(f->fs, -EUCLEAN, "extent %llu+%llu crosses block group %llu",
+				(unsigned long long)e->bytenr, (unsigned long long)e->len,
+				(unsigned long long)g->start);
+	return ebitmap_set(g->used, e->bytenr, e->len);
+}
+
 /* Read the group's used space from the committed free-space tree, or else
  * its extents from the committed extent tree. */
 static int group_load(struct trans *t, struct alloc_group *g)
 {
 	struct fs_info *fs = t->fs;
-	struct btrfs_key min = { g->start, 0, 0 }, max = { g->start + g->length - 1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
+	struct group_fill f = { fs, g };
 	uint64_t pstart, plen, from;
 	int ret;
 
@@ -300,26 +315,7 @@ static int group_load(struct trans *t, struct alloc_group *g)
 		return ret;
 	if (ret == 0)
 		goto loaded;
-	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		uint64_t len;
-		if (key.type == BTRFS_EXTENT_ITEM_KEY)
-			len = key.offset;
-		else if (key.type == BTRFS_METADATA_ITEM_KEY)
-			len = fs->nodesize;
-		else
-			continue;
-		if (key.objectid < g->start || len > g->start + g->length - key.objectid) {
-			ret = fs_error(fs, -EUCLEAN, "extent %llu+%llu crosses block group %llu",
-				       (unsigned long long)key.objectid, (unsigned long long)len,
-				       (unsigned long long)g->start);
-			break;
-		}
-		ret = ebitmap_set(g->used, key.objectid, len);
-		if (ret)
-			break;
-	}
-	tree_iter_release(&it);
+	ret = extent_tree_each(fs, &fs->extent_root, g->start, g->start + g->length - 1, group_fill_extent, &f);
 	if (ret < 0)
 		return ret;
 loaded:

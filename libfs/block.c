@@ -31,6 +31,7 @@ static const char *const problem_names[] = {
 	[BLOCK_BAD_FIRST_KEY] = "first key mismatch",
 	[BLOCK_BAD_NRITEMS] = "item count out of range",
 	[BLOCK_BAD_ITEMS] = "items out of order or outside the block",
+	[BLOCK_BAD_FLAGS] = "not flagged as written",
 };
 
 const char *block_problem_name(enum block_problem p)
@@ -230,8 +231,11 @@ enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8
 	if (header_bytenr(buf) != bytenr)
 		return BLOCK_BAD_BYTENR;
 	if (memcmp(header_fsid_ptr(buf), fs->metadata_uuid, BTRFS_FSID_SIZE) != 0 &&
-	    !(fs->fsid_alt_valid && memcmp(header_fsid_ptr(buf), fs->fsid_alt, BTRFS_FSID_SIZE) == 0))
+	    !(fs->fsid_alt_valid && memcmp(header_fsid_ptr(buf), fs->fsid_alt, BTRFS_FSID_SIZE) == 0) &&
+	    !fs_fsid_is_seed(fs, header_fsid_ptr(buf)))
 		return BLOCK_BAD_FSID;
+	if (!(header_flags(buf) & BTRFS_HEADER_FLAG_WRITTEN))
+		return BLOCK_BAD_FLAGS;   /* every block written has it: the kernel's tree checker */
 	level = header_level(buf);
 	if (level >= BTRFS_MAX_LEVEL || (expect && expect->level >= 0 && (int)level != expect->level))
 		return BLOCK_BAD_LEVEL;

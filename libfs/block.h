@@ -41,6 +41,7 @@ enum block_problem {
 	BLOCK_BAD_FIRST_KEY,
 	BLOCK_BAD_NRITEMS,
 	BLOCK_BAD_ITEMS,          /* item offsets/sizes outside the leaf or overlapping */
+	BLOCK_BAD_FLAGS,          /* the header lacks the WRITTEN flag (the kernel refuses it) */
 };
 const char *block_problem_name(enum block_problem p);
 

@@ -59,30 +59,30 @@ static void taken_free(struct taken *tk)
 	free(tk->len);
 }
 
+struct taken_scan {
+	struct taken *tk;
+	uint64_t *used;
+};
+
+static int taken_dev_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	struct taken_scan *s = arg;
+
+	if (size < sizeof(struct btrfs_dev_extent))
+		return 0;
+	*s->used += dev_extent_length(data);
+	return taken_add(s->tk, key->objectid, key->offset, dev_extent_length(data));
+}
+
 /* Taken space of one device; *used is its sum. */
 static int taken_collect(struct trans *t, uint64_t devid, struct taken *tk, uint64_t *used)
 {
-	struct btrfs_key min = { devid, BTRFS_DEV_EXTENT_KEY, 0 }, max = { devid, BTRFS_DEV_EXTENT_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
+	struct taken_scan scan = { tk, used };
 	struct tree_root_ptr dev_root;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
 	int ret = trans_get_root(t, BTRFS_DEV_TREE_OBJECTID, &dev_root);
 
 	*used = 0;
-	if (ret)
-		return ret;
-	tree_iter_init(&it, t->fs, &dev_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		if (size < sizeof(struct btrfs_dev_extent))
-			continue;
-		*used += dev_extent_length(data);
-		if ((ret = taken_add(tk, devid, key.offset, dev_extent_length(data))))
-			break;
-	}
-	tree_iter_release(&it);
-	if (ret < 0)
+	if (ret || (ret = volumes_each_dev_extent(t->fs, &dev_root, devid, taken_dev_extent, &scan)) < 0)
 		return ret;
 	for (size_t i = 0; i < t->nnew_chunks; i++) {
 		const struct new_chunk *nc = &t->new_chunks[i];

@@ -215,62 +215,74 @@ int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
 	return 0;
 }
 
+struct free_search {
+	uint64_t devid, len, dev_size;
+	const struct stripe_place *avoid;
+	const uint64_t *avoid_len;
+	unsigned navoid;
+	uint64_t pos; /* the lowest place still possible */
+};
+
+/* Does len fit at pos before next_start, once pos has stepped over what
+ * `avoid` and the superblock copies take? */
+static bool free_gap_fits(struct free_search *f, uint64_t next_start)
+{
+	bool moved;
+
+	do {
+		moved = false;
+		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+			uint64_t sb = btrfs_super_offset(m);
+			if (sb < f->pos + f->len && sb + BTRFS_SUPER_INFO_SIZE > f->pos) {
+				f->pos = (sb + BTRFS_SUPER_INFO_SIZE + (1ULL << 20) - 1) & ~((1ULL << 20) - 1);
+				moved = true;
+			}
+		}
+		for (unsigned i = 0; i < f->navoid; i++) {
+			if (f->avoid[i].devid != f->devid)
+				continue;
+			if (f->avoid[i].physical < f->pos + f->len && f->avoid[i].physical + f->avoid_len[i] > f->pos) {
+				f->pos = f->avoid[i].physical + f->avoid_len[i];
+				moved = true;
+			}
+		}
+	} while (moved);
+	return f->pos + f->len <= next_start;
+}
+
+/* The gap before one dev extent: 1 when len fits there. */
+static int free_before_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	struct free_search *f = arg;
+	uint64_t next_start = f->dev_size, next_end = f->dev_size;
+
+	if (size >= sizeof(struct btrfs_dev_extent)) {
+		next_start = key->offset;
+		next_end = key->offset + dev_extent_length(data);
+	}
+	if (free_gap_fits(f, next_start))
+		return 1;
+	if (next_end > f->pos)
+		f->pos = next_end;
+	return 0;
+}
+
 int device_find_free(struct fs_info *fs, uint64_t devid, uint64_t len, const struct stripe_place *avoid,
 		     const uint64_t *avoid_len, unsigned navoid, uint64_t *physical)
 {
-	struct btrfs_key min = { devid, BTRFS_DEV_EXTENT_KEY, 0 }, max = { devid, BTRFS_DEV_EXTENT_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	uint64_t pos = 1ULL << 20, dev_size = 0;
+	struct free_search f = { devid, len, 0, avoid, avoid_len, navoid, 1ULL << 20 };
 	int ret;
 
 	for (unsigned i = 0; i < fs->num_devices; i++)
 		if (fs->devices[i].devid == devid)
-			dev_size = fs->devices[i].total_bytes;
-	tree_iter_init(&it, fs, &fs->dev_root, &min, &max);
-	for (;;) {
-		uint64_t next_start = dev_size, next_end = dev_size;
-		bool moved;
-		ret = tree_iter_next(&it, &key, &data, &size);
-		if (ret < 0)
-			break;
-		if (ret == 1 && size >= sizeof(struct btrfs_dev_extent)) {
-			next_start = key.offset;
-			next_end = key.offset + dev_extent_length(data);
-		}
-		/* the gap [pos, next_start), minus what `avoid` and superblock copies take */
-		do {
-			moved = false;
-			for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
-				uint64_t sb = btrfs_super_offset(m);
-				if (sb < pos + len && sb + BTRFS_SUPER_INFO_SIZE > pos) {
-					pos = (sb + BTRFS_SUPER_INFO_SIZE + (1ULL << 20) - 1) & ~((1ULL << 20) - 1);
-					moved = true;
-				}
-			}
-			for (unsigned i = 0; i < navoid; i++) {
-				if (avoid[i].devid != devid)
-					continue;
-				if (avoid[i].physical < pos + len && avoid[i].physical + avoid_len[i] > pos) {
-					pos = avoid[i].physical + avoid_len[i];
-					moved = true;
-				}
-			}
-		} while (moved);
-		if (pos + len <= next_start) {
-			*physical = pos;
-			tree_iter_release(&it);
-			return 0;
-		}
-		if (ret != 1)
-			break;
-		if (next_end > pos)
-			pos = next_end;
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : -ENOSPC;
+			f.dev_size = fs->devices[i].total_bytes;
+	ret = volumes_each_dev_extent(fs, &fs->dev_root, devid, free_before_extent, &f);
+	if (ret < 0)
+		return ret;
+	if (ret == 0 && !free_gap_fits(&f, f.dev_size))
+		return -ENOSPC;
+	*physical = f.pos;
+	return 0;
 }
 
 int volumes_reload(struct fs_info *fs)

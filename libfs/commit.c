@@ -283,30 +283,6 @@ int commit_stabilize(struct trans *t)
 	return fs_error(t->fs, -ELOOP, "commit did not settle after %d rounds", COMMIT_MAX_ROUNDS);
 }
 
-/* Write one block to every copy of it. */
-static int write_block_copies(struct trans *t, struct tree_block *b)
-{
-	struct phys_copy copies[MAX_COPIES];
-	uint64_t contig;
-	int n = volumes_map(t->fs, b->bytenr, b->len, copies, &contig);
-
-	if (n < 0)
-		return n;
-	if (contig < b->len)
-		return fs_error(t->fs, -EUCLEAN, "tree block %llu crosses a stripe", (unsigned long long)b->bytenr);
-	for (int i = 0; i < n; i++) {
-		int ret;
-		if (!copies[i].dev)
-			return fs_error(t->fs, -ENODEV, "device %llu is missing", (unsigned long long)copies[i].devid);
-		ret = io_write(copies[i].dev->io, b->data, b->len, copies[i].physical);
-		if (ret)
-			return fs_error(t->fs, ret, "writing tree block %llu to device %llu: %s",
-					(unsigned long long)b->bytenr, (unsigned long long)copies[i].devid,
-					strerror(-ret));
-	}
-	return 0;
-}
-
 static int flush_devices(struct trans *t)
 {
 	for (unsigned i = 0; i < t->fs->num_devices; i++) {
@@ -442,18 +418,16 @@ static void adopt_new_state(struct trans *t)
 int commit_write(struct trans *t)
 {
 	struct tree_root_ptr root, chunk;
-	uint8_t csum[BTRFS_CSUM_SIZE];
 	int ret;
 
 	for (size_t i = 0; i < t->ndirty; i++) {
-		struct tree_block *b = t->dirty[i];
-		header_set_flags(b->data, header_flags(b->data) | BTRFS_HEADER_FLAG_WRITTEN);
-		csum_compute(t->fs->csum_type, b->data + BTRFS_CSUM_SIZE, b->len - BTRFS_CSUM_SIZE, csum);
-		memcpy(header_csum_ptr(b->data), csum, BTRFS_CSUM_SIZE);
-		ret = write_block_copies(t, b);
+		ret = trans_write_block(t, t->dirty[i]);
 		if (ret)
 			return ret;
 	}
+	ret = trans_writeback_finish(t);
+	if (ret)
+		return ret;
 	ret = flush_devices(t);
 	if (ret)
 		return ret;

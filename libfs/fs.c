@@ -180,6 +180,61 @@ static bool same_filesystem(const uint8_t *a, const uint8_t *b, bool fsid_change
 	return false;
 }
 
+bool fs_fsid_is_seed(const struct fs_info *fs, const uint8_t *fsid)
+{
+	for (unsigned i = 0; i < fs->nseed_fsids; i++)
+		if (memcmp(fs->seed_fsids[i], fsid, BTRFS_FSID_SIZE) == 0)
+			return true;
+	return false;
+}
+
+static int fs_note_seed_fsid(struct fs_info *fs, const uint8_t *fsid)
+{
+	uint8_t (*v)[BTRFS_FSID_SIZE];
+
+	if (fs_fsid_is_seed(fs, fsid))
+		return 0;
+	v = realloc(fs->seed_fsids, (fs->nseed_fsids + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memcpy(v[fs->nseed_fsids++], fsid, BTRFS_FSID_SIZE);
+	fs->seed_fsids = v;
+	return 0;
+}
+
+/* A device of another filesystem belongs to a sprouted one when it is a seed
+ * (SEEDING flag: *seed is set), or when it is the sprout and the devices so
+ * far were its seeds (its superblock becomes the one in use). -EINVAL
+ * otherwise. Whether the chunk tree really lists a seed is checked once it
+ * is read (fs_check_seed_devices). */
+static int fs_accept_seed_member(struct fs_info *fs, const uint8_t *sb, int chosen, bool *seed)
+{
+	int ret;
+
+	if (super_flags(sb) & BTRFS_SUPER_FLAG_SEEDING) {
+		*seed = true;
+		return fs_note_seed_fsid(fs, super_metadata_fsid(sb));
+	}
+	if (!(super_flags(fs->super) & BTRFS_SUPER_FLAG_SEEDING) || fs->nseed_fsids)
+		return -EINVAL;
+	ret = fs_note_seed_fsid(fs, super_metadata_fsid(fs->super));
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		fs->devices[i].seed = true;
+	memcpy(fs->super, sb, BTRFS_SUPER_INFO_SIZE);
+	fs->super_mirror = chosen;
+	return 0;
+}
+
+/* Whether a further member's superblock (of the same fsid) is newer than the
+ * one in use; never when a copy was asked for (--super). */
+static bool newer_member_super(const struct fs_info *fs, const uint8_t *sb, const struct fs_open_options *opts)
+{
+	return opts->super_mirror < 0 && super_generation(sb) > super_generation(fs->super) &&
+	       memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) == 0;
+}
+
 /* Add an opened member device (taking ownership of io); the first member's
  * superblock becomes fs->super. */
 static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *path,
@@ -189,6 +244,7 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	struct fs_device *dev;
 	const uint8_t *di;
+	bool seed = false;
 	int chosen, ret;
 
 	/* On errors io is closed only after the message is made: path may be io->path. */
@@ -211,10 +267,18 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 	if (first) {
 		memcpy(fs->super, sb, sizeof(sb));
 		fs->super_mirror = chosen;
-	} else if (!same_filesystem(fs->super, sb, opts->fsid_change)) {
-		ret = fs_error(fs, -EINVAL, "%s belongs to another filesystem (different fsid)", path);
+	} else if (!same_filesystem(fs->super, sb, opts->fsid_change) &&
+		   (ret = fs_accept_seed_member(fs, sb, chosen, &seed)) != 0) {
+		if (ret == -EINVAL)
+			ret = fs_error(fs, ret, "%s belongs to another filesystem (different fsid)", path);
 		io_close(io);
 		return ret;
+	} else if (!seed && newer_member_super(fs, sb, opts)) {
+		/* like the kernel: the member with the newest superblock names the
+		 * filesystem (a commit that crashed before every member's copy
+		 * was written leaves the others a generation behind) */
+		memcpy(fs->super, sb, sizeof(sb));
+		fs->super_mirror = chosen;
 	}
 	di = super_dev_item_ptr(sb);
 	if (fs_device_by_devid(fs, dev_item_devid(di))) {
@@ -234,6 +298,7 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 	dev->io = io;
 	dev->path = strdup(path);
 	dev->total_bytes = dev_item_total_bytes(di);
+	dev->seed = seed;
 	if (io_size(io) < dev->total_bytes)
 		fs_note(fs, FS_NOTE_WARNING,
 			"%s is smaller (%llu bytes) than the filesystem expects (%llu bytes): truncated?",
@@ -315,44 +380,122 @@ static void fs_load_super_fields(struct fs_info *fs)
 						super_generation(sb), super_root_level(sb) };
 }
 
-/* Record every device the chunk tree knows; those not opened are missing. */
 static void fs_resolve_stripe_devices(struct fs_info *fs);
 
+struct missing_scan {
+	struct fs_info *fs;
+	bool allow_missing;
+	unsigned seeds_listed;  /* opened seed devices the chunk tree lists */
+	bool foreign_seed;      /* an opened seed device it does not list */
+};
+
+/* An opened seed device must be one the chunk tree lists: same uuid, and a
+ * dev item naming a seed fsid. */
+static int check_seed_device(struct missing_scan *m, const struct fs_device *d, const uint8_t *data)
+{
+	if (memcmp(d->uuid, dev_item_uuid_ptr(data), BTRFS_UUID_SIZE) == 0 &&
+	    fs_fsid_is_seed(m->fs, dev_item_fsid_ptr(data))) {
+		m->seeds_listed++;
+		return 0;
+	}
+	m->foreign_seed = true;
+	return fs_error(m->fs, -EINVAL, "%s is a seed device, but not one of this filesystem", d->path);
+}
+
+static int note_missing_device(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	struct missing_scan *m = arg;
+	struct fs_info *fs = m->fs;
+	const struct fs_device *known;
+	char u[37];
+
+	if (size < sizeof(struct btrfs_dev_item))
+		return 0;
+	if ((known = fs_device_by_devid(fs, key->offset)) != NULL)
+		return known->seed && known->io ? check_seed_device(m, known, data) : 0;
+	if (!fs_add_device(fs, key->offset, dev_item_uuid_ptr(data)))
+		return -ENOMEM;
+	/* the device array moved: stripes must not keep pointing into the old one
+	 * while the iteration reads the next leaf of the chunk tree */
+	fs_resolve_stripe_devices(fs);
+	fs->devices[fs->num_devices - 1].total_bytes = dev_item_total_bytes(data);
+	fs->missing_devices++;
+	uuid_str(dev_item_uuid_ptr(data), u);
+	fs_note(fs, m->allow_missing ? FS_NOTE_WARNING : FS_NOTE_ERROR,
+		"device devid %llu uuid %s is missing", (unsigned long long)key->offset, u);
+	return 0;
+}
+
+/* The fsids of seed filesystems whose devices the chunk tree lists but that
+ * were not given: each is looked up with libblkid (fs_scan_seed_members). */
+struct seed_fsid_list {
+	struct fs_info *fs;
+	uint8_t (*v)[BTRFS_FSID_SIZE];
+	unsigned n;
+};
+
+static int note_seed_fsid_to_scan(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	struct seed_fsid_list *l = arg;
+	const uint8_t *fsid = dev_item_fsid_ptr(data);
+	uint8_t (*v)[BTRFS_FSID_SIZE];
+
+	if (size < sizeof(struct btrfs_dev_item) || fs_device_by_devid(l->fs, key->offset) ||
+	    memcmp(fsid, l->fs->metadata_uuid, BTRFS_FSID_SIZE) == 0)
+		return 0;
+	for (unsigned i = 0; i < l->n; i++)
+		if (memcmp(l->v[i], fsid, BTRFS_FSID_SIZE) == 0)
+			return 0;
+	if (!(v = realloc(l->v, (l->n + 1) * sizeof(*v))))
+		return -ENOMEM;
+	memcpy(v[l->n++], fsid, BTRFS_FSID_SIZE);
+	l->v = v;
+	return 0;
+}
+
+/* Seed devices not given on the command line: find them by their fsid
+ * (best effort, like fs_scan_members). */
+static void fs_scan_seed_members(struct fs_info *fs, const struct fs_open_options *opts)
+{
+	struct seed_fsid_list l = { fs, NULL, 0 };
+
+	if (volumes_each_dev_item(fs, note_seed_fsid_to_scan, &l) == 0) {
+		for (unsigned i = 0; i < l.n; i++) {
+			char **paths;
+			unsigned n;
+
+			if (devscan_find_members(l.v[i], &paths, &n))
+				continue;
+			for (unsigned k = 0; k < n; k++)
+				if (fs_add_member(fs, paths[k], opts, false) == 0)
+					fs_note(fs, FS_NOTE_INFO, "found seed device %s", paths[k]);
+			devscan_free(paths, n);
+		}
+		fs_resolve_stripe_devices(fs);
+	}
+	fs->errmsg[0] = 0;
+	free(l.v);
+}
+
+/* Record every device the chunk tree knows; those not opened are missing. */
 static int fs_note_missing_devices(struct fs_info *fs, bool allow_missing)
 {
-	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
-	struct btrfs_key max = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	int ret;
+	struct missing_scan m = { fs, allow_missing, 0, false };
+	int ret = volumes_each_dev_item(fs, note_missing_device, &m);
+	unsigned seeds = 0;
 
-	tree_iter_init(&it, fs, &fs->chunk_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		char u[37];
-		if (size < sizeof(struct btrfs_dev_item) || fs_device_by_devid(fs, key.offset))
-			continue;
-		if (!fs_add_device(fs, key.offset, dev_item_uuid_ptr(data))) {
-			ret = -ENOMEM;
-			break;
-		}
-		/* the device array moved: stripes must not keep pointing into the old one
-		 * while the iteration reads the next leaf of the chunk tree */
-		fs_resolve_stripe_devices(fs);
-		fs->devices[fs->num_devices - 1].total_bytes = dev_item_total_bytes(data);
-		fs->missing_devices++;
-		uuid_str(dev_item_uuid_ptr(data), u);
-		fs_note(fs, allow_missing ? FS_NOTE_WARNING : FS_NOTE_ERROR,
-			"device devid %llu uuid %s is missing", (unsigned long long)key.offset, u);
-	}
-	tree_iter_release(&it);
+	if (m.foreign_seed)
+		return ret;
 	if (ret < 0 && ret != -ENOMEM && fs->tolerate_damage) {
 		fs->damage_tolerated = true;
 		ret = 0; /* volumes_read_chunk_tree noted the unreadable chunk tree */
 	}
 	if (ret < 0)
 		return ret;
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		seeds += fs->devices[i].seed && fs->devices[i].io;
+	if (seeds > m.seeds_listed && !fs->damage_tolerated)
+		return fs_error(fs, -EINVAL, "a seed device given is not one of this filesystem");
 	if (fs->missing_devices && !allow_missing)
 		return fs_error(fs, -ENODEV, "%u device(s) missing", fs->missing_devices);
 	return 0;
@@ -524,6 +667,8 @@ static int fs_open_steps(struct fs_info *fs, const struct fs_open_options *opts,
 	ret = volumes_read_chunk_tree(fs);
 	if (ret)
 		return fs_error(fs, ret, "cannot read the chunk tree: %s", fs->errmsg);
+	if (may_scan && opts->scan_devices)
+		fs_scan_seed_members(fs, opts);
 	ret = fs_note_missing_devices(fs, opts->allow_missing);
 	if (ret)
 		return ret;
@@ -573,6 +718,7 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	fs->fsid_change = opts->fsid_change;
 	fs->tolerate_damage = opts->tolerate_damage;
 	fs->tree_root_backup = -1;
+	fs->trans_dirty_bytes = opts->trans_dirty_bytes;
 	for (i = 0; i < n && !ret; i++)
 		ret = paths ? fs_add_member(fs, paths[i], opts, i == 0)
 			    : fs_add_member_io(fs, ios[i], ios[i]->path, opts, i == 0);
@@ -580,6 +726,9 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 		io_close(ios[i]); /* not reached after an error: still ours to close */
 	if (!ret)
 		ret = fs_open_steps(fs, opts, paths != NULL);
+	if (!ret && fs->writable && fs->nseed_fsids)
+		ret = fs_error(fs, -EROFS, "the filesystem is sprouted from a seed device: btk does not write "
+			       "to sprouted filesystems");
 	if (ret) {
 		if (msg)
 			snprintf(msg, msglen, "%s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
@@ -628,5 +777,6 @@ void fs_close(struct fs_info *fs)
 	undo_close(fs->undo);
 	wlog_close(fs->wlog);
 	free(fs->devices);
+	free(fs->seed_fsids);
 	free(fs);
 }

@@ -26,6 +26,9 @@ struct fs_device {
 	char *path;            /* NULL when the device is missing */
 	struct io_dev *io;     /* NULL when missing */
 	uint64_t total_bytes;  /* from the dev item of its superblock */
+	/* A seed device of a sprouted filesystem: its superblock is the seed
+	 * filesystem's (another fsid, read-only for btrfs). */
+	bool seed;
 };
 
 /* A tree root as the superblock or a root item points at it. */
@@ -43,6 +46,10 @@ struct fs_open_options {
 	bool allow_missing;        /* open even with missing devices (degraded) */
 	bool chunk_only;           /* stop after the chunk tree (no root tree) */
 	uint64_t cache_bytes;      /* tree-block cache budget; 0 = default (32 MiB) */
+	/* Dirty tree blocks a transaction keeps in memory before it writes the
+	 * ones no path holds to their (new, unreferenced) places ahead of the
+	 * commit; 0 = default (256 MiB). $BTK_TRANS_DIRTY_BUDGET overrides. */
+	uint64_t trans_dirty_bytes;
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
 	/* Writable opens only. undo_path: save the old bytes of everything the
@@ -67,6 +74,15 @@ struct fs_open_options {
 	bool tolerate_damage;
 };
 
+/* What transactions kept in memory (libfs/trans_writeback.c). */
+struct trans_mem_stats {
+	uint64_t dirty_budget;      /* bytes, of the last transaction */
+	uint64_t peak_dirty_blocks; /* most dirty blocks one transaction held at once */
+	uint64_t written_early;     /* blocks written before their commit */
+	uint64_t adopted_again;     /* ... that the transaction changed again later */
+	uint64_t peak_queued_refs;  /* most extent reference changes queued at once */
+};
+
 struct fs_info {
 	/* superblock in use (a verified copy) and where it came from */
 	uint8_t super[BTRFS_SUPER_INFO_SIZE];
@@ -85,6 +101,10 @@ struct fs_info {
 	uint8_t fsid_alt[BTRFS_FSID_SIZE];
 	bool fsid_alt_valid;
 	bool fsid_change;                       /* opened with that option */
+	/* A sprouted filesystem: the fsids its seed devices go by. Tree blocks
+	 * written before the sprout carry one of them. */
+	uint8_t (*seed_fsids)[BTRFS_FSID_SIZE];
+	unsigned nseed_fsids;
 
 	struct fs_device *devices;
 	unsigned num_devices;
@@ -113,9 +133,16 @@ struct fs_info {
 	void *note_arg;
 	struct undo_file *undo;     /* with fs_open_options.undo_path */
 	struct wlog_writer *wlog;   /* with a write log */
+	uint64_t trans_dirty_bytes; /* fs_open_options.trans_dirty_bytes */
+	struct trans_mem_stats trans_stats; /* over every transaction so far */
+	/* Bumped when the copies of mapped addresses change (chunk_map_set_stripes):
+	 * blocks a transaction wrote early must be written again to the new set. */
+	uint64_t chunk_map_epoch;
 };
 
 void fs_open_options_init(struct fs_open_options *opts);
+/* Whether fsid is one of a sprouted filesystem's seed fsids. */
+bool fs_fsid_is_seed(const struct fs_info *fs, const uint8_t *fsid);
 /* Open a filesystem from the given member paths: superblock, devices, chunk
  * map, root tree. On error returns -errno, *out stays NULL and msg (msglen
  * bytes) holds the reason. */

@@ -45,6 +45,7 @@ int trans_start(struct fs_info *fs, struct trans **out)
 		return -ENOMEM;
 	t->fs = fs;
 	t->transid = fs->generation + 1;
+	t->dirty_budget = trans_dirty_budget(fs);
 	memcpy(t->super, fs->super, sizeof(t->super));
 	ret = trans_read_chunk_tree_uuid(t);
 	if (!ret)
@@ -71,6 +72,7 @@ static void trans_free(struct trans *t)
 {
 	for (size_t i = 0; i < t->ndirty; i++)
 		block_put(t->fs, t->dirty[i]);
+	trans_writeback_release(t, !t->committed);
 	free(t->dirty);
 	free(t->roots);
 	free(t->refs);
@@ -156,6 +158,8 @@ int trans_mark_dirty(struct trans *t, struct tree_block *b)
 	b->dirty = true;
 	b->refs++;
 	t->dirty[t->ndirty++] = b;
+	if (t->ndirty > t->peak_dirty)
+		t->peak_dirty = t->ndirty;
 	return 0;
 }
 
@@ -173,6 +177,8 @@ int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t r
 		t->refs_cap = cap;
 	}
 	r = &t->refs[t->nrefs++];
+	if (t->nrefs > t->peak_refs)
+		t->peak_refs = t->nrefs;
 	memset(r, 0, sizeof(*r));
 	r->op = op;
 	r->bytenr = bytenr;

@@ -6,7 +6,10 @@
  * superblock counters in step, and commits by writing every dirty block to
  * every copy, flushing, then writing the superblocks and flushing again.
  * Until the superblocks are written the old filesystem is untouched: an
- * error or a crash before that point leaves it as it was.
+ * error or a crash before that point leaves it as it was. A transaction keeps
+ * at most a budget of dirty blocks in memory (fs_open_options.trans_dirty_bytes):
+ * past it, blocks no path holds are written early to their new places and read
+ * back if changed again (libfs/trans_writeback.c).
  *
  * Blocks that snapshots share are copied the way the kernel copies them
  * (their children's references move to the copy or to the old block, which
@@ -31,7 +34,9 @@ struct trans;
 int trans_start(struct fs_info *fs, struct trans **out);
 /* Make everything durable; the transaction is freed whatever the result. */
 int trans_commit(struct trans *t);
-/* Forget every change; nothing has been written to the devices. */
+/* Forget every change; nothing the committed filesystem uses has been
+ * overwritten (blocks written before the commit to bound the memory of a
+ * large transaction went to space it leaves free). */
 void trans_abort(struct trans *t);
 uint64_t trans_transid(const struct trans *t);
 

@@ -60,6 +60,15 @@ struct trans {
 
 	struct tree_block **dirty;  /* blocks to write; the transaction holds a reference */
 	size_t ndirty, dirty_cap;
+	/* Early writeback (trans_writeback.c): past dirty_budget bytes, dirty
+	 * blocks no path holds are written to their places before the commit
+	 * and leave the dirty list; `written` holds them until the transaction
+	 * changes one again (trans_adopt_block) or frees it. */
+	uint64_t dirty_budget;
+	struct ebitmap *written;
+	uint64_t written_epoch;     /* fs->chunk_map_epoch when the first was written */
+	size_t peak_dirty, peak_refs;
+	uint64_t written_early, adopted_again;
 
 	struct trans_root *roots;
 	size_t nroots, roots_cap;
@@ -147,5 +156,23 @@ int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t o
 /* commit.c */
 int commit_stabilize(struct trans *t);
 int commit_write(struct trans *t);
+
+/* trans_writeback.c */
+/* The budget of dirty bytes for a new transaction. */
+uint64_t trans_dirty_budget(const struct fs_info *fs);
+/* Over budget: write the dirty blocks no path holds and drop them from the
+ * dirty list (call only between tree operations, when every tree is whole). */
+int trans_writeback_maybe(struct trans *t);
+/* Checksum a dirty block and write it to every copy. */
+int trans_write_block(struct trans *t, struct tree_block *b);
+/* 1 when b is this transaction's own block (dirty, or written early: it is
+ * made dirty again, to be changed in place), 0 when a committed block, -errno. */
+int trans_adopt_block(struct trans *t, struct tree_block *b);
+/* Before the commit's flush: blocks written early under a chunk map whose
+ * copies changed since are written again to every copy. */
+int trans_writeback_finish(struct trans *t);
+/* The transaction ends: its statistics go to the fs, cached copies of blocks
+ * an aborted transaction wrote early are dropped. */
+void trans_writeback_release(struct trans *t, bool aborted);
 
 #endif

@@ -57,10 +57,14 @@ static int free_tree_block(struct trans *t, struct trans_root *root, struct tree
 {
 	uint64_t bytenr = b->bytenr;
 	unsigned level = block_level(b);
-	int ret = 0;
+	int ret = trans_adopt_block(t, b); /* one written early is the transaction's too */
 
 	root->bytes_delta -= nodesize(t);
-	if (b->dirty) {
+	if (ret < 0) {
+		block_put(t->fs, b);
+		return ret;
+	}
+	if (ret) {
 		trans_forget_dirty(t, b);
 		if (trans_remove_pending_add(t, bytenr))
 			ret = alloc_free_tree_block(t, bytenr);
@@ -104,8 +108,9 @@ static int cow_block(struct trans *t, struct trans_root *root, struct tree_path 
 	bool shared;
 	int ret;
 
-	if (old->dirty)
-		return 0;
+	ret = trans_adopt_block(t, old);
+	if (ret)
+		return ret < 0 ? ret : 0;
 	ret = extent_cow_refs(t, old, root->ptr.objectid, &shared);
 	if (ret)
 		return ret;
@@ -355,11 +360,15 @@ static int search_internal(struct trans *t, uint64_t tree, const struct btrfs_ke
 			   bool extend, struct tree_path *path)
 {
 	struct trans_root *root = trans_root_entry(t, tree);
+	int ret;
 
 	if (!root)
 		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	/* between operations every tree is whole: blocks may go to disk */
+	ret = trans_writeback_maybe(t);
+	if (ret)
+		return ret;
 	for (int i = 0; i < SEARCH_MAX_RESTARTS; i++) {
-		int ret;
 		tree_path_release(t->fs, path);
 		ret = search_once(t, root, key, ins_len, extend, path);
 		if (ret != 2)

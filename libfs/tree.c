@@ -251,6 +251,29 @@ void tree_iter_release(struct tree_iter *it)
 	tree_path_release(it->fs, &it->path);
 }
 
+int tree_each_item_in(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *min,
+		      const struct btrfs_key *max, tree_item_fn fn, void *arg)
+{
+	struct btrfs_key key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret, stop = 0;
+
+	tree_iter_init(&it, fs, root, min, max);
+	while (!stop && (ret = tree_iter_next(&it, &key, &data, &size)) == 1)
+		stop = fn(arg, &key, data, size);
+	tree_iter_release(&it);
+	return stop ? stop : ret;
+}
+
+int tree_each_item(struct fs_info *fs, const struct tree_root_ptr *root, tree_item_fn fn, void *arg)
+{
+	const struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 };
+
+	return tree_each_item_in(fs, root, &min, &max, fn, arg);
+}
+
 int tree_lookup(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,
 		void *buf, uint32_t *size)
 {

@@ -48,6 +48,15 @@ void tree_iter_init(struct tree_iter *it, struct fs_info *fs, const struct tree_
 int tree_iter_next(struct tree_iter *it, struct btrfs_key *key, const uint8_t **data, uint32_t *size);
 void tree_iter_release(struct tree_iter *it);
 
+/* Every item with min <= key <= max, in key order: fn returns 0 to go on,
+ * nonzero to stop. 0 at the end, fn's nonzero value, or -errno from reading
+ * (fs->errmsg). Data stays valid only during the call. */
+typedef int (*tree_item_fn)(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size);
+int tree_each_item_in(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *min,
+		      const struct btrfs_key *max, tree_item_fn fn, void *arg);
+/* The same over the whole tree. */
+int tree_each_item(struct fs_info *fs, const struct tree_root_ptr *root, tree_item_fn fn, void *arg);
+
 /* Find one item by exact key: 0 with data copied out (at most *size bytes;
  * *size set to the item size), -ENOENT if absent, -errno on error. */
 int tree_lookup(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,

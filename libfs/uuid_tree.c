@@ -19,6 +19,7 @@
 #include "libfs/super.h"
 #include "libfs/tree.h"
 #include "libfs/uuid_tree.h"
+#include "libfs/walk.h"
 
 struct uuid_entry {
 	struct btrfs_key key;
@@ -69,40 +70,42 @@ static bool uuid_is_zero(const uint8_t *uuid)
 	return memcmp(uuid, zero, sizeof(zero)) == 0;
 }
 
+struct uuid_collect {
+	struct uuid_list *l;
+	unsigned *subvols, *received;
+};
+
+static int collect_root(void *arg, const struct tree_root_ptr *root, const uint8_t *data, uint32_t size)
+{
+	struct uuid_collect *c = arg;
+	int ret;
+
+	(void)size;
+	if (!uuid_is_zero(root_item_uuid_ptr(data))) {
+		if ((ret = list_add(c->l, root_item_uuid_ptr(data), BTRFS_UUID_KEY_SUBVOL, root->objectid)))
+			return ret;
+		(*c->subvols)++;
+	}
+	if (!uuid_is_zero(root_item_received_uuid_ptr(data))) {
+		ret = list_add(c->l, root_item_received_uuid_ptr(data), BTRFS_UUID_KEY_RECEIVED_SUBVOL, root->objectid);
+		if (ret)
+			return ret;
+		(*c->received)++;
+	}
+	return 0;
+}
+
 /* The root items as this transaction sees the root tree. */
 static int collect(struct fs_info *fs, struct trans *t, struct uuid_list *l, unsigned *subvols,
 		   unsigned *received)
 {
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
+	struct uuid_collect c = { l, subvols, received };
 	struct tree_root_ptr root;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
 	int ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &root);
 
-	if (ret)
+	if (ret || (ret = fs_each_live_subvolume(fs, &root, SUBVOLS_FULL_ITEM, collect_root, &c)) < 0)
 		return ret;
-	tree_iter_init(&it, fs, &root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		if (key.type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(key.objectid) ||
-		    size < sizeof(struct btrfs_root_item) || root_item_refs(data) == 0)
-			continue;
-		if (!uuid_is_zero(root_item_uuid_ptr(data))) {
-			ret = list_add(l, root_item_uuid_ptr(data), BTRFS_UUID_KEY_SUBVOL, key.objectid);
-			if (ret)
-				break;
-			(*subvols)++;
-		}
-		if (!uuid_is_zero(root_item_received_uuid_ptr(data))) {
-			ret = list_add(l, root_item_received_uuid_ptr(data), BTRFS_UUID_KEY_RECEIVED_SUBVOL,
-				       key.objectid);
-			if (ret)
-				break;
-			(*received)++;
-		}
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
+	return 0;
 }
 
 /* One item per key: the ids of its entries, duplicates dropped. */

@@ -222,6 +222,7 @@ int chunk_map_set_stripes(struct fs_info *fs, uint64_t logical, const struct chu
 	}
 	map->chunks[i] = c;
 	free(old);
+	fs->chunk_map_epoch++; /* an open transaction's early writes need the new copies too */
 	return 0;
 }
 
@@ -299,6 +300,23 @@ int volumes_read_chunk_tree(struct fs_info *fs)
 		ret = 0;
 	}
 	return ret < 0 ? ret : 0;
+}
+
+int volumes_each_dev_item(struct fs_info *fs, tree_item_fn fn, void *arg)
+{
+	const struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
+	const struct btrfs_key max = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, (uint64_t)-1 };
+
+	return tree_each_item_in(fs, &fs->chunk_root, &min, &max, fn, arg);
+}
+
+int volumes_each_dev_extent(struct fs_info *fs, const struct tree_root_ptr *dev_root, uint64_t devid,
+			    tree_item_fn fn, void *arg)
+{
+	const struct btrfs_key min = { devid, BTRFS_DEV_EXTENT_KEY, 0 };
+	const struct btrfs_key max = { devid, BTRFS_DEV_EXTENT_KEY, (uint64_t)-1 };
+
+	return tree_each_item_in(fs, dev_root, &min, &max, fn, arg);
 }
 
 /* RAID0/10/5/6 place consecutive stripe_len pieces on rotating devices. */

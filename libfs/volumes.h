@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include "libfs/fs.h"
+#include "libfs/tree.h"
 
 struct chunk_stripe {
 	uint64_t devid;
@@ -60,6 +61,13 @@ int chunk_map_set_stripes(struct fs_info *fs, uint64_t logical, const struct chu
 /* Read the superblock's system chunk array, then the whole chunk tree. */
 int volumes_read_sys_chunk_array(struct fs_info *fs);
 int volumes_read_chunk_tree(struct fs_info *fs);
+/* Every DEV_ITEM of the chunk tree (key.offset: the devid; fn checks the
+ * item's size), as tree_each_item: 0, fn's nonzero value, or -errno. */
+int volumes_each_dev_item(struct fs_info *fs, tree_item_fn fn, void *arg);
+/* Every DEV_EXTENT of device devid in the dev tree at dev_root, in physical
+ * order (key.offset: the start; fn checks the item's size), as tree_each_item. */
+int volumes_each_dev_extent(struct fs_info *fs, const struct tree_root_ptr *dev_root, uint64_t devid,
+			    tree_item_fn fn, void *arg);
 
 /* Map [logical, logical+len) — which must not cross a stripe boundary — to
  * every copy. Returns the number of copies (>= 1) or -errno. *contig_len

@@ -20,13 +20,17 @@ static int walk_prefetch(struct fs_info *fs, const struct tree_walk_ops *ops, co
 	struct prefetch_filter f = { .first = 0, .end = block_nritems(node), .all_copies = pf->all_copies,
 				     .skip = pf->skip, .one_copy = pf->one_copy, .arg = ops->arg };
 
+	/* the dropped children of a dropping tree are a prefix of the slots */
+	while (pf->dropped && f.first < f.end && tree_child_dropped(pf->dropped, node, f.first))
+		f.first++;
+
 	return block_prefetch_children(fs, node, &f);
 }
 
 int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 	      uint64_t *bad_blocks)
 {
-	static const struct tree_walk_prefetch first_copies = { false, NULL, NULL };
+	static const struct tree_walk_prefetch first_copies = { false, NULL, NULL, NULL };
 
 	return tree_walk_prefetching(fs, root, ops, &first_copies, bad_blocks);
 }
@@ -62,6 +66,10 @@ int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, 
 			depth--;
 			continue;
 		}
+		if (pf->dropped && tree_child_dropped(pf->dropped, top->block, top->next_slot)) {
+			top->next_slot++;
+			continue;
+		}
 		r = block_read_child(fs, top->block, top->next_slot++, &child);
 		if (r) {
 			const uint8_t *ptr = node_key_ptr(top->block->data, top->next_slot - 1);
@@ -95,15 +103,71 @@ int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, 
 	return ret;
 }
 
-static int tree_list_push(struct fs_tree_list *list, const struct tree_root_ptr *root)
+struct tree_drop_progress root_item_drop_progress(const uint8_t *item, uint32_t size)
+{
+	struct tree_drop_progress d = { { 0, 0, 0 }, 0 };
+
+	if (size < BTRFS_ROOT_ITEM_V1_SIZE || root_item_refs(item) != 0)
+		return d;   /* the kernel drops deleted subvolumes only */
+	key_from_disk(&d.key, root_item_drop_progress_ptr(item));
+	/* dropping resumes at a node (level >= 1) no higher than the root */
+	if (d.key.objectid && root_item_drop_level(item) >= 1 &&
+	    root_item_drop_level(item) <= root_item_level(item))
+		d.level = root_item_drop_level(item);
+	return d;
+}
+
+/* The kernel resumes a drop where a search for the key at drop_level lands:
+ * in each node on that path, the last slot whose key is not above it. The
+ * slots before it are dropped; a node off the path has no such slot (its
+ * keys are all above the key, or it is never reached). */
+bool tree_child_dropped(const struct tree_drop_progress *drop, const struct tree_block *node, unsigned slot)
+{
+	struct btrfs_key next;
+
+	if (!drop->level || block_level(node) < drop->level || slot + 1 >= block_nritems(node))
+		return false;
+	key_from_disk(&next, node_key_ptr(node->data, slot + 1));
+	return key_compare(&next, &drop->key) <= 0;
+}
+
+static int tree_list_push_dropping(struct fs_tree_list *list, const struct tree_root_ptr *root,
+				   const struct tree_drop_progress *drop)
 {
 	struct tree_root_ptr *v = realloc(list->roots, (list->count + 1) * sizeof(*v));
+	struct tree_drop_progress *d;
 
 	if (!v)
 		return -ENOMEM;
 	list->roots = v;
+	if (!(d = realloc(list->drops, (list->count + 1) * sizeof(*d))))
+		return -ENOMEM;
+	list->drops = d;
+	list->drops[list->count] = drop ? *drop : (struct tree_drop_progress){ { 0, 0, 0 }, 0 };
 	list->roots[list->count++] = *root;
 	return 0;
+}
+
+static int tree_list_push(struct fs_tree_list *list, const struct tree_root_ptr *root)
+{
+	return tree_list_push_dropping(list, root, NULL);
+}
+
+/* A root item's tree, with its drop progress, onto the list when it has a root block. */
+static int push_root_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	struct tree_root_ptr r = { key->objectid, 0, 0, 0 };
+	struct tree_drop_progress drop;
+
+	if (key->type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
+		return 0;
+	r.bytenr = root_item_bytenr(data);
+	r.generation = root_item_generation(data);
+	r.level = root_item_level(data);
+	if (!r.bytenr || r.level >= BTRFS_MAX_LEVEL)
+		return 0;
+	drop = root_item_drop_progress(data, size);
+	return tree_list_push_dropping(arg, &r, &drop);
 }
 
 /* The log root tree (from the superblock; its transid is not recorded, so
@@ -112,58 +176,20 @@ static int list_log_trees(struct fs_info *fs, struct fs_tree_list *out)
 {
 	struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs->super), 0,
 				     super_log_root_level(fs->super) };
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
 	int ret = tree_list_push(out, &log);
 
-	if (ret)
+	if (ret || (ret = tree_each_item(fs, &log, push_root_item, out)) < 0)
 		return ret;
-	tree_iter_init(&it, fs, &log, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		struct tree_root_ptr r = { key.objectid, 0, 0, 0 };
-		if (key.type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
-			continue;
-		r.bytenr = root_item_bytenr(data);
-		r.generation = root_item_generation(data);
-		r.level = root_item_level(data);
-		if (!r.bytenr || r.level >= BTRFS_MAX_LEVEL)
-			continue;
-		if ((ret = tree_list_push(out, &r)))
-			break;
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
+	return 0;
 }
 
 int fs_list_trees(struct fs_info *fs, struct fs_tree_list *out)
 {
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
-	if ((ret = tree_list_push(out, &fs->tree_root)) || (ret = tree_list_push(out, &fs->chunk_root)))
-		goto fail;
-	tree_iter_init(&it, fs, &fs->tree_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		struct tree_root_ptr r;
-		if (key.type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
-			continue;
-		r.objectid = key.objectid;
-		r.bytenr = root_item_bytenr(data);
-		r.generation = root_item_generation(data);
-		r.level = root_item_level(data);
-		if (!r.bytenr || r.level >= BTRFS_MAX_LEVEL)
-			continue;
-		if ((ret = tree_list_push(out, &r)))
-			break;
-	}
-	tree_iter_release(&it);
-	if (ret < 0)
+	if ((ret = tree_list_push(out, &fs->tree_root)) || (ret = tree_list_push(out, &fs->chunk_root)) ||
+	    (ret = tree_each_item(fs, &fs->tree_root, push_root_item, out)) < 0)
 		goto fail;
 	if (super_log_root(fs->super)) {
 		ret = list_log_trees(fs, out);
@@ -179,6 +205,39 @@ fail:
 void fs_tree_list_free(struct fs_tree_list *list)
 {
 	free(list->roots);
+	free(list->drops);
 	list->roots = NULL;
+	list->drops = NULL;
 	list->count = 0;
+}
+
+struct subvol_scan {
+	unsigned flags;
+	subvol_root_fn fn;
+	void *arg;
+};
+
+static int subvol_root_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	const struct subvol_scan *s = arg;
+	uint32_t min_size = s->flags & SUBVOLS_FULL_ITEM ? sizeof(struct btrfs_root_item) : BTRFS_ROOT_ITEM_V1_SIZE;
+	bool subvol = key_is_subvolume_id(key->objectid) ||
+		      ((s->flags & SUBVOLS_DATA_RELOC) && key->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID);
+	struct tree_root_ptr r;
+
+	if (key->type != BTRFS_ROOT_ITEM_KEY || !subvol || size < min_size || root_item_refs(data) == 0)
+		return 0;
+	r = (struct tree_root_ptr){ key->objectid, root_item_bytenr(data), root_item_generation(data),
+				    root_item_level(data) };
+	if ((s->flags & SUBVOLS_WALKABLE) && (!r.bytenr || r.level >= BTRFS_MAX_LEVEL))
+		return 0;
+	return s->fn(s->arg, &r, data, size);
+}
+
+int fs_each_live_subvolume(struct fs_info *fs, const struct tree_root_ptr *root_tree, unsigned flags,
+			   subvol_root_fn fn, void *arg)
+{
+	struct subvol_scan s = { flags, fn, arg };
+
+	return tree_each_item(fs, root_tree, subvol_root_item, &s);
 }

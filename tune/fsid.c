@@ -40,6 +40,7 @@
 #include "libfs/blockgroups.h"
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
+#include "libfs/extent_scan.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
@@ -74,30 +75,31 @@ static int check_profiles(struct fs_info *fs)
 	return 0;
 }
 
+struct fsid_pair {
+	const uint8_t *old_fsid, *new_fsid;
+};
+
+static int check_device_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	const struct fsid_pair *f = arg;
+
+	if (size < sizeof(struct btrfs_dev_item))
+		return 0;
+	if (memcmp(dev_item_fsid_ptr(data), f->old_fsid, 16) && memcmp(dev_item_fsid_ptr(data), f->new_fsid, 16)) {
+		msg_error("device %llu belongs to filesystem %s (a seed device): changing the fsid of a "
+			  "sprouted filesystem is not supported", (unsigned long long)key->offset,
+			  tune_uuid_str(dev_item_fsid_ptr(data)));
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 /* Device items of other fsids are seed devices: their blocks keep the seed's fsid. */
 static int check_device_items(struct fs_info *fs, const uint8_t *old_fsid, const uint8_t *new_fsid)
 {
-	struct btrfs_key min = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 0 };
-	struct btrfs_key max = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, (uint64_t)-1 };
-	struct btrfs_key key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	int ret;
+	struct fsid_pair f = { old_fsid, new_fsid };
+	int ret = volumes_each_dev_item(fs, check_device_item, &f);
 
-	tree_iter_init(&it, fs, &fs->chunk_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		if (size < sizeof(struct btrfs_dev_item))
-			continue;
-		if (memcmp(dev_item_fsid_ptr(data), old_fsid, 16) && memcmp(dev_item_fsid_ptr(data), new_fsid, 16)) {
-			msg_error("device %llu belongs to filesystem %s (a seed device): changing the fsid of a "
-				  "sprouted filesystem is not supported", (unsigned long long)key.offset,
-				  tune_uuid_str(dev_item_fsid_ptr(data)));
-			ret = -EOPNOTSUPP;
-			break;
-		}
-	}
-	tree_iter_release(&it);
 	if (ret < 0 && ret != -EOPNOTSUPP)
 		msg_errno(ret, "reading the device items: %s", fs->errmsg);
 	return ret < 0 ? ret : 0;
@@ -176,34 +178,22 @@ static int rewrite_block(struct rewrite *r, uint64_t bytenr)
 	return 0;
 }
 
+static int rewrite_extent(void *arg, const struct extent_rec *e)
+{
+	int ret;
+
+	if (!e->tree_block)
+		return 0;
+	if ((ret = rewrite_block(arg, e->bytenr)))
+		return ret;
+	return cli_cancelled() ? -ECANCELED : 0;
+}
+
 /* Every tree block the extent tree knows, in logical order. */
 static int rewrite_extent_tree_blocks(struct rewrite *r)
 {
-	struct fs_info *fs = r->fs;
-	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, key;
-	struct tree_iter it;
-	const uint8_t *data;
-	uint32_t size;
-	int ret;
+	int ret = extent_tree_each(r->fs, &r->fs->extent_root, 0, (uint64_t)-1, rewrite_extent, r);
 
-	tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
-	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		if (key.type == BTRFS_EXTENT_ITEM_KEY) {
-			if (size < sizeof(struct btrfs_extent_item) ||
-			    !(extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-				continue;
-		} else if (key.type != BTRFS_METADATA_ITEM_KEY) {
-			continue;
-		}
-		ret = rewrite_block(r, key.objectid);
-		if (ret)
-			break;
-		if (cli_cancelled()) {
-			ret = -ECANCELED;
-			break;
-		}
-	}
-	tree_iter_release(&it);
 	return ret < 0 ? ret : 0;
 }
 

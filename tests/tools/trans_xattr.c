@@ -9,7 +9,8 @@
  * Adds N xattrs named PREFIX%06u (default "user.btk.") with BYTES-byte values
  * (byte j of value i is (i * 131 + j * 7 + 1) mod 256) to inode INO (256) of
  * tree ID (5, the top-level subvolume), committing every --per-commit items
- * (default: once at the end). Prints the chunk count before and after.
+ * (default: once at the end). Prints the chunk count before and after;
+ * libfs's notes go to stderr.
  * Exit status 0, 1 on errors, 2 on usage errors. */
 #include <errno.h>
 #include <inttypes.h>
@@ -130,6 +131,14 @@ out:
 	return ret;
 }
 
+/* libfs's notes (BTK_TRANS_STATS=1: what each transaction kept in memory) go to stderr. */
+static void note_to_stderr(void *arg, enum fs_note_level level, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	fprintf(stderr, "btk-trans-xattr: %s\n", msg);
+}
+
 int main(int argc, char **argv)
 {
 	struct fs_open_options oo;
@@ -144,6 +153,7 @@ int main(int argc, char **argv)
 		return usage();
 	fs_open_options_init(&oo);
 	oo.writable = true;
+	oo.note = note_to_stderr;
 	ret = fs_open(o.devs, o.ndevs, &oo, &fs, msg, sizeof(msg));
 	if (ret) {
 		fprintf(stderr, "btk-trans-xattr: %s\n", msg);

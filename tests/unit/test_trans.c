@@ -504,6 +504,9 @@ Test(trans, abort_writes_nothing)
 	struct session s = { .m = { .rng = 7 } };
 	uint8_t *before;
 
+	/* under the dirty budget nothing is written before the commit (past it,
+	 * only space the old filesystem leaves free: small_dirty_budget_abort) */
+	unsetenv("BTK_TRANS_DIRTY_BUDGET");
 	image_load("small", &s.img);
 	before = malloc(s.img.size);
 	cr_assert_not_null(before);
@@ -516,6 +519,73 @@ Test(trans, abort_writes_nothing)
 	fs_close(s.fs);
 	cr_assert(memcmp(before, s.img.buf, s.img.size) == 0, "an aborted transaction wrote to the device");
 	free(before);
+	model_free(&s.m);
+	image_release(&s.img);
+}
+
+/* A dirty budget of 4 blocks (BTK_TRANS_DIRTY_BUDGET): one transaction of
+ * 1500 inserts, resizes and pokes writes blocks before its commit and reads
+ * them back to change them again, yet holds no more dirty blocks than the
+ * budget and what one operation copies; the result is what the model says,
+ * and the reference checker finds it clean. */
+Test(trans, small_dirty_budget, .timeout = 600)
+{
+	struct session s = { .m = { .rng = 0xb0d9e7 } };
+	struct trans_mem_stats st;
+
+	setenv("BTK_TRANS_DIRTY_BUDGET", "64K", 1);
+	image_load("small", &s.img);
+	begin(&s);
+	load_model(&s);
+	for (unsigned n = 0; n < (RUNNING_ON_VALGRIND ? 400u : 1500u); n++) {
+		uint64_t r = rnd(&s.m) % 100;
+		size_t i = s.m.n ? (size_t)(rnd(&s.m) % s.m.n) : 0;
+		if (!s.m.n || r < 70)
+			op_insert(&s);
+		else if (r < 85)
+			op_resize(&s, i);
+		else
+			op_poke(&s, i);
+	}
+	cr_assert_eq(trans_commit(s.t), 0, "commit: %s", s.fs->errmsg);
+	s.t = NULL;
+	st = s.fs->trans_stats;
+	cr_log_info("peak %llu dirty blocks, %llu written early, %llu changed again",
+		    (unsigned long long)st.peak_dirty_blocks, (unsigned long long)st.written_early,
+		    (unsigned long long)st.adopted_again);
+	cr_assert_eq(st.dirty_budget, 64 << 10);
+	cr_assert_gt(st.written_early, 100, "only %llu blocks written early", (unsigned long long)st.written_early);
+	cr_assert_gt(st.adopted_again, 0, "no block written early was changed again");
+	/* 4 blocks of budget + one operation's copies and splits on two trees */
+	cr_assert_leq(st.peak_dirty_blocks, 4 + 16, "%llu dirty blocks at once", (unsigned long long)st.peak_dirty_blocks);
+	fs_close(s.fs);
+	verify(&s.img, &s.m, "small budget");
+	btrfs_check_clean(&s.img);
+	model_free(&s.m);
+	image_release(&s.img);
+}
+
+/* The same budget, aborted: blocks were written, but only where the old
+ * filesystem has free space; it reads as before and checks clean. */
+Test(trans, small_dirty_budget_abort, .timeout = 600)
+{
+	struct session s = { .m = { .rng = 0xab0e7 } };
+
+	setenv("BTK_TRANS_DIRTY_BUDGET", "32K", 1);
+	image_load("small", &s.img);
+	begin(&s);
+	load_model(&s);
+	for (unsigned n = 0; n < 600; n++) {
+		struct btrfs_key key = { rnd(&s.m), BTRFS_UUID_KEY_SUBVOL, rnd(&s.m) };
+		uint8_t data[800];
+		fill(&s.m, data, sizeof(data));
+		cr_assert_eq(trans_insert_item(s.t, TREE, &key, data, sizeof(data)), 0, "%s", s.fs->errmsg);
+	}
+	trans_abort(s.t);
+	cr_assert_gt(s.fs->trans_stats.written_early, 10);
+	fs_close(s.fs);
+	verify(&s.img, &s.m, "aborted with blocks written early");
+	btrfs_check_clean(&s.img);
 	model_free(&s.m);
 	image_release(&s.img);
 }
