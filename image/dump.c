@@ -182,11 +182,9 @@ static bool zero_unused(const struct fs_info *fs, uint8_t *b)
 /* Sanitize (when asked) and write one tree block; data is a private copy. */
 static int emit_block(struct dump_ctx *d, uint64_t bytenr, uint8_t *data)
 {
-	if ((d->args->zero_unused || d->san) && zero_unused(d->fs, data) && !d->san) {
-		uint8_t csum[BTRFS_CSUM_SIZE];
-		csum_compute(d->fs->csum_type, data + BTRFS_CSUM_SIZE, d->fs->nodesize - BTRFS_CSUM_SIZE, csum);
-		memcpy(header_csum_ptr(data), csum, BTRFS_CSUM_SIZE);
-	}
+	/* the sanitizer re-checksums only the blocks it renamed in: a zeroed block needs it too */
+	bool zeroed = (d->args->zero_unused || d->san) && zero_unused(d->fs, data);
+
 	if (d->san) {
 		int ret = sanitize_tree_block(d->san, data);
 		if (ret) {
@@ -195,6 +193,11 @@ static int emit_block(struct dump_ctx *d, uint64_t bytenr, uint8_t *data)
 			d->reported = true;
 			return ret;
 		}
+	}
+	if (zeroed) {
+		uint8_t csum[BTRFS_CSUM_SIZE];
+		csum_compute(d->fs->csum_type, data + BTRFS_CSUM_SIZE, d->fs->nodesize - BTRFS_CSUM_SIZE, csum);
+		memcpy(header_csum_ptr(data), csum, BTRFS_CSUM_SIZE);
 	}
 	return sink_add(d, IMG_REC_TREE, bytenr, data, d->fs->nodesize);
 }

@@ -324,10 +324,9 @@ static int read_cluster_header(struct bimg_reader *r)
 			return fail(r, -EINVAL, "cluster at byte %llu, item %u: bytenr %llu out of range",
 				    (unsigned long long)at, i, (unsigned long long)bytenr);
 	}
-	for (i = BIMG_HEADER_BYTES + r->nitems * BIMG_ITEM_BYTES; i < BIMG_BLOCK_SIZE; i++)
-		if (r->header[i])
-			return fail(r, -EINVAL, "cluster at byte %llu: garbage after the item table at byte %llu",
-				    (unsigned long long)at, (unsigned long long)(at + i));
+	/* the bytes after the item table are not looked at: btrfs-image reuses its
+	 * header buffer, so a cluster with fewer items than the one before it
+	 * still holds that one's last entries there */
 	r->cluster_start = at;
 	r->next_item = 0;
 	r->body_bytes = 0;

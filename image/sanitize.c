@@ -18,7 +18,7 @@
  * properties stay whole). Leaves whose keys moved are re-sorted; a changed
  * first key is remembered by block address and written into the parent
  * node's pointer. Inline data and xattr values are zeroed (compressed inline
- * extents become a valid zlib/zstd stream of zeros; lzo ones are zeroed),
+ * extents become a valid zlib/zstd/lzo stream of zeros, or zeros if it does not fit),
  * symlink targets become same-length relative paths. */
 #include <errno.h>
 #include <stdarg.h>
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <lzo/lzo1x.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -34,6 +35,7 @@
 #include "image/sanitize.h"
 #include "image/sanitize_map.h"
 #include "libfs/csum.h"
+#include "libfs/endian_access.h"
 #include "libfs/format.h"
 #include "libfs/key.h"
 
@@ -487,31 +489,54 @@ static int rename_free(struct sanitizer *s, const struct btrfs_key *key, struct 
 
 /* ------------------------------------------------------------ data wiping */
 
-/* A valid compressed stream of ram zero bytes in out[0..cap), rest zeroed; false if it does not fit. */
+/* btrfs's lzo layout as an inline extent holds it: le32 length of the whole
+ * payload (cap), le32 length of the one segment, the lzo1x stream. Returns
+ * the bytes written to buf (of size 8 + bound), 0 on failure. */
+static size_t lzo_zeros(const uint8_t *zeros, uint64_t ram, uint8_t *buf, size_t bound, size_t cap)
+{
+	void *wrk = malloc(LZO1X_1_MEM_COMPRESS);
+	lzo_uint len = bound;
+	size_t n = 0;
+
+	if (wrk && lzo_init() == LZO_E_OK && lzo1x_1_compress(zeros, ram, buf + 8, &len, wrk) == LZO_E_OK) {
+		put_le32(buf, (uint32_t)cap);
+		put_le32(buf + 4, (uint32_t)len);
+		n = 8 + len;
+	}
+	free(wrk);
+	return n;
+}
+
+/* A valid compressed stream of ram zero bytes in out[0..cap), rest zeroed;
+ * false if it does not fit. The compressors want room beyond what they
+ * write (zstd fails with a capacity of exactly its output), so each writes
+ * into a buffer of its bound first. */
 static bool zero_stream(uint8_t compression, uint64_t ram, uint8_t *out, size_t cap)
 {
 	static const uint8_t zeros[65536];
-	size_t n = 0;
+	size_t n = 0, bound = ZSTD_compressBound(ram) + compressBound(ram) + ram / 16 + 64;
+	uint8_t *buf;
 
-	if (ram > sizeof(zeros))
+	if (ram > sizeof(zeros) || !(buf = malloc(8 + bound)))
 		return false;
 	if (compression == BTRFS_COMPRESS_ZLIB) {
-		uLongf len = cap;
+		uLongf len = bound;
 
-		if (compress2(out, &len, zeros, ram, 9) != Z_OK)
-			return false;
-		n = len;
+		if (compress2(buf, &len, zeros, ram, 9) == Z_OK)
+			n = len;
 	} else if (compression == BTRFS_COMPRESS_ZSTD) {
-		size_t r = ZSTD_compress(out, cap, zeros, ram, 1);
+		size_t r = ZSTD_compress(buf, bound, zeros, ram, 1);
 
-		if (ZSTD_isError(r))
-			return false;
-		n = r;
-	} else {
-		return false;
+		n = ZSTD_isError(r) ? 0 : r;
+	} else if (compression == BTRFS_COMPRESS_LZO) {
+		n = lzo_zeros(zeros, ram, buf, bound, cap);
 	}
-	memset(out + n, 0, cap - n);
-	return true;
+	if (n && n <= cap) {
+		memcpy(out, buf, n);
+		memset(out + n, 0, cap - n);
+	}
+	free(buf);
+	return n && n <= cap;
 }
 
 static void wipe_inline(struct sanitizer *s, struct leaf *lf, const struct btrfs_key *key, uint8_t *data, uint32_t size)

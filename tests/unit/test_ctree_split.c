@@ -415,7 +415,7 @@ static void sequential(const char *recipe, uint32_t ns, uint32_t size, unsigned 
 	free(sh);
 }
 
-Test(ctree_split, cow_sequential_4k, .timeout = 300)
+Test(ctree_split, cow_sequential_4k)
 {
 	/* 2 items per leaf, 300 leaves: more than one node of 121 pointers;
 	 * the reference checker on both (not under valgrind: it would trace it) */
@@ -424,7 +424,7 @@ Test(ctree_split, cow_sequential_4k, .timeout = 300)
 	sequential("deep", 4096, 16, 3000, 0, 1, false);
 }
 
-Test(ctree_split, cow_sequential_16k, .timeout = 300)
+Test(ctree_split, cow_sequential_16k)
 {
 	/* 3 items per leaf, 520 leaves: more than one node of 493 pointers */
 	sequential("small", 16384, 5400, 1560, 0, 2, false);
@@ -432,7 +432,7 @@ Test(ctree_split, cow_sequential_16k, .timeout = 300)
 	sequential("small", 16384, 24, 5000, 0, 1, false);
 }
 
-Test(ctree_split, cow_sequential_64k, .timeout = 300)
+Test(ctree_split, cow_sequential_64k)
 {
 	sequential("n64k", 65536, 20000, 300, 0, 1, false);
 	sequential("n64k", 65536, 20000, 300, 1, 1, false);
@@ -464,17 +464,17 @@ static void random_inserts(const char *recipe, unsigned n, uint64_t seed)
 	free(sh);
 }
 
-Test(ctree_split, cow_random_4k, .timeout = 300)
+Test(ctree_split, cow_random_4k)
 {
 	random_inserts("deep", 1500, 0x4b1d);
 }
 
-Test(ctree_split, cow_random_16k, .timeout = 300)
+Test(ctree_split, cow_random_16k)
 {
 	random_inserts("small", 1500, 0x16c0de);
 }
 
-Test(ctree_split, cow_random_64k, .timeout = 300)
+Test(ctree_split, cow_random_64k)
 {
 	random_inserts("n64k", 1000, 0x64);
 }
