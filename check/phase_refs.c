@@ -418,6 +418,9 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 	if (!first)
 		return 0;
 	for (unsigned i = 0; i < block_nritems(b); i++) {
+		/* a child the kernel dropped already holds no reference: its space may be in use again */
+		if (ctx->walk_drop && tree_child_dropped(ctx->walk_drop, b, i))
+			continue;
 		struct exp_rec c = { .r = { .bytenr = key_ptr_blockptr(node_key_ptr(b->data, i)), .count = 1,
 					    .type = full ? BTRFS_SHARED_BLOCK_REF_KEY : BTRFS_TREE_BLOCK_REF_KEY,
 					    .a = full ? b->bytenr : block_owner(b),

@@ -257,6 +257,8 @@ int cmd_bg_tree(int argc, char **argv)
 			 enabled == a.revert ? "finishing" : "undoing");
 	if (!r.half_done && enabled == !a.revert) {
 		msg_info("the block-group tree is %s already: nothing to do", enabled ? "enabled" : "disabled");
+	} else if ((ret = trans_check_state(fs))) {
+		msg_error("%s", fs->errmsg);
 	} else if (!a.revert && !(fs->incompat & BTRFS_FEATURE_INCOMPAT_NO_HOLES)) {
 		msg_error("the kernel mounts a block-group tree only with no-holes: run 'btk-tune --enable no-holes' first");
 		ret = -EINVAL;

@@ -149,7 +149,7 @@ static bool confirm_drop(const struct chunk_plan *plans, size_t n, bool yes)
 
 /* The transaction: every chunk's new stripe set; writes during the commit
  * go to the union of old and new stripes. */
-static int commit_plans(struct fs_info *fs, const struct chunk_plan *plans, size_t n)
+static int commit_plans_trans(struct fs_info *fs, const struct chunk_plan *plans, size_t n)
 {
 	struct trans *t;
 	int ret = trans_start(fs, &t);
@@ -181,6 +181,41 @@ static int commit_plans(struct fs_info *fs, const struct chunk_plan *plans, size
 		if (!ret)
 			ret = r2;
 	}
+	return ret;
+}
+
+/* The conversion's transaction. A chunk it allocates must take the target
+ * profile of its kind, and stay off the device space of the new copies,
+ * whose dev extents go in chunk by chunk (any insert may need a new chunk). */
+static int commit_plans(struct fs_info *fs, const struct profile_targets *tg, const struct chunk_plan *plans,
+			size_t n)
+{
+	struct chunk_alloc_hints hints = { tg->have_meta ? (int64_t)tg->meta : -1,
+					   tg->have_sys ? (int64_t)tg->sys : -1, NULL, NULL, 0 };
+	struct stripe_place *place;
+	uint64_t *len;
+	size_t cap = 1;
+	int ret = -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		cap += plans[i].nnew;
+	place = malloc(cap * sizeof(*place));
+	len = malloc(cap * sizeof(*len));
+	if (place && len) {
+		for (size_t i = 0; i < n; i++)
+			for (unsigned k = 0; k < plans[i].nnew; k++)
+				if (plans[i].added[k]) {
+					place[hints.nreserved] = plans[i].new_stripes[k];
+					len[hints.nreserved++] = plans[i].stripe_size;
+				}
+		hints.reserved = place;
+		hints.reserved_len = len;
+		fs->alloc_hints = &hints;
+		ret = commit_plans_trans(fs, plans, n);
+		fs->alloc_hints = NULL;
+	}
+	free(place);
+	free(len);
 	return ret;
 }
 
@@ -223,6 +258,11 @@ int cmd_profile(int argc, char **argv)
 		msg_info("nothing to convert: the chunks already have the requested profiles");
 		goto out;
 	}
+	/* before hours of verifying and copying, not at the commit */
+	if ((ret = trans_check_state(fs))) {
+		msg_error("%s", fs->errmsg);
+		goto out;
+	}
 	print_plan(fs, plans, nplans, !a.no_verify);
 	if (a.dry_run)
 		goto out;
@@ -246,7 +286,7 @@ int cmd_profile(int argc, char **argv)
 		msg_info("verified %.1f MiB of data, %.1f MiB of it without checksums (nodatasum or "
 			 "preallocated: read but not verifiable), repaired %" PRIu64 " data sector(s)",
 			 (double)st.data_bytes / 1048576.0, (double)st.data_unverified / 1048576.0, st.data_repaired);
-	ret = commit_plans(fs, plans, nplans);
+	ret = commit_plans(fs, &a.tg, plans, nplans);
 	if (ret) {
 		msg_error("conversion failed, the filesystem is unchanged: %s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
 		goto out;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/sizes.h"
 #include "convert/convert.h"
 #include "libfs/volumes.h"
 
@@ -52,6 +53,17 @@ static int64_t target_for(const struct profile_targets *tg, uint64_t type)
 	return tg->have_data ? (int64_t)tg->data : -1;
 }
 
+/* A mixed (data and metadata) chunk asked to change with only one of its
+ * two kinds, or to two different profiles: the change is not clear. */
+static bool mixed_target_unclear(const struct profile_targets *tg, uint64_t type)
+{
+	uint64_t cur = type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+
+	if (!(type & BTRFS_BLOCK_GROUP_DATA) || !(type & BTRFS_BLOCK_GROUP_METADATA))
+		return false;
+	return (tg->have_meta && tg->meta != cur) || (tg->have_data && tg->data != cur);
+}
+
 static bool device_used(const struct stripe_place *v, unsigned n, uint64_t devid)
 {
 	for (unsigned i = 0; i < n; i++)
@@ -67,9 +79,11 @@ static int plan_stripes(struct fs_info *fs, struct chunk_plan *p, const struct c
 {
 	unsigned want = profile_copies(p->new_profile);
 	bool dup = p->new_profile == BTRFS_BLOCK_GROUP_DUP;
-	struct stripe_place avoid[256];
-	uint64_t avoid_len[256];
+	struct stripe_place *avoid;
+	uint64_t *avoid_len;
 	unsigned navoid = 0;
+	size_t cap = want;
+	int ret = 0;
 
 	p->nnew = 0;
 	for (unsigned i = 0; i < p->nold && p->nnew < want; i++) {
@@ -80,8 +94,17 @@ static int plan_stripes(struct fs_info *fs, struct chunk_plan *p, const struct c
 		p->added[p->nnew] = false;
 		p->new_stripes[p->nnew++] = *s;
 	}
-	/* device space promised to earlier plans is not free any more */
-	for (size_t k = 0; k < ndone && navoid < 250; k++)
+	/* device space promised to earlier plans is not free any more: all of it
+	 * (a large filesystem gains thousands of stripes in one conversion) */
+	for (size_t k = 0; k < ndone; k++)
+		cap += done[k].nnew;
+	avoid = malloc(cap * sizeof(*avoid));
+	avoid_len = malloc(cap * sizeof(*avoid_len));
+	if (!avoid || !avoid_len) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < ndone; k++)
 		for (unsigned i = 0; i < done[k].nnew; i++)
 			if (done[k].added[i]) {
 				avoid[navoid] = done[k].new_stripes[i];
@@ -109,14 +132,78 @@ static int plan_stripes(struct fs_info *fs, struct chunk_plan *p, const struct c
 				 (unsigned long long)p->logical, (unsigned long long)p->stripe_size,
 				 profile_name(p->new_profile),
 				 dup ? "" : " (each copy needs its own device)");
-			return -ENOSPC;
+			ret = -ENOSPC;
+			goto out;
 		}
 		p->added[p->nnew] = true;
 		p->new_stripes[p->nnew++] = (struct stripe_place){ best_dev, best_phys };
 		avoid[navoid] = p->new_stripes[p->nnew - 1];
 		avoid_len[navoid++] = p->stripe_size;
 	}
+out:
+	free(avoid);
+	free(avoid_len);
+	return ret;
+}
+
+/* Copies of a chunk with these stripes that a target profile can keep:
+ * DUP keeps those on one device, the RAID1 family one per device. */
+static unsigned stripes_kept(const struct chunk *c, uint64_t target)
+{
+	unsigned best = 0, distinct = 0;
+
+	for (unsigned i = 0; i < c->num_stripes; i++) {
+		unsigned same = 0, earlier = 0;
+		for (unsigned k = 0; k < c->num_stripes; k++) {
+			same += c->stripes[k].devid == c->stripes[i].devid;
+			earlier += k < i && c->stripes[k].devid == c->stripes[i].devid;
+		}
+		best = same > best ? same : best;
+		distinct += earlier == 0;
+	}
+	return target == BTRFS_BLOCK_GROUP_DUP ? best : distinct;
+}
+
+static int add_dev_extent_len(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	(void)key;
+	if (size >= sizeof(struct btrfs_dev_extent))
+		*(uint64_t *)arg += dev_extent_length(data);
 	return 0;
+}
+
+/* A refusal for want of device space says how much the whole conversion
+ * needs for its new copies and how much each device has unallocated. */
+static void append_space_note(struct fs_info *fs, const struct profile_targets *tg, char *msg, size_t msglen)
+{
+	uint64_t need = 0;
+	size_t len;
+	char s1[SIZE_BUF_LEN];
+
+	for (size_t i = 0; i < fs->chunks->count; i++) {
+		const struct chunk *c = fs->chunks->chunks[i];
+		int64_t target = target_for(tg, c->type);
+		unsigned want, kept;
+		if (target < 0 || (uint64_t)target == (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK))
+			continue;
+		want = profile_copies((uint64_t)target);
+		kept = stripes_kept(c, (uint64_t)target);
+		if (want > kept)
+			need += (want - kept) * chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
+	}
+	len = strlen(msg);
+	snprintf(msg + len, msglen - len, "; the new copies need %s of unallocated device space in all, the devices have",
+		 size_format(need, s1, sizeof(s1), SIZE_HUMAN));
+	for (unsigned d = 0; d < fs->num_devices; d++) {
+		uint64_t used = 1ULL << 20;   /* the first MiB of a device is never allocated */
+		if (volumes_each_dev_extent(fs, &fs->dev_root, fs->devices[d].devid, add_dev_extent_len, &used) < 0)
+			continue;
+		len = strlen(msg);
+		snprintf(msg + len, msglen - len, "%s %s (devid %llu)", d ? "," : "",
+			 size_format(fs->devices[d].total_bytes > used ? fs->devices[d].total_bytes - used : 0, s1,
+				     sizeof(s1), SIZE_HUMAN),
+			 (unsigned long long)fs->devices[d].devid);
+	}
 }
 
 int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct chunk_plan **plans,
@@ -135,6 +222,12 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 		unsigned devices = 0;
 		int ret;
 
+		if (target < 0 && mixed_target_unclear(tg, c->type)) {
+			snprintf(msg, msglen, "chunk %llu holds data and metadata (mixed block groups): give --metadata "
+				 "and --data the same profile", (unsigned long long)c->logical);
+			free(v);
+			return -EINVAL;
+		}
 		if (target < 0 || (uint64_t)target == cur)
 			continue;
 		if (cur & ~MIRROR_FAMILY) {
@@ -165,6 +258,8 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 		for (unsigned s = 0; s < c->num_stripes; s++)
 			p->old_stripes[s] = (struct stripe_place){ c->stripes[s].devid, c->stripes[s].physical };
 		ret = plan_stripes(fs, p, v, n, msg, msglen);
+		if (ret == -ENOSPC)
+			append_space_note(fs, tg, msg, msglen);
 		if (ret) {
 			free(v);
 			return ret;

@@ -375,6 +375,20 @@ int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr)
 	return ret;
 }
 
+/* Test knob, for tests only: with BTK_TEST_ALLOC_FULL set in the environment,
+ * the block groups that existed when the transaction started count as full,
+ * so its first tree block needs a new chunk (how a conversion behaves on a
+ * filesystem whose metadata is full, without filling one). */
+static bool group_full_for_test(const struct trans *t, const struct alloc_group *g)
+{
+	if (!getenv("BTK_TEST_ALLOC_FULL"))
+		return false;
+	for (size_t i = 0; i < t->nnew_chunks; i++)
+		if (t->new_chunks[i].logical == g->start)
+			return false;
+	return true;
+}
+
 /* A free block in the existing groups, -ENOSPC (without a message) if none. */
 static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr)
 {
@@ -382,7 +396,7 @@ static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr)
 		struct alloc_group *g = t->groups[i];
 		int ret;
 
-		if (!group_fits_tree(g, root))
+		if (!group_fits_tree(g, root) || group_full_for_test(t, g))
 			continue;
 		if ((g->flags & BTRFS_BLOCK_GROUP_PROFILE_MASK) &
 		    (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))

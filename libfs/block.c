@@ -96,6 +96,7 @@ static void cache_unhash(struct block_cache *c, struct tree_block *b)
 	b->hash_next = NULL;
 }
 
+/* Take a cached block out of the cache and free it (unreferenced: it is in the LRU). */
 static void cache_remove(struct block_cache *c, struct tree_block *b)
 {
 	cache_unhash(c, b);
@@ -105,18 +106,14 @@ static void cache_remove(struct block_cache *c, struct tree_block *b)
 	free(b);
 }
 
-/* Drop least-recently-used unreferenced blocks until under budget. */
+/* Drop least-recently-used unreferenced blocks until under budget. Blocks in
+ * use are not in the list, so a transaction holding thousands of dirty
+ * blocks costs nothing here. */
 static void cache_shrink(struct block_cache *c)
 {
-	struct tree_block *b = c->lru.lru_prev;
-
-	while (c->bytes > c->budget && b != &c->lru) {
-		struct tree_block *prev = b->lru_prev;
-		if (b->refs == 0) {
-			cache_remove(c, b);
-			c->stats.evictions++;
-		}
-		b = prev;
+	while (c->bytes > c->budget && c->lru.lru_prev != &c->lru) {
+		cache_remove(c, c->lru.lru_prev);
+		c->stats.evictions++;
 	}
 }
 
@@ -126,8 +123,15 @@ void block_cache_destroy(struct fs_info *fs)
 
 	if (!c)
 		return;
-	while (c->lru.lru_next != &c->lru)
-		cache_remove(c, c->lru.lru_next);
+	/* every cached block, referenced or not, is in the hash */
+	for (size_t h = 0; h < c->nbuckets; h++) {
+		while (c->buckets[h]) {
+			struct tree_block *b = c->buckets[h];
+			c->buckets[h] = b->hash_next;
+			free(b->data);
+			free(b);
+		}
+	}
 	free(c->buckets);
 	free(c);
 	fs->cache = NULL;
@@ -148,18 +152,28 @@ static bool block_is_hashed(struct block_cache *c, const struct tree_block *b)
 	return false;
 }
 
+void block_hold(struct fs_info *fs, struct tree_block *b)
+{
+	(void)fs;
+	if (b->refs++ == 0 && b->cached)
+		lru_unlink(b);
+}
+
 void block_put(struct fs_info *fs, struct tree_block *b)
 {
 	if (!b)
 		return;
 	if (b->refs > 0)
 		b->refs--;
-	if (b->refs == 0 && b->lru_next == NULL) {
+	if (b->refs)
+		return;
+	if (!b->cached) {
 		free(b->data);
 		free(b);
 		return;
 	}
-	if (b->refs == 0 && fs->cache->bytes > fs->cache->budget)
+	lru_push_front(fs->cache, b);
+	if (fs->cache->bytes > fs->cache->budget)
 		cache_shrink(fs->cache);
 }
 
@@ -318,9 +332,7 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	b = cache_lookup(c, bytenr);
 	if (b && cached_matches(b, expect)) {
 		c->stats.hits++;
-		b->refs++;
-		lru_unlink(b);
-		lru_push_front(c, b);
+		block_hold(fs, b);
 		*out = b;
 		return 0;
 	}
@@ -369,30 +381,31 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	b->refs = 1;
 	b->mirror = good;
 	if (cache_lookup(c, bytenr)) {
-		/* an older, still referenced version stays; this one is uncached */
+		/* an older, still referenced version stays; this one is uncached
+		 * (freed at its last put) */
 		b->hash_next = NULL;
 	} else {
 		size_t h = hash_bytenr(c, bytenr);
 		b->hash_next = c->buckets[h];
 		c->buckets[h] = b;
+		b->cached = true;
+		c->bytes += b->len;
+		if (c->bytes > c->stats.peak_bytes)
+			c->stats.peak_bytes = c->bytes;
+		cache_shrink(c);
 	}
-	lru_push_front(c, b);
-	c->bytes += b->len;
-	if (c->bytes > c->stats.peak_bytes)
-		c->stats.peak_bytes = c->bytes;
-	cache_shrink(c);
 	*out = b;
 	return 0;
 }
 
-/* Insert a fresh block, displacing an unreferenced cached copy of the same address. */
+/* Insert a fresh, referenced block (not in the LRU until its last put). */
 static void cache_insert(struct block_cache *c, struct tree_block *b)
 {
 	size_t h = hash_bytenr(c, b->bytenr);
 
 	b->hash_next = c->buckets[h];
 	c->buckets[h] = b;
-	lru_push_front(c, b);
+	b->cached = true;
 	c->bytes += b->len;
 	if (c->bytes > c->stats.peak_bytes)
 		c->stats.peak_bytes = c->bytes;
@@ -433,11 +446,12 @@ void block_forget(struct fs_info *fs, struct tree_block *b)
 
 	if (!b)
 		return;
-	if (block_is_hashed(c, b)) {
+	if (b->cached && block_is_hashed(c, b)) {
 		cache_unhash(c, b);
-		lru_unlink(b);
+		if (b->refs == 0)
+			lru_unlink(b);
 		c->bytes -= b->len;
-		b->lru_next = b->lru_prev = NULL;
+		b->cached = false;
 	}
 	block_put(fs, b);
 }

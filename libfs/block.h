@@ -15,7 +15,9 @@ struct tree_block {
 	bool dirty;               /* created or changed by the open transaction */
 	uint8_t *data;
 	struct tree_block *hash_next;
+	/* in the cache's LRU list while cached and unreferenced (refs 0) */
 	struct tree_block *lru_prev, *lru_next;
+	bool cached;              /* in the cache's hash and byte count */
 };
 
 /* What the referrer expects of a block; zero/negative members are not checked. */
@@ -64,6 +66,8 @@ enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirr
 enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
 				const struct block_expect *expect);
 void block_put(struct fs_info *fs, struct tree_block *block);
+/* Take one more reference to a block (a cached, unreferenced one leaves the LRU). */
+void block_hold(struct fs_info *fs, struct tree_block *block);
 /* Read the child that slot `slot` of node `parent` points at, checking what
  * the pointer promises: its generation, the level below, its first key. */
 int block_read_child(struct fs_info *fs, const struct tree_block *parent, unsigned slot,

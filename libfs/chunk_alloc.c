@@ -26,7 +26,8 @@
 
 /* Device space this transaction must not hand out again: every dev extent in
  * its dev tree (which holds the committed ones plus those it added, e.g. by
- * a profile change) and the stripes of chunks it allocated. */
+ * a profile change), the stripes of chunks it allocated, and the ranges a
+ * conversion reserved (fs->alloc_hints). */
 struct taken {
 	struct stripe_place *place;
 	uint64_t *len;
@@ -78,6 +79,7 @@ static int taken_dev_extent(void *arg, const struct btrfs_key *key, const uint8_
 static int taken_collect(struct trans *t, uint64_t devid, struct taken *tk, uint64_t *used)
 {
 	struct taken_scan scan = { tk, used };
+	const struct chunk_alloc_hints *h = t->fs->alloc_hints;
 	struct tree_root_ptr dev_root;
 	int ret = trans_get_root(t, BTRFS_DEV_TREE_OBJECTID, &dev_root);
 
@@ -93,6 +95,18 @@ static int taken_collect(struct trans *t, uint64_t devid, struct taken *tk, uint
 			if ((ret = taken_add(tk, devid, nc->physical[s], nc->stripe_size)))
 				return ret;
 		}
+	}
+	for (unsigned i = 0; h && i < h->nreserved; i++) {
+		bool recorded = false;   /* its dev extent is in already: count it once */
+		if (h->reserved[i].devid != devid)
+			continue;
+		for (unsigned k = 0; k < tk->n && !recorded; k++)
+			recorded = tk->place[k].physical == h->reserved[i].physical;
+		if (recorded)
+			continue;
+		*used += h->reserved_len[i];
+		if ((ret = taken_add(tk, devid, h->reserved[i].physical, h->reserved_len[i])))
+			return ret;
 	}
 	return 0;
 }
@@ -222,14 +236,19 @@ static uint32_t build_chunk_item(struct trans *t, const struct new_chunk *nc, ui
 }
 
 /* The type (kind and profile) of the new chunk: that of the first existing
- * group that can hold these tree blocks. */
+ * group that can hold these tree blocks, with the profile a conversion under
+ * way asks for (fs->alloc_hints). */
 static int template_type(struct trans *t, uint64_t root, uint64_t *type)
 {
 	uint64_t want = root == BTRFS_CHUNK_TREE_OBJECTID ? BTRFS_BLOCK_GROUP_SYSTEM : BTRFS_BLOCK_GROUP_METADATA;
+	const struct chunk_alloc_hints *h = t->fs->alloc_hints;
+	int64_t profile = !h ? -1 : want == BTRFS_BLOCK_GROUP_SYSTEM ? h->system_profile : h->metadata_profile;
 
 	for (size_t i = 0; i < t->ngroups; i++) {
 		if (t->groups[i]->flags & want) {
 			*type = t->groups[i]->flags & (BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK);
+			if (profile >= 0)
+				*type = (*type & ~BTRFS_BLOCK_GROUP_PROFILE_MASK) | (uint64_t)profile;
 			return 0;
 		}
 	}

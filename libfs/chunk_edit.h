@@ -14,6 +14,20 @@ struct stripe_place {
 	uint64_t physical;
 };
 
+/* What a conversion tells the chunk allocator (chunk_alloc.c) while its
+ * transaction runs; fs->alloc_hints points here from before trans_start
+ * until after the commit (or abort). A chunk allocated mid-conversion takes
+ * the target profile, whatever chunk the conversion has reached (else it
+ * would keep the old one and outlive the conversion), and stays off the
+ * device space planned for new copies, whose dev extents the transaction
+ * inserts only later (else the two could overlap). */
+struct chunk_alloc_hints {
+	int64_t metadata_profile, system_profile; /* profile bits, or -1: those of the existing groups */
+	const struct stripe_place *reserved;      /* device ranges no new chunk may take */
+	const uint64_t *reserved_len;
+	unsigned nreserved;
+};
+
 /* Give the chunk at `logical` the profile bits `profile` (BTRFS_BLOCK_GROUP_*
  * profile flags, 0 for single) and exactly the stripes given. Stripes kept
  * from the old set keep their dev extents; dropped ones lose them; new ones

@@ -265,22 +265,34 @@ static bool chunk_items_pending(const struct trans *t)
 	return false;
 }
 
-int commit_stabilize(struct trans *t)
+/* The rounds apply the queued references themselves: none in between. */
+static int commit_rounds(struct trans *t)
 {
-	int ret = cow_root_tree(t);
-
-	if (ret)
-		return ret;
 	for (int round = 0; round < COMMIT_MAX_ROUNDS; round++) {
 		uint64_t events = t->alloc_events;
+		int ret;
 
 		if ((ret = chunk_alloc_write_items(t)) || (ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
 		    (ret = update_block_group_items(t)) || (ret = update_free_space_tree(t)))
 			return ret;
-		if (t->alloc_events == events && t->nrefs == 0 && !chunk_items_pending(t))
+		if (t->alloc_events == events && !trans_refs_queued(t) && !chunk_items_pending(t))
 			return 0;
 	}
 	return fs_error(t->fs, -ELOOP, "commit did not settle after %d rounds", COMMIT_MAX_ROUNDS);
+}
+
+int commit_stabilize(struct trans *t)
+{
+	int ret = cow_root_tree(t);
+
+	if (!ret)
+		ret = trans_refs_free_deferred(t);
+	if (ret)
+		return ret;
+	t->refs_busy++;
+	ret = commit_rounds(t);
+	t->refs_busy--;
+	return ret;
 }
 
 static int flush_devices(struct trans *t)

@@ -1,7 +1,8 @@
-/* Extent-tree references of tree blocks, applied at commit. Copying a block
- * queues a reference for the new block and a drop for the old one; applying
- * them changes the extent tree, which copies more blocks and queues more
- * references, until none are left. */
+/* Extent-tree references of tree blocks, applied at commit (or earlier, when
+ * the queue is long: trans_refs.c). Copying a block queues a reference for
+ * the new block and a drop for the old one; applying them changes the extent
+ * tree, which copies more blocks and queues more references, until none are
+ * left. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ int trans_mark_qgroups_inconsistent(struct trans *t)
 	return t->qgroups_inconsistent;
 }
 
-int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
+static int cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
 {
 	struct extent_target x = { .bytenr = b->bytenr, .tree = true, .level = (uint8_t)block_level(b) };
 	uint64_t refs = 0, flags = 0, owner = block_owner(b);
@@ -93,13 +94,29 @@ int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 	return 0;
 }
 
+/* The extent edits of copying a shared block are libfs's own: they neither
+ * hold the queue back (refs_keep) nor apply it in the middle. */
+int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
+{
+	int ret;
+
+	t->refs_busy++;
+	ret = cow_refs(t, b, root, shared);
+	t->refs_busy--;
+	return ret;
+}
+
 int extent_drop_shared(struct trans *t, const struct tree_block *b, uint64_t root)
 {
 	struct extent_target x = { .bytenr = b->bytenr, .tree = true, .level = (uint8_t)block_level(b) };
 	struct backref r = { BTRFS_TREE_BLOCK_REF_KEY, root, 0, 0 };
 	uint64_t left;
+	int ret;
 
-	return backref_drop(t, &x, &r, &left);
+	t->refs_busy++;
+	ret = backref_drop(t, &x, &r, &left);
+	t->refs_busy--;
+	return ret;
 }
 
 static int ref_add(struct trans *t, const struct delayed_ref *r)
@@ -179,23 +196,25 @@ static int ref_drop(struct trans *t, const struct delayed_ref *r)
 	ret = trans_delete_item(t, BTRFS_EXTENT_TREE_OBJECTID, &keyed_ref);
 	if (ret && ret != -ENOENT)
 		return ret;
-	return alloc_free_tree_block(t, r->bytenr);
+	return trans_refs_free_block(t, r->bytenr);
 }
 
+/* Apply the queue, and what applying it queues, until nothing is left. */
 int extent_refs_run(struct trans *t)
 {
-	while (t->nrefs) {
-		struct delayed_ref *batch = t->refs;
-		size_t n = t->nrefs;
-		int ret = 0;
+	int ret = 0;
 
-		t->refs = NULL;
-		t->nrefs = t->refs_cap = 0;
-		for (size_t i = 0; i < n && !ret; i++)
-			ret = batch[i].op == REF_ADD ? ref_add(t, &batch[i]) : ref_drop(t, &batch[i]);
-		free(batch);
-		if (ret)
-			return ret;
+	t->refs_busy++;
+	while (!ret && trans_refs_queued(t)) {
+		struct refs_batch batch;
+		struct delayed_ref r;
+
+		if ((ret = trans_refs_take(t, &batch)))
+			break;
+		while ((ret = trans_refs_batch_next(t, &batch, &r)) == 1)
+			ret = r.op == REF_ADD ? ref_add(t, &r) : ref_drop(t, &r);
+		trans_refs_batch_free(&batch);
 	}
-	return 0;
+	t->refs_busy--;
+	return ret;
 }

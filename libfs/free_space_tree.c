@@ -264,10 +264,13 @@ static int remove_v1_cache(struct fs_info *fs, struct trans *t, const struct v1_
 	return 0;
 }
 
-/* The free-space entries of one block group. */
-static int build_group(struct fs_info *fs, struct trans *t, const struct tree_root_ptr *extent_root,
-		       const struct chunk *c, struct ebitmap *used, uint64_t *nextents)
+/* The free-space entries of one block group, from the extent tree as the
+ * transaction has it now (its inserts may have changed that tree since the
+ * group before: the queued references are applied when they are many). */
+static int build_group(struct fs_info *fs, struct trans *t, const struct chunk *c, struct ebitmap *used,
+		       uint64_t *nextents)
 {
+	struct tree_root_ptr extent_root;
 	uint64_t end = c->logical + c->length, from, s, l;
 	struct btrfs_key min = { c->logical, 0, 0 }, max = { end - 1, 255, (uint64_t)-1 }, key;
 	uint64_t starts[MAX_SUPER_RANGES], lens[MAX_SUPER_RANGES];
@@ -275,10 +278,12 @@ static int build_group(struct fs_info *fs, struct trans *t, const struct tree_ro
 	struct tree_iter it;
 	const uint8_t *data;
 	uint32_t size, count = 0;
-	int n, ret;
+	int n, ret = trans_get_root(t, BTRFS_EXTENT_TREE_OBJECTID, &extent_root);
 
+	if (ret)
+		return ret;
 	ebitmap_clear_all(used);
-	tree_iter_init(&it, fs, extent_root, &min, &max);
+	tree_iter_init(&it, fs, &extent_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		uint64_t len = extent_key_length(&key, fs->nodesize);
 		if (!len)
@@ -317,7 +322,7 @@ static int build_group(struct fs_info *fs, struct trans *t, const struct tree_ro
 int fst_build(struct fs_info *fs, struct trans *t, struct fst_build_stats *st)
 {
 	struct v1_plan plan = { 0 };
-	struct tree_root_ptr extent_root, old;
+	struct tree_root_ptr old;
 	struct ebitmap *used = NULL;
 	uint8_t *sb = trans_super(t);
 	int ret;
@@ -343,8 +348,6 @@ int fst_build(struct fs_info *fs, struct trans *t, struct fst_build_stats *st)
 	}
 	if (!ret)
 		ret = trans_create_tree(t, BTRFS_FREE_SPACE_TREE_OBJECTID);
-	if (!ret)
-		ret = trans_get_root(t, BTRFS_EXTENT_TREE_OBJECTID, &extent_root);
 	if (ret)
 		goto out;
 	used = ebitmap_create(fs->sectorsize);
@@ -353,7 +356,7 @@ int fst_build(struct fs_info *fs, struct trans *t, struct fst_build_stats *st)
 		goto out;
 	}
 	for (size_t i = 0; i < fs->chunks->count && !ret; i++)
-		ret = build_group(fs, t, &extent_root, fs->chunks->chunks[i], used, &st->extents);
+		ret = build_group(fs, t, fs->chunks->chunks[i], used, &st->extents);
 	if (ret)
 		goto out;
 	st->groups = fs->chunks->count;

@@ -13,6 +13,7 @@
 #include "libfs/key.h"
 
 struct block_cache;
+struct chunk_alloc_hints;
 struct chunk_map;
 struct undo_file;
 struct wlog_writer;
@@ -80,7 +81,11 @@ struct trans_mem_stats {
 	uint64_t peak_dirty_blocks; /* most dirty blocks one transaction held at once */
 	uint64_t written_early;     /* blocks written before their commit */
 	uint64_t adopted_again;     /* ... that the transaction changed again later */
-	uint64_t peak_queued_refs;  /* most extent reference changes queued at once */
+	uint64_t peak_queued_refs;  /* most extent reference changes queued in memory at once */
+	uint64_t refs_limit;        /* queued changes past which they are applied or spilled (last) */
+	uint64_t refs_early_runs;   /* times a queue was applied before its commit ... */
+	uint64_t refs_applied_early;/* ... and the changes it held */
+	uint64_t refs_spilled;      /* changes queued on disk (libfs/recsort.c) */
 };
 
 struct fs_info {
@@ -138,6 +143,9 @@ struct fs_info {
 	/* Bumped when the copies of mapped addresses change (chunk_map_set_stripes):
 	 * blocks a transaction wrote early must be written again to the new set. */
 	uint64_t chunk_map_epoch;
+	/* Set by a conversion around its transaction (libfs/chunk_edit.h): the
+	 * profile and the device space off limits for chunks it allocates. */
+	const struct chunk_alloc_hints *alloc_hints;
 };
 
 void fs_open_options_init(struct fs_open_options *opts);

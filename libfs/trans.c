@@ -1,4 +1,4 @@
-/* Transaction state: roots, dirty blocks, queued extent references. */
+/* Transaction state: start and end, roots, dirty blocks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,24 @@ static int trans_read_chunk_tree_uuid(struct trans *t)
 	return 0;
 }
 
+int trans_check_state(struct fs_info *fs)
+{
+	if (fs->missing_devices)
+		return fs_error(fs, -ENODEV, "cannot write with %u device(s) missing", fs->missing_devices);
+	if (fs->damage_tolerated)
+		return fs_error(fs, -EUCLEAN, "the filesystem was opened despite damage to its chunk or root "
+				"trees (part of it is not mapped): it cannot be written");
+	/* the log's blocks have no extent items: a transaction could reuse them */
+	if (super_log_root(fs->super))
+		return fs_error(fs, -EBUSY, "the filesystem has a log tree to replay: mount it once first (or "
+				"drop it with 'btk-check --clear-log', losing what was fsynced since the last commit)");
+	if ((super_flags(fs->super) & (BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) &&
+	    !fs->fsid_change)
+		return fs_error(fs, -EBUSY, "an fsid change was interrupted: finish it first (btk-tune --fsid "
+				"or --metadata-uuid)");
+	return 0;
+}
+
 int trans_start(struct fs_info *fs, struct trans **out)
 {
 	struct trans *t;
@@ -29,17 +47,8 @@ int trans_start(struct fs_info *fs, struct trans **out)
 	*out = NULL;
 	if (!fs->writable)
 		return fs_error(fs, -EROFS, "the filesystem was opened read-only");
-	if (fs->missing_devices)
-		return fs_error(fs, -ENODEV, "cannot write with %u device(s) missing", fs->missing_devices);
-	if (fs->damage_tolerated)
-		return fs_error(fs, -EUCLEAN, "the filesystem was opened despite damage to its chunk or root "
-				"trees (part of it is not mapped): it cannot be written");
-	if (super_log_root(fs->super))
-		return fs_error(fs, -EBUSY, "the filesystem has a log tree to replay: mount it once first");
-	if ((super_flags(fs->super) & (BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) &&
-	    !fs->fsid_change)
-		return fs_error(fs, -EBUSY, "an fsid change was interrupted: finish it first (btk-tune --fsid "
-				"or --metadata-uuid)");
+	if ((ret = trans_check_state(fs)))
+		return ret;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -48,6 +57,8 @@ int trans_start(struct fs_info *fs, struct trans **out)
 	t->dirty_budget = trans_dirty_budget(fs);
 	memcpy(t->super, fs->super, sizeof(t->super));
 	ret = trans_read_chunk_tree_uuid(t);
+	if (!ret)
+		ret = trans_refs_init(t);
 	if (!ret)
 		ret = alloc_init(t);
 	if (ret) {
@@ -75,7 +86,7 @@ static void trans_free(struct trans *t)
 	trans_writeback_release(t, !t->committed);
 	free(t->dirty);
 	free(t->roots);
-	free(t->refs);
+	trans_refs_release(t);
 	free(t->new_chunks);
 	alloc_release(t);
 	free(t);
@@ -156,36 +167,10 @@ int trans_mark_dirty(struct trans *t, struct tree_block *b)
 		t->dirty_cap = cap;
 	}
 	b->dirty = true;
-	b->refs++;
+	block_hold(t->fs, b);
 	t->dirty[t->ndirty++] = b;
 	if (t->ndirty > t->peak_dirty)
 		t->peak_dirty = t->ndirty;
-	return 0;
-}
-
-int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t root, uint8_t level,
-		    const struct btrfs_key *first_key)
-{
-	struct delayed_ref *r;
-
-	if (t->nrefs == t->refs_cap) {
-		size_t cap = t->refs_cap ? t->refs_cap * 2 : 64;
-		r = realloc(t->refs, cap * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		t->refs = r;
-		t->refs_cap = cap;
-	}
-	r = &t->refs[t->nrefs++];
-	if (t->nrefs > t->peak_refs)
-		t->peak_refs = t->nrefs;
-	memset(r, 0, sizeof(*r));
-	r->op = op;
-	r->bytenr = bytenr;
-	r->root = root;
-	r->level = level;
-	if (first_key)
-		r->first_key = *first_key;
 	return 0;
 }
 
@@ -200,19 +185,6 @@ void trans_forget_dirty(struct trans *t, struct tree_block *b)
 		block_forget(t->fs, b); /* the transaction's reference */
 		return;
 	}
-}
-
-/* Cancel a queued, not yet applied REF_ADD: 1 if one was found. */
-int trans_remove_pending_add(struct trans *t, uint64_t bytenr)
-{
-	for (size_t i = 0; i < t->nrefs; i++) {
-		if (t->refs[i].op != REF_ADD || t->refs[i].bytenr != bytenr)
-			continue;
-		memmove(&t->refs[i], &t->refs[i + 1], (t->nrefs - i - 1) * sizeof(t->refs[0]));
-		t->nrefs--;
-		return 1;
-	}
-	return 0;
 }
 
 uint64_t trans_block_group_tree(struct trans *t)

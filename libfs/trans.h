@@ -9,7 +9,10 @@
  * error or a crash before that point leaves it as it was. A transaction keeps
  * at most a budget of dirty blocks in memory (fs_open_options.trans_dirty_bytes):
  * past it, blocks no path holds are written early to their new places and read
- * back if changed again (libfs/trans_writeback.c).
+ * back if changed again (libfs/trans_writeback.c). The extent-tree changes it
+ * queues are bounded by an eighth of that budget: past it they are applied
+ * before the commit, or, in a transaction whose caller edits extent items
+ * itself, sorted to temporary files until the commit (libfs/trans_refs.c).
  *
  * Blocks that snapshots share are copied the way the kernel copies them
  * (their children's references move to the copy or to the old block, which
@@ -32,6 +35,11 @@ struct trans;
 
 /* Begin a transaction on a filesystem opened writable. */
 int trans_start(struct fs_info *fs, struct trans **out);
+/* Whether the state of the filesystem lets a transaction start (a log tree
+ * to replay, missing devices, damage, an unfinished fsid change refuse it),
+ * whether or not it was opened writable: 0, or -errno with the reason in
+ * fs->errmsg. Tools ask before work that would be wasted (or a dry run). */
+int trans_check_state(struct fs_info *fs);
 /* Make everything durable; the transaction is freed whatever the result. */
 int trans_commit(struct trans *t);
 /* Forget every change; nothing the committed filesystem uses has been

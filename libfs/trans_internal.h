@@ -11,6 +11,7 @@
 #include "libfs/trans.h"
 
 struct ebitmap;
+struct recsort;
 
 /* A tree root as the transaction sees it. */
 struct trans_root {
@@ -43,13 +44,13 @@ struct new_chunk {
 
 enum ref_op { REF_ADD, REF_DROP };
 
-/* A change to the extent tree, queued and applied at commit. */
+/* A change to the extent tree, queued (trans_refs.c) and applied in bytenr
+ * order at commit, or before it when the queue outgrows its limit. */
 struct delayed_ref {
-	enum ref_op op;
 	uint64_t bytenr;
 	uint64_t root;
+	uint8_t op;                 /* enum ref_op */
 	uint8_t level;
-	struct btrfs_key first_key; /* for non-skinny tree block info */
 };
 
 struct trans {
@@ -73,8 +74,28 @@ struct trans {
 	struct trans_root *roots;
 	size_t nroots, roots_cap;
 
+	/* Queued extent-tree changes (trans_refs.c). A REF_ADD counts while its
+	 * bytenr is in pending_adds: a block freed again before its reference
+	 * was applied leaves its entry behind, cancelled. Past refs_limit live
+	 * entries the queue is applied at the start of a tree operation, unless
+	 * refs_keep: the caller edits extent items itself (a repair, a rebuild),
+	 * from what the committed trees say, and the queue waits for the commit,
+	 * spilled to a sorter (refs_spill) past the limit. */
 	struct delayed_ref *refs;
 	size_t nrefs, refs_cap;
+	struct ebitmap *pending_adds;
+	size_t refs_cancelled;      /* cancelled REF_ADD entries among refs (at most) */
+	size_t refs_limit;
+	unsigned refs_busy;         /* applying the queue, or libfs's own extent edits */
+	bool refs_keep;
+	struct recsort *refs_spill;
+	uint64_t refs_spilled;      /* entries in refs_spill */
+	uint64_t refs_early_runs, refs_applied_early, refs_spilled_total;
+	/* Tree blocks whose drop was applied early: their space stays used to the
+	 * allocator until the commit frees it (trans_refs_free_deferred), so it
+	 * never scans the holes they would leave. */
+	struct ebitmap *freed_early;
+	bool refs_early;            /* applying the queue before the commit */
 
 	struct alloc_group **groups;
 	size_t ngroups, groups_cap;
@@ -93,8 +114,38 @@ struct trans {
 /* trans.c */
 struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid);
 int trans_mark_dirty(struct trans *t, struct tree_block *b);
-int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t root, uint8_t level,
-		    const struct btrfs_key *first_key);
+
+/* trans_refs.c */
+int trans_refs_init(struct trans *t);
+void trans_refs_release(struct trans *t);
+int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t root, uint8_t level);
+/* Cancel a queued, not yet applied REF_ADD: 1 if one was found. */
+int trans_remove_pending_add(struct trans *t, uint64_t bytenr);
+/* Live entries queued (spilled ones included). */
+uint64_t trans_refs_queued(const struct trans *t);
+/* The queue so far, cancelled entries left out, in bytenr order (*out NULL
+ * when empty; the caller frees it); the transaction starts a new queue. With
+ * entries spilled, `next` pulls them instead (trans_refs_batch_next). */
+struct refs_batch {
+	struct delayed_ref *v;
+	size_t n, i;
+	struct recsort *spill;
+};
+int trans_refs_take(struct trans *t, struct refs_batch *b);
+/* The next entry of a batch still to apply (a REF_ADD whose block is gone by
+ * now is skipped): 1 with *r, 0 at the end, -errno. */
+int trans_refs_batch_next(struct trans *t, struct refs_batch *b, struct delayed_ref *r);
+void trans_refs_batch_free(struct refs_batch *b);
+/* A caller edits extent items of tree `tree` under key type `type`: from now
+ * on the queue waits for the commit (see refs_keep). */
+void trans_refs_note_edit(struct trans *t, uint64_t tree, uint8_t type);
+/* At the start of a tree operation: apply the queue when it is over its limit. */
+int trans_refs_maybe(struct trans *t);
+/* The extent item of tree block bytenr is gone: free its space now, or at the
+ * commit when the queue is applied early. */
+int trans_refs_free_block(struct trans *t, uint64_t bytenr);
+/* At the commit: free the space of the blocks dropped early. */
+int trans_refs_free_deferred(struct trans *t);
 
 /* alloc.c */
 int alloc_init(struct trans *t);
@@ -116,7 +167,6 @@ int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct 
 
 /* trans.c */
 void trans_forget_dirty(struct trans *t, struct tree_block *b);
-int trans_remove_pending_add(struct trans *t, uint64_t bytenr);
 
 /* chunk_alloc.c */
 /* Every block group that can hold tree blocks of `root` is full: allocate a

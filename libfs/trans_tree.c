@@ -40,7 +40,7 @@ static int new_tree_block(struct trans *t, struct trans_root *root, unsigned lev
 	header_set_nritems(b->data, 0);
 	ret = trans_mark_dirty(t, b);
 	if (!ret)
-		ret = trans_queue_ref(t, REF_ADD, bytenr, root->ptr.objectid, (uint8_t)level, NULL);
+		ret = trans_queue_ref(t, REF_ADD, bytenr, root->ptr.objectid, (uint8_t)level);
 	if (ret) {
 		block_put(t->fs, b);
 		return ret;
@@ -69,9 +69,9 @@ static int free_tree_block(struct trans *t, struct trans_root *root, struct tree
 		if (trans_remove_pending_add(t, bytenr))
 			ret = alloc_free_tree_block(t, bytenr);
 		else
-			ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)level, NULL);
+			ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)level);
 	} else {
-		ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)level, NULL);
+		ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)level);
 	}
 	block_put(t->fs, b);
 	return ret;
@@ -279,7 +279,7 @@ static int split_leaf(struct trans *t, struct trans_root *root, struct tree_path
 	}
 	if (plan.target > 0) {
 		struct tree_block *target = nb[plan.target - 1];
-		target->refs++;
+		block_hold(t->fs, target);
 		block_put(t->fs, path->nodes[0]);
 		path->nodes[0] = target;
 		path->slots[1] = (int)(pslot + plan.target);
@@ -364,8 +364,12 @@ static int search_internal(struct trans *t, uint64_t tree, const struct btrfs_ke
 
 	if (!root)
 		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
-	/* between operations every tree is whole: blocks may go to disk */
-	ret = trans_writeback_maybe(t);
+	/* between operations every tree is whole: the queued references may be
+	 * applied, blocks may go to disk */
+	trans_refs_note_edit(t, tree, key->type);
+	ret = trans_refs_maybe(t);
+	if (!ret)
+		ret = trans_writeback_maybe(t);
 	if (ret)
 		return ret;
 	for (int i = 0; i < SEARCH_MAX_RESTARTS; i++) {
@@ -745,6 +749,9 @@ int trans_restart_tree(struct trans *t, uint64_t objectid)
 		ret = fs_error(t->fs, -EUCLEAN, "root item %llu too small", (unsigned long long)objectid);
 	if (ret)
 		return ret;
+	/* a rebuilt extent tree gets its items from the caller */
+	if (objectid == BTRFS_EXTENT_TREE_OBJECTID)
+		t->refs_keep = true;
 	if ((ret = new_tree_block(t, root, 0, &leaf)))
 		return ret;
 	set_root(root, leaf);
@@ -801,7 +808,7 @@ static int drop_unreached(struct trans *t, struct trans_root *root, struct ebitm
 		    ebitmap_test(freed, k.objectid, nodesize(t)) != 0)
 			continue;
 		root->bytes_delta -= nodesize(t);
-		if ((ret = trans_queue_ref(t, REF_DROP, k.objectid, root->ptr.objectid, level, NULL)) < 0)
+		if ((ret = trans_queue_ref(t, REF_DROP, k.objectid, root->ptr.objectid, level)) < 0)
 			break;
 	}
 	tree_iter_release(&it);
@@ -896,7 +903,7 @@ int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const
 		/* the child is not read: its reference goes, the blocks below it stay
 		 * referenced until a repair of the extent tree finds them unused */
 		root->bytes_delta -= nodesize(t);
-		ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)child_level, NULL);
+		ret = trans_queue_ref(t, REF_DROP, bytenr, root->ptr.objectid, (uint8_t)child_level);
 	}
 	tree_path_release(t->fs, &path);
 	return ret;

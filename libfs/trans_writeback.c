@@ -184,14 +184,21 @@ void trans_writeback_release(struct trans *t, bool aborted)
 	s->adopted_again += t->adopted_again;
 	if (t->peak_refs > s->peak_queued_refs)
 		s->peak_queued_refs = t->peak_refs;
+	s->refs_limit = t->refs_limit;
+	s->refs_early_runs += t->refs_early_runs;
+	s->refs_applied_early += t->refs_applied_early;
+	s->refs_spilled += t->refs_spilled_total;
 	if (!aborted && getenv("BTK_TRANS_STATS"))
 		fs_note(t->fs, FS_NOTE_INFO,
 			"transaction %llu: at most %zu dirty tree blocks in memory (budget %llu bytes), "
 			"%llu written before the commit, %llu of them changed again; at most %zu extent "
-			"reference changes queued (%zu bytes)",
+			"reference changes queued in memory (%zu bytes; limit %zu), %llu applied before the "
+			"commit in %llu runs, %llu through a spilling sorter",
 			(unsigned long long)t->transid, t->peak_dirty, (unsigned long long)t->dirty_budget,
 			(unsigned long long)t->written_early, (unsigned long long)t->adopted_again, t->peak_refs,
-			t->peak_refs * sizeof(struct delayed_ref));
+			t->peak_refs * sizeof(struct delayed_ref), t->refs_limit,
+			(unsigned long long)t->refs_applied_early, (unsigned long long)t->refs_early_runs,
+			(unsigned long long)t->refs_spilled_total);
 	if (!t->written)
 		return;
 	/* an aborted transaction's blocks must not be found in the cache later */

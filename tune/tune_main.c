@@ -271,6 +271,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ret = tune_check_super_changes(fs, &a.o);
+	/* refused before anything is said about what would change */
+	if (!ret && (wants_transaction(&a.o) || a.o.metadata_uuid || a.o.fsid) && (ret = trans_check_state(fs)))
+		msg_error("%s", fs->errmsg);
 	if (!ret && wants_transaction(&a.o))
 		ret = run_transaction(fs, &a.o);
 	if (!ret && a.o.metadata_uuid)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "libfs/chunk_edit.h"
 #include "libfs/ebitmap.h"
 #include "libfs/super.h"
 #include "libfs/trans_internal.h"
@@ -138,4 +139,62 @@ Test(chunk_alloc, metadata_chunk)
 Test(chunk_alloc, system_chunk)
 {
 	new_chunk_for(BTRFS_CHUNK_TREE_OBJECTID, BTRFS_BLOCK_GROUP_SYSTEM);
+}
+
+/* Where a metadata chunk would go now: allocated in a transaction that is
+ * then aborted. */
+static void probe_chunk(struct fs_info *fs, struct stripe_place *place, uint64_t *len, unsigned *n)
+{
+	struct trans *t;
+	const struct chunk *c;
+
+	cr_assert_eq(trans_start(fs, &t), 0);
+	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_FS_TREE_OBJECTID), 0, "%s", fs->errmsg);
+	c = last_chunk(fs);
+	*n = c->num_stripes;
+	for (unsigned s = 0; s < c->num_stripes; s++) {
+		place[s] = (struct stripe_place){ c->stripes[s].devid, c->stripes[s].physical };
+		len[s] = c->length;
+	}
+	trans_abort(t);
+}
+
+/* A conversion's hints (fs->alloc_hints): the new chunk takes the profile
+ * asked for, not the existing groups' one, and stays off the reserved device
+ * ranges (here: exactly where it would have gone without them). */
+Test(chunk_alloc, conversion_hints)
+{
+	struct stripe_place place[4];
+	uint64_t len[4];
+	unsigned n;
+	uint8_t *buf;
+	size_t size;
+	struct fs_info *fs;
+	struct trans *t;
+	const struct chunk *c;
+	struct chunk_alloc_hints hints;
+
+	fixture_image_copy("small", &buf, &size);
+	fs = fixture_open_buffer(buf, size, true);
+	probe_chunk(fs, place, len, &n);
+	cr_assert_eq(n, 2);
+	hints = (struct chunk_alloc_hints){ 0 /* single */, -1, place, len, n };
+	fs->alloc_hints = &hints;
+	cr_assert_eq(trans_start(fs, &t), 0);
+	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_FS_TREE_OBJECTID), 0, "%s", fs->errmsg);
+	c = last_chunk(fs);
+	cr_assert_eq(c->type, BTRFS_BLOCK_GROUP_METADATA, "type %llu", (unsigned long long)c->type);
+	cr_assert_eq(c->num_stripes, 1);
+	for (unsigned s = 0; s < n; s++)
+		cr_assert(c->stripes[0].devid != place[s].devid || c->stripes[0].physical >= place[s].physical + len[s] ||
+			  c->stripes[0].physical + c->length <= place[s].physical,
+			  "the new chunk lies on reserved range %u", s);
+	/* a system chunk keeps the existing profile (-1) */
+	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_CHUNK_TREE_OBJECTID), 0, "%s", fs->errmsg);
+	cr_assert_eq(last_chunk(fs)->type, BTRFS_BLOCK_GROUP_SYSTEM | BTRFS_BLOCK_GROUP_DUP);
+	cr_assert_eq(trans_commit(t), 0, "commit: %s", fs->errmsg);
+	fs->alloc_hints = NULL;
+	fs_close(fs);
+	fixture_btrfs_check_clean(buf, size);
+	munmap(buf, size);
 }

@@ -461,23 +461,23 @@ static size_t grow_churn_shrink(const char *recipe, int target, unsigned churn_o
 
 /* ------------------------------------------------------------ tests */
 
-Test(trans, grow_churn_shrink_4k, .timeout = 600)
+Test(trans, grow_churn_shrink_4k)
 {
 	grow_churn_shrink("deep", 2, 600, 150, 0x4b1d);
 }
 
-Test(trans, grow_churn_shrink_16k, .timeout = 600)
+Test(trans, grow_churn_shrink_16k)
 {
 	grow_churn_shrink("small", 2, 600, 150, 0x16c0de);
 }
 
-Test(trans, grow_churn_shrink_64k, .timeout = 600)
+Test(trans, grow_churn_shrink_64k)
 {
 	/* level 2 would take ~2000 leaves of 64 KiB: more than the image holds */
 	grow_churn_shrink("n64k", 1, 400, 150, 0x64);
 }
 
-Test(trans, grow_churn_shrink_64k_two_levels, .timeout = 900)
+Test(trans, grow_churn_shrink_64k_two_levels)
 {
 	/* ~2000 leaves of 64 KiB: far more than mkfs's metadata chunk, so the
 	 * transactions allocate new chunks (libfs/chunk_alloc.c) on the way */
@@ -528,7 +528,7 @@ Test(trans, abort_writes_nothing)
  * them back to change them again, yet holds no more dirty blocks than the
  * budget and what one operation copies; the result is what the model says,
  * and the reference checker finds it clean. */
-Test(trans, small_dirty_budget, .timeout = 600)
+Test(trans, small_dirty_budget)
 {
 	struct session s = { .m = { .rng = 0xb0d9e7 } };
 	struct trans_mem_stats st;
@@ -566,12 +566,15 @@ Test(trans, small_dirty_budget, .timeout = 600)
 }
 
 /* The same budget, aborted: blocks were written, but only where the old
- * filesystem has free space; it reads as before and checks clean. */
-Test(trans, small_dirty_budget_abort, .timeout = 600)
+ * filesystem has free space; with a limit of 16 queued references, they were
+ * applied to the extent tree before the abort too. It reads as before and
+ * checks clean. */
+Test(trans, small_dirty_budget_abort)
 {
 	struct session s = { .m = { .rng = 0xab0e7 } };
 
 	setenv("BTK_TRANS_DIRTY_BUDGET", "32K", 1);
+	setenv("BTK_TRANS_REFS_MAX", "16", 1);
 	image_load("small", &s.img);
 	begin(&s);
 	load_model(&s);
@@ -583,11 +586,117 @@ Test(trans, small_dirty_budget_abort, .timeout = 600)
 	}
 	trans_abort(s.t);
 	cr_assert_gt(s.fs->trans_stats.written_early, 10);
+	cr_assert_gt(s.fs->trans_stats.refs_early_runs, 0);
 	fs_close(s.fs);
 	verify(&s.img, &s.m, "aborted with blocks written early");
 	btrfs_check_clean(&s.img);
 	model_free(&s.m);
 	image_release(&s.img);
+}
+
+/* ------------------------------------------------ queued extent references */
+
+#define REFS_LIMIT 16
+/* what one tree operation may queue above the limit before the next one applies it */
+#define REFS_SLACK 48
+
+/* One transaction of inserts, resizes, pokes and deletes (deletes free blocks
+ * the transaction made, whose references may be queued or applied already). */
+static void churn_one_transaction(struct session *s, unsigned ops)
+{
+	for (unsigned n = 0; n < ops; n++) {
+		uint64_t r = rnd(&s->m) % 100;
+		size_t i = s->m.n ? (size_t)(rnd(&s->m) % s->m.n) : 0;
+		if (!s->m.n || r < 55)
+			op_insert(s);
+		else if (r < 70)
+			op_resize(s, i);
+		else if (r < 80)
+			op_poke(s, i);
+		else
+			op_delete(s, i);
+	}
+}
+
+/* A no-op edit of the extent item of the uuid tree's root block through the
+ * transaction, as a repair makes: the queue must then wait for the commit. */
+static void edit_extent_item(struct session *s)
+{
+	struct btrfs_key key = { s->fs->uuid_root.bytenr, BTRFS_METADATA_ITEM_KEY, s->fs->uuid_root.level };
+	struct tree_path path;
+	uint8_t *data;
+	uint32_t size;
+
+	tree_path_init(&path);
+	if (trans_item_for_update(s->t, BTRFS_EXTENT_TREE_OBJECTID, &key, &data, &size, &path) == -ENOENT) {
+		key = (struct btrfs_key){ s->fs->uuid_root.bytenr, BTRFS_EXTENT_ITEM_KEY, s->fs->nodesize };
+		cr_assert_eq(trans_item_for_update(s->t, BTRFS_EXTENT_TREE_OBJECTID, &key, &data, &size, &path), 0,
+			     "%s", s->fs->errmsg);
+	}
+	tree_path_release(s->fs, &path);
+}
+
+/* A limit of 16 queued references (BTK_TRANS_REFS_MAX) and a small dirty
+ * budget, one transaction of 1200 operations on a committed tree of a few
+ * hundred items: the result is what the model says (every block with its
+ * extent item, root item sizes) and what the reference checker finds clean.
+ * Returns the transactions' statistics. With `keep`, the caller edits an
+ * extent item first, so the queue must wait for the commit. */
+static struct trans_mem_stats small_refs_limit(bool keep, uint64_t seed)
+{
+	struct session s = { .m = { .rng = seed } };
+	struct trans_mem_stats st;
+	char limit[16];
+
+	snprintf(limit, sizeof(limit), "%d", REFS_LIMIT);
+	setenv("BTK_TRANS_REFS_MAX", limit, 1);
+	setenv("BTK_TRANS_DIRTY_BUDGET", "128K", 1);
+	image_load("small", &s.img);
+	begin(&s);
+	load_model(&s);
+	churn_one_transaction(&s, 300);
+	commit_and_verify(&s, "before");
+	begin(&s);
+	if (keep)
+		edit_extent_item(&s);
+	churn_one_transaction(&s, RUNNING_ON_VALGRIND ? 300u : 1200u);
+	cr_assert_eq(trans_commit(s.t), 0, "%s", s.fs->errmsg);
+	st = s.fs->trans_stats;
+	fs_close(s.fs);
+	verify(&s.img, &s.m, keep ? "limit, queue kept" : "limit");
+	btrfs_check_clean(&s.img);
+	model_free(&s.m);
+	image_release(&s.img);
+	cr_log_info("refs: limit %llu, peak %llu, %llu applied early in %llu runs, %llu spilled",
+		    (unsigned long long)st.refs_limit, (unsigned long long)st.peak_queued_refs,
+		    (unsigned long long)st.refs_applied_early, (unsigned long long)st.refs_early_runs,
+		    (unsigned long long)st.refs_spilled);
+	cr_assert_eq(st.refs_limit, REFS_LIMIT);
+	cr_assert_leq(st.peak_queued_refs, REFS_LIMIT + REFS_SLACK, "%llu references queued at once",
+		      (unsigned long long)st.peak_queued_refs);
+	return st;
+}
+
+/* Past the limit the queue is applied at the next tree operation, many times. */
+Test(trans, small_refs_limit_applied_early)
+{
+	struct trans_mem_stats st = small_refs_limit(false, 0x5eed1);
+
+	cr_assert_gt(st.refs_early_runs, 10, "the queue was applied early %llu times",
+		     (unsigned long long)st.refs_early_runs);
+}
+
+/* A transaction that edits extent items itself never applies its queue
+ * early: past the limit it spills to disk and comes back at the commit. */
+Test(trans, small_refs_limit_kept_for_commit)
+{
+	struct trans_mem_stats st;
+
+	setenv("BTK_RECSORT_RUN_RECORDS", "64", 1); /* runs of 64 entries go to disk */
+	st = small_refs_limit(true, 0x5eed3);
+
+	cr_assert_eq(st.refs_early_runs, 0, "a transaction that edits extent items applied its queue early");
+	cr_assert_gt(st.refs_spilled, 100, "only %llu references spilled", (unsigned long long)st.refs_spilled);
 }
 
 /* A commit that changes only the superblock still writes a new root of the
