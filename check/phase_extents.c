@@ -79,7 +79,8 @@ static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_ke
 }
 
 /* The key rules of the kernel's tree checker for extent items: the bytenr is
- * sector aligned, a skinny metadata item's level (its key offset) below 8. */
+ * sector aligned, a skinny metadata item's level (its key offset) below 8
+ * and the skinny-metadata feature set. */
 static void check_extent_key(struct check_ctx *ctx, const struct btrfs_key *k)
 {
 	if (k->objectid % ctx->fs->sectorsize)
@@ -88,6 +89,9 @@ static void check_extent_key(struct check_ctx *ctx, const struct btrfs_key *k)
 	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
 		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): tree level %" PRIu64
 			       " out of range", k->objectid, k->type, k->offset, k->offset);
+	if (k->type == BTRFS_METADATA_ITEM_KEY && !(ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA))
+		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): skinny metadata "
+			       "item without the skinny-metadata feature", k->objectid, k->type, k->offset);
 }
 
 static int scan_extent_tree(struct extent_scan *s)
@@ -187,7 +191,8 @@ static void compare_block_group_used(struct extent_scan *s)
 /* The free-space tree's view of one block group, as a bitmap of free space:
  * 0, 1 when the tree cannot be read (reported), or -errno. */
 static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, struct ebitmap *free_map,
-			  uint64_t *info_count, uint64_t *extent_items, bool *bitmaps)
+			  uint64_t *info_count, uint64_t *extent_items, bool *bitmaps, uint64_t *bitmap_items,
+			  uint32_t *flags)
 {
 	struct fs_info *fs = ctx->fs;
 	struct btrfs_key min = { bg->start, 0, 0 }, max = { bg->start + bg->length - 1, 255, (uint64_t)-1 }, key;
@@ -199,11 +204,16 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 	*info_count = (uint64_t)-1;
 	*extent_items = 0;
 	*bitmaps = false;
+	*bitmap_items = 0;
+	*flags = 0;
 	tree_iter_init(&it, fs, &fs->free_space_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
-		if (key.type == BTRFS_FREE_SPACE_INFO_KEY && size >= sizeof(struct btrfs_free_space_info)) {
+		/* the kernel looks the group's info up by its exact key */
+		if (key.type == BTRFS_FREE_SPACE_INFO_KEY && key.objectid == bg->start && key.offset == bg->length &&
+		    size >= sizeof(struct btrfs_free_space_info)) {
 			*info_count = free_space_info_extent_count(data);
-			*bitmaps = free_space_info_flags(data) & BTRFS_FREE_SPACE_USING_BITMAPS;
+			*flags = free_space_info_flags(data);
+			*bitmaps = *flags & BTRFS_FREE_SPACE_USING_BITMAPS;
 		} else if (key.type == BTRFS_FREE_SPACE_EXTENT_KEY) {
 			(*extent_items)++;
 			if (key.offset && key.objectid + key.offset <= bg->start + bg->length &&
@@ -211,6 +221,7 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 				break;
 		} else if (key.type == BTRFS_FREE_SPACE_BITMAP_KEY) {
 			uint64_t bits = key.offset / fs->sectorsize;
+			(*bitmap_items)++;
 			for (uint64_t b = 0; b < bits && b / 8 < size; b++)
 				if ((data[b / 8] >> (b % 8)) & 1)
 					if ((ret = ebitmap_set(free_map, key.objectid + b * fs->sectorsize,
@@ -255,7 +266,8 @@ static int compare_free_space_tree(struct extent_scan *s)
 	for (size_t i = 0; i < s->bgs.count && !cli_cancelled(); i++) {
 		const struct block_group *bg = &s->bgs.groups[i];
 		struct ebitmap *fst = ebitmap_create(fs->sectorsize), *want = ebitmap_create(fs->sectorsize);
-		uint64_t starts[48], lens[48], info_count, extent_items, from, fs_s, fs_l, fst_runs = 0;
+		uint64_t starts[48], lens[48], info_count, extent_items, bitmap_items, from, fs_s, fs_l, fst_runs = 0;
+		uint32_t flags;
 		bool bitmaps;
 		int n, ret;
 
@@ -273,7 +285,7 @@ static int compare_free_space_tree(struct extent_scan *s)
 		for (int k = 0; !ret && k < n; k++)
 			ret = ebitmap_clear(want, starts[k], lens[k]);
 		if (!ret)
-			ret = read_fst_group(ctx, bg, fst, &info_count, &extent_items, &bitmaps);
+			ret = read_fst_group(ctx, bg, fst, &info_count, &extent_items, &bitmaps, &bitmap_items, &flags);
 		if (ret == 1) { /* unreadable: reported once, nothing to compare */
 			ebitmap_destroy(fst);
 			ebitmap_destroy(want);
@@ -297,6 +309,11 @@ static int compare_free_space_tree(struct extent_scan *s)
 			else if (info_count == (uint64_t)-1)
 				report_problem(ctx, PR_FREE_SPACE_MISMATCH, "block group %" PRIu64 " has no free-space "
 					       "info item", bg->start);
+			/* the kernel reads the group's items as the flag says they are */
+			else if (flags & ~(uint32_t)BTRFS_FREE_SPACE_USING_BITMAPS || (bitmaps ? extent_items : bitmap_items))
+				report_problem(ctx, PR_FREE_SPACE_MISMATCH, "block group %" PRIu64 ": free-space info flags %#"
+					       PRIx32 ", %" PRIu64 " extent and %" PRIu64 " bitmap items", bg->start, flags,
+					       extent_items, bitmap_items);
 			else if (info_count != (bitmaps ? a : extent_items))
 				report_problem(ctx, PR_FREE_SPACE_INFO_COUNT, "block group %" PRIu64 ": info counts %"
 					       PRIu64 " extents, there are %" PRIu64, bg->start, info_count,

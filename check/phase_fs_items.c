@@ -286,7 +286,8 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 	uint64_t num = file_extent_num_bytes(d), off = file_extent_offset(d);
 	uint8_t comp = file_extent_compression(d);
 
-	if (k->offset % ss || num % ss || num == 0)
+	/* (the kernel's tree checker holds ram_bytes and the offset into the extent to it too) */
+	if (k->offset % ss || num % ss || num == 0 || file_extent_ram_bytes(d) % ss || off % ss)
 		*why = "offset or length not sector aligned";
 	else if (file_extent_type(d) == BTRFS_FILE_EXTENT_PREALLOC && comp != BTRFS_COMPRESS_NONE)
 		*why = "preallocated extent is compressed";

@@ -43,7 +43,7 @@ struct ref_rec {
 	uint32_t count;
 	uint8_t type;           /* 0 or BTRFS_*_REF_KEY */
 	uint8_t flags;          /* REF_NEEDS_CSUM (expected), EXTENT_CSUMMED (type 0) */
-	uint16_t pad;
+	uint16_t pad;           /* type 0 of a tree block: its level + 1 (0: not known) */
 };
 #define REF_NEEDS_CSUM 1u
 #define EXTENT_CSUMMED 2u  /* the csum tree covers the whole extent */
@@ -79,6 +79,7 @@ struct join_state {
 	struct check_ctx *ctx;
 	bool have;                  /* an extent item at bytenr */
 	uint64_t bytenr, len, flags;
+	unsigned level;             /* a tree block's, + 1 (0: not known) */
 	bool covered;               /* the csum tree covers all of it */
 	struct csum_need *need;     /* parts of the extent regular file extents use */
 	size_t nneed, need_cap;
@@ -582,6 +583,10 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block)
 		cur += sizeof(struct btrfs_tree_block_info);
 	hdr = (struct ref_rec){ .bytenr = p->bytenr, .a = p->len, .b = p->flags, .c = p->refs };
+	if (p->tree_block && k->type == BTRFS_METADATA_ITEM_KEY && k->offset < BTRFS_MAX_LEVEL)
+		hdr.pad = (uint16_t)(k->offset + 1);
+	else if (p->tree_block && size >= sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info))
+		hdr.pad = (uint16_t)(tree_block_info_level(d + sizeof(struct btrfs_extent_item)) + 1);
 	if (!p->tree_block && p->csums && (ret = csum_cursor_extent(p->csums, p->bytenr, p->len, &covered)) < 0)
 		return ret;
 	if (covered >= p->len)
@@ -874,6 +879,10 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 	else if (data && e->len != clamp32(j->len))
 		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
 			    PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
+	/* the kernel finds a skinny item by the level in its key */
+	else if (!data && j->level && e->len + 1 != j->level)
+		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
+			    "item says level %u", root, bytenr, e->len, j->level - 1);
 	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
 		int ret = add_need(j, e->need[0], e->need[1]);
 		return ret ? ret : add_need(j, e->need[2], e->need[3]);
@@ -944,6 +953,7 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		j->bytenr = r->bytenr;
 		j->len = r->a;
 		j->flags = r->b;
+		j->level = r->pad;
 		j->covered = r->flags & EXTENT_CSUMMED;
 		return 0;
 	}

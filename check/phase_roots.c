@@ -102,24 +102,50 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 			       inode_nlink(d), inode_generation(d), inode_transid(d), gen);
 }
 
-/* An inode ref of the root tree (the default subvolume's name): its refs
- * fill the item exactly, as the kernel's tree checker wants of any tree. */
+/* An inode ref (or extref) of the root tree (the default subvolume's name):
+ * its refs fill the item exactly, as the kernel's tree checker wants of any
+ * tree. */
 static void check_root_tree_inode_ref(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
 				      uint32_t size)
 {
-	const uint32_t hdr = sizeof(struct btrfs_inode_ref);
+	bool ext = k->type == BTRFS_INODE_EXTREF_KEY;
+	const uint32_t hdr = ext ? sizeof(struct btrfs_inode_extref) : sizeof(struct btrfs_inode_ref);
 	uint32_t off = 0;
 
-	while (size > hdr && off < size && size - off >= hdr && size - off - hdr >= inode_ref_name_len(d + off))
-		off += hdr + inode_ref_name_len(d + off);
+	while (size > hdr && off < size && size - off >= hdr &&
+	       size - off - hdr >= (ext ? inode_extref_name_len(d + off) : inode_ref_name_len(d + off)))
+		off += hdr + (ext ? inode_extref_name_len(d + off) : inode_ref_name_len(d + off));
 	if (size <= hdr || off != size)
-		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode ref (%" PRIu64 " %" PRIu64 "): %u bytes do not "
-			       "hold whole refs", k->objectid, k->offset, size);
+		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %sref (%" PRIu64 " %" PRIu64 "): %u bytes do not "
+			       "hold whole refs", ext ? "ext" : "", k->objectid, k->offset, size);
+}
+
+static int found_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	(void)key, (void)data, (void)size;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* Whether a dir entry of the root tree names a subvolume directory that has
+ * a root item (an unreadable root tree: the tree-block phase's finding). */
+static bool names_subvolume(struct check_ctx *ctx, const uint8_t *e)
+{
+	struct btrfs_key loc, min, max;
+	bool found = false;
+
+	key_from_disk(&loc, dir_item_location_ptr(e));
+	if (loc.type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(loc.objectid) || dir_item_type(e) != BTRFS_FT_DIR)
+		return false;
+	min = (struct btrfs_key){ loc.objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	max = (struct btrfs_key){ loc.objectid, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	return tree_each_item_in(ctx->fs, &ctx->fs->tree_root, &min, &max, found_item, &found) < 0 || found;
 }
 
 /* A dir item of the root tree (the default subvolume's name, "default"):
  * whole entries, names of 1 to 255 bytes without data, and the name's hash
- * in the key, as the kernel's tree checker wants of any tree. */
+ * in the key, as the kernel's tree checker wants of any tree; each names a
+ * subvolume, which the kernel mounts when no other is asked for. */
 static void check_root_tree_dir_item(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
 				     uint32_t size)
 {
@@ -136,6 +162,8 @@ static void check_root_tree_dir_item(struct check_ctx *ctx, const struct btrfs_k
 			why = "name or data length out of range";
 		else if (k->type == BTRFS_DIR_ITEM_KEY && btrfs_name_hash(e + hdr, len) != k->offset)
 			why = "the name does not hash to the key";
+		else if (!names_subvolume(ctx, e))
+			why = "it names no subvolume (the kernel mounts the default subvolume it names)";
 		else
 			off += hdr + len;
 	}
@@ -278,7 +306,7 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 		check_root_item(s, key, data, size);
 	} else if (key->type == BTRFS_INODE_ITEM_KEY) {
 		check_root_tree_inode(s->ctx, key, data, size);
-	} else if (key->type == BTRFS_INODE_REF_KEY) {
+	} else if (key->type == BTRFS_INODE_REF_KEY || key->type == BTRFS_INODE_EXTREF_KEY) {
 		check_root_tree_inode_ref(s->ctx, key, data, size);
 	} else if (key->type == BTRFS_DIR_ITEM_KEY || key->type == BTRFS_DIR_INDEX_KEY) {
 		check_root_tree_dir_item(s->ctx, key, data, size);

@@ -72,6 +72,10 @@ static void check_device_copies(struct check_ctx *ctx, const struct fs_device *d
 
 		if (ret == -ENXIO)
 			continue; /* the device is too small for this copy */
+		/* zoned: the copies live in log zones, not at 64 MiB and 256 GiB
+		 * (mkfs in emulated zoned mode writes the primary only) */
+		if (m > 0 && (ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_ZONED))
+			break;
 		if (ret) {
 			report_problem(ctx, PR_SUPER_COPY_INVALID, "%s: superblock copy %d (at %" PRIu64 "): %s",
 				       dev->path, m, info.offset, info.why);
@@ -149,10 +153,28 @@ static void check_backup_roots(struct check_ctx *ctx)
 	}
 }
 
+/* Superblock fields the kernel refuses to mount with: flags it does not know
+ * (a metadata change in progress among them: btk-tune or btrfstune finishes
+ * it) and a stripesize other than the sectorsize. */
+static void check_super_fields(struct check_ctx *ctx)
+{
+	const uint8_t *sb = ctx->fs->super;
+	const uint64_t known = BTRFS_HEADER_FLAG_WRITTEN | BTRFS_HEADER_FLAG_RELOC | BTRFS_SUPER_FLAG_ERROR |
+			       BTRFS_SUPER_FLAG_SEEDING | BTRFS_SUPER_FLAG_METADUMP | BTRFS_SUPER_FLAG_METADUMP_V2;
+
+	if (super_flags(sb) & ~known)
+		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 " hold %#" PRIx64 ", which the "
+			       "kernel does not mount with", super_flags(sb), super_flags(sb) & ~known);
+	if (super_stripesize(sb) != super_sectorsize(sb))
+		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock stripesize %u, not the sectorsize %u",
+			       super_stripesize(sb), super_sectorsize(sb));
+}
+
 int check_superblocks(struct check_ctx *ctx)
 {
 	struct fs_info *fs = ctx->fs;
 
+	check_super_fields(ctx);
 	check_backup_roots(ctx);
 	if (fs->tree_root_backup >= 0)
 		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: the superblock's root %" PRIu64 " (generation %"

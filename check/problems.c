@@ -174,6 +174,8 @@ static const struct problem_def table[] = {
 	{ PR_EXTENT_GENERATION, "extent-generation", SEV_ERROR, FIX_NONE,
 	  "a subvolume's root block has an extent item of another generation (the reference calls the root item "
 	  "outdated)" },
+	{ PR_SUPER_FIELD_BAD, "super-field-bad", SEV_ERROR, FIX_NONE,
+	  "the superblock has flags or a stripesize the kernel does not mount with" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

@@ -191,10 +191,12 @@ def test_root_dir_self_ref(tmp_path, tree, field, value):
     expect_found(devs, "item-malformed")
 
 
-def test_root_tree_inode_ref_layout(tmp_path):
+@pytest.mark.parametrize("field,value", [("name_len", "0"), ("key.type", "+1")], ids=["name-len-0", "as-extref"])
+def test_root_tree_inode_ref_layout(tmp_path, field, value):
     """The root tree's inode ref (the default subvolume's name) with name_len 0 leaves bytes
-    that hold no whole ref: the kernel's tree checker refuses the root tree's leaf."""
-    devs = damaged(tmp_path, ("-t", "1", "-k", "5,INODE_REF,6", "-f", "name_len", "-v", "0"))
+    that hold no whole ref; keyed as an extref (a field sweep), its bytes hold no whole extref:
+    the kernel's tree checker refuses the root tree's leaf (btk looked at refs only)."""
+    devs = damaged(tmp_path, ("-t", "1", "-k", "5,INODE_REF,6", "-f", field, "-v", value))
     expect_found(devs, "item-malformed")
 
 
@@ -673,12 +675,15 @@ def test_data_reloc_root_dirid(tmp_path):
     expect_found(devs, "root-item-bad")
 
 
-def test_root_tree_dir_item_name_hash(tmp_path):
+@pytest.mark.parametrize("field,value", [("name", "^08"), ("location.objectid", "+1"), ("type", "0")],
+                         ids=["name-hash", "no-such-subvolume", "file-type"])
+def test_root_tree_default_dir_item(tmp_path, field, value):
     """The root tree's "default" dir item renamed under its old key (seed 41125): the kernel's
-    tree checker refuses the root tree's leaf and mounts nothing; btk said clean."""
+    tree checker refuses the root tree's leaf. Naming no subvolume directory (a field sweep):
+    the kernel finds no default subvolume to mount. It mounts nothing; btk said clean."""
     needs(SIMPLE)
     key = first_item(built(SIMPLE).devices, "root", "DIR_ITEM")
-    devs = damaged(tmp_path, ("-t", "1", "-k", key_arg(key), "-f", "name", "-v", "^08"))
+    devs = damaged(tmp_path, ("-t", "1", "-k", key_arg(key), "-f", field, "-v", value))
     expect_found(devs, "item-malformed")
 
 
@@ -687,3 +692,52 @@ def test_node_pointer_generation_zero(tmp_path):
     `btrfs check` says wrong generation of child; btk skipped the check too and said clean."""
     devs = damaged(tmp_path, ("-b", str(tree5_block(leaf=False)), "-f", "ptr0.generation", "-v", "0"))
     expect_found(devs, "item-malformed")
+
+
+@pytest.mark.parametrize("field,value", [("flags", "-1"), ("flags", "^0x1"), ("key.objectid", "+1")],
+                         ids=["unknown-flags", "bitmaps-flag", "key-off-by-one"])
+def test_free_space_info_item(tmp_path, field, value):
+    """A free-space info item's flags all set (seed 41796), or its bitmaps flag flipped over
+    extent items: the kernel reads the group's items as the flag says (bitmaps as extents or
+    the reverse). Keyed one byte into its group (seed 42455): the kernel finds no info for the
+    group. `btrfs check` complains; btk said clean. The free-space tree is rebuilt."""
+    needs(SIMPLE)
+    src = built(SIMPLE).devices
+    # (mkfs leaves info items of its temporary block groups, which no longer exist)
+    groups = {it["key"][0] for it in dumptree.dump_tree(src, "-t", "extent").items if it["type"] == "BLOCK_GROUP_ITEM"}
+    key = next(it["key"] for it in dumptree.dump_tree(src, "-t", "free-space").items
+               if it["type"] == "FREE_SPACE_INFO" and it["key"][0] in groups)
+    devs = damaged(tmp_path, ("-t", "free-space", "-k", key_arg(key), "-f", field, "-v", value))
+    expect_found(devs, "free-space-mismatch")
+    expect_repaired_clean(devs)
+
+
+@pytest.mark.parametrize("field,value,want", [("flags", "^0x100", "super-field-bad"),
+                                              ("stripesize", "0", "super-field-bad"),
+                                              ("incompat_flags", "^0x100", "item-malformed")],
+                         ids=["unknown-flag", "stripesize-0", "skinny-feature-off"])
+def test_superblock_fields_the_kernel_refuses(tmp_path, field, value, want):
+    """Superblock damage in every copy after which the kernel mounts nothing (a sweep of the
+    superblock's fields): a flag it does not know, a stripesize other than the sectorsize, the
+    skinny-metadata feature cleared under skinny extent items. btk said clean to each."""
+    devs = damaged(tmp_path, ("-S", "-f", field, "-v", value))
+    expect_found(devs, want)
+
+
+def test_skinny_metadata_item_level(tmp_path):
+    """A skinny metadata item keyed one level above its block (a field sweep): the kernel finds
+    the item by block level and then no references, `btrfs check` complains; btk said clean."""
+    needs(SIMPLE)
+    key = first_item(built(SIMPLE).devices, "extent", "METADATA_ITEM")
+    devs = damaged(tmp_path, ("-t", "extent", "-k", key_arg(key), "-f", "key.offset", "-v", "+1"))
+    expect_found(devs, "extent-type")
+
+
+def test_file_extent_ram_bytes_unaligned(tmp_path):
+    """A regular file extent whose ram_bytes is not sector aligned (seed 43816): the kernel's
+    tree checker refuses the leaf (reading the file fails); btk checked the other lengths."""
+    needs(SIMPLE)
+    key = next(it["key"] for it in dumptree.dump_tree(built(SIMPLE).devices, "-t", "5").items
+               if it["type"] == "EXTENT_DATA" and it["fields"].get("type") == 1)
+    devs = damaged(tmp_path, ("-t", "5", "-k", key_arg(key), "-f", "ram_bytes", "-v", "+183"))
+    expect_found(devs, "file-extent-bad")
