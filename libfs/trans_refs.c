@@ -158,7 +158,11 @@ int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t r
 	if (op == REF_ADD && (ret = ebitmap_set(t->pending_adds, bytenr, t->fs->nodesize)))
 		return ret;
 	r = &t->refs[t->nrefs++];
-	*r = (struct delayed_ref){ .bytenr = bytenr, .root = root, .op = (uint8_t)op, .level = level };
+	memset(r, 0, sizeof(*r));   /* the padding too: spilled records are written out whole */
+	r->bytenr = bytenr;
+	r->root = root;
+	r->op = (uint8_t)op;
+	r->level = level;
 	if (t->nrefs > t->peak_refs)
 		t->peak_refs = t->nrefs;
 	/* past the limit the queue waits for the commit on disk; otherwise it is

@@ -682,7 +682,8 @@ Test(trans, small_refs_limit_applied_early)
 {
 	struct trans_mem_stats st = small_refs_limit(false, 0x5eed1);
 
-	cr_assert_gt(st.refs_early_runs, 10, "the queue was applied early %llu times",
+	/* 300 operations under valgrind, 1200 otherwise */
+	cr_assert_gt(st.refs_early_runs, RUNNING_ON_VALGRIND ? 3u : 10u, "the queue was applied early %llu times",
 		     (unsigned long long)st.refs_early_runs);
 }
 
