@@ -44,62 +44,52 @@ static bool stale_primary_mountable(struct check_ctx *ctx, const uint8_t *sb)
 	return true;
 }
 
-/* A seed device's copies are those of the seed filesystem: they are held to
- * the newest valid one among them, not to the sprout's generation. */
-static uint64_t seed_generation(const struct fs_device *dev)
-{
-	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
-	uint64_t gen = 0;
-
-	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
-		struct super_copy info;
-
-		if (super_read_copy(dev->io, m, sb, &info) == 0 && info.generation > gen)
-			gen = info.generation;
-	}
-	return gen;
-}
-
 static void check_device_copies(struct check_ctx *ctx, const struct fs_device *dev)
 {
-	uint64_t expect_gen = dev->seed ? seed_generation(dev) : ctx->fs->generation;
-	uint8_t first[BTRFS_SUPER_INFO_SIZE], sb[BTRFS_SUPER_INFO_SIZE];
-	bool have_first = false;
+	uint8_t sb[BTRFS_SUPER_MIRROR_MAX][BTRFS_SUPER_INFO_SIZE];
+	struct super_copy info[BTRFS_SUPER_MIRROR_MAX];
+	int ret[BTRFS_SUPER_MIRROR_MAX], ncopies = BTRFS_SUPER_MIRROR_MAX, first = -1;
+	uint64_t expect_gen = ctx->fs->generation;
 
-	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
-		struct super_copy info;
-		int ret = super_read_copy(dev->io, m, sb, &info);
-
-		if (ret == -ENXIO)
+	/* zoned: the copies live in log zones, not at 64 MiB and 256 GiB (mkfs
+	 * in emulated zoned mode writes the primary only) */
+	if (ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_ZONED)
+		ncopies = 1;
+	for (int m = 0; m < ncopies; m++)
+		ret[m] = super_read_copy(dev->io, m, sb[m], &info[m]);
+	/* a seed device's copies are the seed filesystem's: held to the newest
+	 * valid one among them, not to the sprout's generation */
+	if (dev->seed) {
+		expect_gen = 0;
+		for (int m = 0; m < ncopies; m++)
+			if (ret[m] == 0 && info[m].generation > expect_gen)
+				expect_gen = info[m].generation;
+	}
+	for (int m = 0; m < ncopies; m++) {
+		if (ret[m] == -ENXIO)
 			continue; /* the device is too small for this copy */
-		/* zoned: the copies live in log zones, not at 64 MiB and 256 GiB
-		 * (mkfs in emulated zoned mode writes the primary only) */
-		if (m > 0 && (ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_ZONED))
-			break;
-		if (ret) {
+		if (ret[m]) {
 			report_problem(ctx, PR_SUPER_COPY_INVALID, "%s: superblock copy %d (at %" PRIu64 "): %s",
-				       dev->path, m, info.offset, info.why);
+				       dev->path, m, info[m].offset, info[m].why);
 			continue;
 		}
-		if (info.generation < expect_gen && m == 0 && !stale_primary_mountable(ctx, sb)) {
+		if (info[m].generation < expect_gen && m == 0 && !stale_primary_mountable(ctx, sb[m])) {
 			report_problem(ctx, PR_SUPER_COPY_INVALID, "%s: superblock copy 0 (the one the kernel reads) has "
 				       "generation %" PRIu64 " but its root tree %" PRIu64 " is not a block of that "
-				       "generation", dev->path, info.generation, super_root(sb));
+				       "generation", dev->path, info[m].generation, super_root(sb[m]));
 			continue;
 		}
-		if (info.generation < expect_gen) {
+		if (info[m].generation < expect_gen) {
 			report_problem(ctx, PR_SUPER_COPY_STALE,
 				       "%s: superblock copy %d has generation %" PRIu64 ", expected %" PRIu64,
-				       dev->path, m, info.generation, expect_gen);
+				       dev->path, m, info[m].generation, expect_gen);
 			continue;
 		}
-		if (!have_first) {
-			memcpy(first, sb, sizeof(sb));
-			have_first = true;
-		} else if (!super_copies_equal(first, sb)) {
+		if (first < 0)
+			first = m;
+		else if (!super_copies_equal(sb[first], sb[m]))
 			report_problem(ctx, PR_SUPER_COPY_DIFFERS,
 				       "%s: superblock copy %d differs from the first valid copy", dev->path, m);
-		}
 	}
 }
 

@@ -143,15 +143,6 @@ void block_cache_get_stats(struct fs_info *fs, struct block_cache_stats *out)
 	out->bytes = fs->cache->bytes;
 }
 
-/* Blocks taken out of the cache by block_forget live until their last put. */
-static bool block_is_hashed(struct block_cache *c, const struct tree_block *b)
-{
-	for (struct tree_block *x = c->buckets[hash_bytenr(c, b->bytenr)]; x; x = x->hash_next)
-		if (x == b)
-			return true;
-	return false;
-}
-
 void block_hold(struct fs_info *fs, struct tree_block *b)
 {
 	(void)fs;
@@ -446,7 +437,7 @@ void block_forget(struct fs_info *fs, struct tree_block *b)
 
 	if (!b)
 		return;
-	if (b->cached && block_is_hashed(c, b)) {
+	if (b->cached) {
 		cache_unhash(c, b);
 		if (b->refs == 0)
 			lru_unlink(b);
