@@ -216,6 +216,10 @@ int main(int argc, char **argv)
 		msg_error("%s", msg);
 		return FSCK_EXIT_ERROR;
 	}
+	if (a.repair.enabled && (ret = repair_preflight(ctx.fs, &a.repair))) {
+		fs_close(ctx.fs);
+		return ret;
+	}
 	ctx.opts = &a.opts;
 	ctx.infer_full_backref = a.repair.rebuild_extent;
 	ctx.json_problems = json_object_new_array();

@@ -15,6 +15,7 @@
 #include "check/repair_notes.h"
 #include "common/messages.h"
 #include "libfs/ebitmap.h"
+#include "libfs/features.h"
 #include "libfs/names.h"
 #include "libfs/volumes.h"
 
@@ -310,6 +311,18 @@ static bool ask(const char *question, uint64_t problems)
 	if (!fgets(line, sizeof(line), stdin))
 		return false;
 	return line[0] == 'y' || line[0] == 'Y';
+}
+
+int repair_preflight(const struct fs_info *fs, const struct repair_options *o)
+{
+	char why[400];
+
+	if (features_check_write(fs->incompat, fs->compat_ro, why, sizeof(why))) {
+		msg_error("cannot repair: %s", why);
+		return FSCK_EXIT_ERROR;
+	}
+	(void)o;
+	return 0;
 }
 
 /* ./btk-check-FSID-GENERATION.undo, or with -1, -2, ... when that exists. */

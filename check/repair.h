@@ -77,6 +77,11 @@ bool repair_lost_covers(const struct check_ctx *ctx);
  * NULL: none): what a class that created or deleted extent items needs. */
 int repair_block_groups_used(struct repair_ctx *r, const int64_t *adjust);
 
+/* Before any check work: whether a repair may write this filesystem at all
+ * (the feature gate) and where its undo file goes. 0, or the exit status
+ * after the reason was printed. */
+int repair_preflight(const struct fs_info *fs, const struct repair_options *o);
+
 /* Repair what ctx found on the filesystem of paths (opened again writable
  * with fo's settings), then check again with hooks->detect on a fresh
  * read-only open, which replaces ctx->fs. Returns the fsck exit status. */
