@@ -47,6 +47,11 @@ def set_bits(devs, field: str, bits: int):
     corrupt(devs, "-S", "-f", field, "-v", f"^{bits:#x}")
 
 
+def mkfs_sparse(img: Path, size: str, *opts) -> subprocess.CompletedProcess:
+    subprocess.run(["truncate", "-s", size, str(img)], check=True)
+    return subprocess.run(["mkfs.btrfs", "-q", "-f", *opts, str(img)], capture_output=True, text=True)
+
+
 def copy_of(name: str, tmp_path: Path) -> list[Path]:
     require_btk("btk-check")
     return built(name).copy_to(tmp_path / "devs")
@@ -141,8 +146,7 @@ def test_zoned_is_read_and_never_written(tmp_path):
     require_reference_tools()
     require_btk("btk-tune")
     img = tmp_path / "zoned.img"
-    subprocess.run(["truncate", "-s", "4G", str(img)], check=True)
-    p = subprocess.run(["mkfs.btrfs", "-q", "-f", "-O", "zoned", str(img)], capture_output=True, text=True)
+    p = mkfs_sparse(img, "4G", "-O", "zoned")
     if p.returncode != 0:
         pytest.skip(f"mkfs.btrfs -O zoned: {p.stderr}")
     before = sha1([img])
@@ -262,8 +266,7 @@ def test_copy_2_of_a_large_sparse_image(tmp_path):
     require_reference_tools()
     require_btk("btk-check")
     img = tmp_path / "big.img"
-    subprocess.run(["truncate", "-s", "260G", str(img)], check=True)
-    p = subprocess.run(["mkfs.btrfs", "-q", "-f", "-K", str(img)], capture_output=True, text=True)
+    p = mkfs_sparse(img, "260G", "-K")
     assert p.returncode == 0, p.stderr
     gens = copy_generations(img)
     assert set(gens) == {0, 1, 2} and gens[2] == gens[0], gens
