@@ -142,6 +142,21 @@ def test_read_only_formats_are_read_and_never_written(bit, name, tmp_path):
     assert sha1(devs) == before
 
 
+def test_image_of_a_read_only_format_restores_only_as_it_was(tmp_path):
+    """btk-image dumps a remap-tree filesystem (read), restores it byte for byte (original layout)
+    but refuses the single layout, which rewrites the chunk and dev trees, before any output exists."""
+    devs = copy_of(BASE, tmp_path)
+    set_bits(devs, "incompat_flags", 1 << 17)
+    img, out = tmp_path / "fs.btki", tmp_path / "out.img"
+    p = run_btk("btk-image", "dump", str(devs[0]), str(img))
+    assert p.returncode == 0 and "remap-tree" in p.stderr, p.stderr
+    p = run_btk("btk-image", "restore", "--layout", "single", str(img), str(out))
+    assert p.returncode != 0 and "remap-tree" in p.stderr and "does not write" in p.stderr, p.stderr
+    assert not out.exists()
+    p = run_btk("btk-image", "restore", str(img), str(out))
+    assert p.returncode == 0, p.stderr
+
+
 def test_zoned_is_read_and_never_written(tmp_path):
     require_reference_tools()
     require_btk("btk-tune")
