@@ -43,7 +43,7 @@ static const struct argp_option check_options[] = {
 	  "With --repair: say what would be written; open the devices read-only and write nothing", 1 },
 	{ "undo-file", OPT_UNDO_FILE, "FILE", 0,
 	  "Save the old contents of everything the repair overwrites in FILE (must not exist), for "
-	  "btk-undo (default: btk-check-FSID-GENERATION.undo in the current directory)", 1 },
+	  "btk-undo (default: btk-check-FSID-GENERATION.undo in $BTK_UNDO_DIR or /var/lib/btk/undo)", 1 },
 	{ "no-undo", OPT_NO_UNDO, NULL, 0, "Write no undo file", 1 },
 	{ "rebuild-free-space-tree", OPT_REBUILD_FST, NULL, 0,
 	  "Rebuild the free-space tree from the extent tree even if it looks right (implies --repair)", 1 },
@@ -215,6 +215,10 @@ int main(int argc, char **argv)
 	if (ret) {
 		msg_error("%s", msg);
 		return FSCK_EXIT_ERROR;
+	}
+	if (a.repair.enabled && (ret = repair_preflight(ctx.fs, &a.repair))) {
+		fs_close(ctx.fs);
+		return ret;
 	}
 	ctx.opts = &a.opts;
 	ctx.infer_full_backref = a.repair.rebuild_extent;

@@ -66,8 +66,15 @@ static void check_device_copies(struct check_ctx *ctx, const struct fs_device *d
 				expect_gen = info[m].generation;
 	}
 	for (int m = 0; m < ncopies; m++) {
-		if (ret[m] == -ENXIO)
+		if (ret[m] == -ENXIO || !super_copy_kept(dev->total_bytes, m))
 			continue; /* the device is too small for this copy */
+		if (ret[m] && m > 0) {
+			/* the kernel reads the primary only and rewrites every copy at
+			 * its next commit (btrfs-image -r writes no other) */
+			report_problem(ctx, PR_SUPER_COPY_MISSING, "%s: superblock copy %d (at %" PRIu64 "): %s",
+				       dev->path, m, info[m].offset, info[m].why);
+			continue;
+		}
 		if (ret[m]) {
 			report_problem(ctx, PR_SUPER_COPY_INVALID, "%s: superblock copy %d (at %" PRIu64 "): %s",
 				       dev->path, m, info[m].offset, info[m].why);

@@ -176,6 +176,8 @@ static const struct problem_def table[] = {
 	  "outdated)" },
 	{ PR_SUPER_FIELD_BAD, "super-field-bad", SEV_ERROR, FIX_NONE,
 	  "the superblock has flags or a stripesize the kernel does not mount with" },
+	{ PR_SUPER_COPY_MISSING, "super-copy-missing", SEV_WARNING, FIX_FROM_MIRROR,
+	  "a secondary superblock copy is missing or invalid (the kernel rewrites it at its next commit)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

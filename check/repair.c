@@ -14,7 +14,9 @@
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include "common/messages.h"
+#include "common/undo_path.h"
 #include "libfs/ebitmap.h"
+#include "libfs/features.h"
 #include "libfs/names.h"
 #include "libfs/volumes.h"
 
@@ -42,7 +44,7 @@ static bool extent_forced(const struct repair_options *o) { return o->rebuild_ex
  * transaction after them reads good blocks wherever it reads. */
 static const struct repair_class classes[] = {
 	{ "superblock-copies", "Rewrite bad or stale superblock copies from the good copy of their device",
-	  { PR_SUPER_COPY_INVALID, PR_SUPER_COPY_STALE, PR_SUPER_COPY_DIFFERS }, false, NULL,
+	  { PR_SUPER_COPY_INVALID, PR_SUPER_COPY_STALE, PR_SUPER_COPY_DIFFERS, PR_SUPER_COPY_MISSING }, false, NULL,
 	  repair_super_copies, { 0 } },
 	{ "tree-block-copies", "Rewrite bad copies of tree blocks from a good copy",
 	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 } },
@@ -312,22 +314,20 @@ static bool ask(const char *question, uint64_t problems)
 	return line[0] == 'y' || line[0] == 'Y';
 }
 
-/* ./btk-check-FSID-GENERATION.undo, or with -1, -2, ... when that exists. */
-static int default_undo_path(const struct fs_info *fs, char *out, size_t len)
+int repair_preflight(const struct fs_info *fs, struct repair_options *o)
 {
-	char uuid[37];
-	struct stat st;
+	char why[400];
 
-	uuid_to_str(fs->fsid, uuid);
-	for (unsigned n = 0; n < 1000; n++) {
-		if (n)
-			snprintf(out, len, "btk-check-%s-%" PRIu64 "-%u.undo", uuid, fs->generation, n);
-		else
-			snprintf(out, len, "btk-check-%s-%" PRIu64 ".undo", uuid, fs->generation);
-		if (lstat(out, &st) != 0)
-			return 0;
+	if (features_check_write(fs->incompat, fs->compat_ro, why, sizeof(why))) {
+		msg_error("cannot repair: %s", why);
+		return FSCK_EXIT_ERROR;
 	}
-	return -EEXIST;
+	if (o->dry_run || o->no_undo || o->undo_path)
+		return 0;
+	if (undo_default_path("btk-check", fs->fsid, fs->generation, o->default_undo, sizeof(o->default_undo)))
+		return FSCK_EXIT_ERROR;
+	o->undo_path = o->default_undo;
+	return 0;
 }
 
 void check_ctx_reset(struct check_ctx *ctx)
@@ -486,7 +486,6 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 {
 	struct repair_ctx r = { .found = ctx, .opts = o };
 	bool run[NCLASSES], failed = false, fixed[PR__COUNT] = { false };
-	char undo_buf[256];
 	const char *undo_path = NULL;
 	uint64_t changes = 0;
 	const char *parity_meta = parity_only_metadata(ctx->fs);
@@ -499,13 +498,10 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 		return ctx->errors ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_CLEAN;
 	}
 	if (!o->dry_run && !o->no_undo) {
-		undo_path = o->undo_path;
+		undo_path = o->undo_path; /* repair_preflight chose the default */
 		if (!undo_path) {
-			if (default_undo_path(ctx->fs, undo_buf, sizeof(undo_buf))) {
-				msg_error("no free undo file name in the current directory: give --undo-file");
-				return FSCK_EXIT_ERROR;
-			}
-			undo_path = undo_buf;
+			msg_error("no undo file chosen (repair_preflight did not run)");
+			return FSCK_EXIT_ERROR;
 		}
 	}
 	fs_close(ctx->fs);

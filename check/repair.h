@@ -22,12 +22,13 @@ struct repair_options {
 	bool yes;              /* --yes: no questions */
 	bool dry_run;          /* --dry-run: say what would be written, write nothing */
 	bool no_undo;          /* --no-undo */
-	const char *undo_path; /* --undo-file; NULL: the default name (repair_default_undo_path) */
+	const char *undo_path; /* --undo-file; NULL: the default (repair_preflight sets it) */
 	bool rebuild_fst;      /* --rebuild-free-space-tree */
 	bool rebuild_uuid;     /* --rebuild-uuid-tree */
 	bool clear_log;        /* --clear-log */
 	bool rebuild_csum;     /* --rebuild-csum-tree */
 	bool rebuild_extent;   /* --rebuild-extent-tree */
+	char default_undo[4096]; /* the default undo path (common/undo_path.h) */
 };
 
 /* What main.c lends the repair: running every phase, printing a run's summary. */
@@ -76,6 +77,11 @@ bool repair_lost_covers(const struct check_ctx *ctx);
  * plus adjust[i] bytes for the i-th block group (fs_read_block_groups order;
  * NULL: none): what a class that created or deleted extent items needs. */
 int repair_block_groups_used(struct repair_ctx *r, const int64_t *adjust);
+
+/* Before any check work: whether a repair may write this filesystem at all
+ * (the feature gate) and where its undo file goes. 0, or the exit status
+ * after the reason was printed. */
+int repair_preflight(const struct fs_info *fs, struct repair_options *o);
 
 /* Repair what ctx found on the filesystem of paths (opened again writable
  * with fo's settings), then check again with hooks->detect on a fresh

@@ -44,7 +44,8 @@ static int fix_device_supers(struct repair_ctx *r, struct fs_device *dev)
 		uint64_t off = btrfs_super_offset(m);
 		int rc = super_read_copy(dev->io, m, have, &info);
 
-		if (rc == -ENXIO || off + BTRFS_SUPER_INFO_SIZE > io_size(dev->io))
+		if (rc == -ENXIO || off + BTRFS_SUPER_INFO_SIZE > io_size(dev->io) ||
+		    !super_copy_kept(dev->total_bytes, m))
 			continue; /* the device is too small for this copy */
 		memcpy(want, good, sizeof(want));
 		super_set_bytenr(want, off);

@@ -24,6 +24,7 @@
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
 #include "libfs/fdio.h"
+#include "libfs/features.h"
 #include "libfs/super.h"
 
 #define RESTORE_MARK_MAGIC "_BTKRST_"
@@ -299,6 +300,20 @@ static bool image_is_sprouted(const struct restore_ctx *r)
 	return false;
 }
 
+/* The feature gate (libfs/features.h): an image of a format btk does not know
+ * is not restored; the single layout rewrites the chunk and dev trees, so it
+ * also needs every feature to be one btk writes. */
+static int restore_check_features(struct restore_ctx *r)
+{
+	uint64_t incompat = super_incompat_flags(r->super), compat_ro = super_compat_ro_flags(r->super);
+	char why[400];
+
+	if (features_check_read(incompat, why, sizeof(why)) ||
+	    (r->layout == LAYOUT_SINGLE && features_check_write(incompat, compat_ro, why, sizeof(why))))
+		return rs_error(r, "%s", why);
+	return 0;
+}
+
 static int open_outputs(struct restore_ctx *r)
 {
 	struct fs_info *fs = r->fs;
@@ -306,6 +321,8 @@ static int open_outputs(struct restore_ctx *r)
 
 	if (r->layout == LAYOUT_AUTO)
 		r->layout = (r->nouts == 1 && r->ndevs > 1) ? LAYOUT_SINGLE : LAYOUT_ORIGINAL;
+	if ((ret = restore_check_features(r)))
+		return ret;
 	if (r->layout == LAYOUT_SINGLE) {
 		if (r->nouts != 1)
 			return rs_error(r, "--layout single restores onto one output, %u given", r->nouts);

@@ -4,6 +4,7 @@
 #include "inspect/item_json.h"
 #include "inspect/super_json.h"
 #include "libfs/csum.h"
+#include "libfs/features.h"
 #include "libfs/format.h"
 #include "libfs/key.h"
 #include "libfs/names.h"
@@ -112,6 +113,18 @@ static struct json_object *sys_chunks_json(const uint8_t *sb)
 	return arr;
 }
 
+/* The names of the set feature bits, as dump-super -f prints them. */
+static struct json_object *feature_names_json(enum feature_set set, uint64_t flags)
+{
+	struct json_object *a = json_object_new_array();
+	const char *name;
+	char buf[40];
+
+	for (unsigned i = 0; (name = features_dump_name(set, flags, i, buf, sizeof(buf))); i++)
+		json_object_array_add(a, json_object_new_string(name));
+	return a;
+}
+
 struct json_object *super_to_json(const uint8_t *sb)
 {
 	struct json_object *o = json_object_new_object(), *backups;
@@ -141,6 +154,11 @@ struct json_object *super_to_json(const uint8_t *sb)
 	U64(o, "compat_flags", super_compat_flags(sb));
 	U64(o, "compat_ro_flags", super_compat_ro_flags(sb));
 	U64(o, "incompat_flags", super_incompat_flags(sb));
+	json_object_object_add(o, "compat_flags_names", feature_names_json(FEATURE_COMPAT, super_compat_flags(sb)));
+	json_object_object_add(o, "compat_ro_flags_names",
+			       feature_names_json(FEATURE_COMPAT_RO, super_compat_ro_flags(sb)));
+	json_object_object_add(o, "incompat_flags_names",
+			       feature_names_json(FEATURE_INCOMPAT, super_incompat_flags(sb)));
 	U64(o, "csum_type", super_csum_type(sb));
 	json_object_object_add(o, "csum_type_name",
 			       json_object_new_string(csum_name(super_csum_type(sb)) ?: "unknown"));

@@ -143,6 +143,7 @@ static inline uint64_t btrfs_super_offset(int mirror)
 #define BTRFS_FEATURE_INCOMPAT_EXTENT_TREE_V2 (1ULL << 13)
 #define BTRFS_FEATURE_INCOMPAT_RAID_STRIPE_TREE (1ULL << 14)
 #define BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA (1ULL << 16)
+#define BTRFS_FEATURE_INCOMPAT_REMAP_TREE (1ULL << 17)
 
 /* ---- superblock and tree-block header flags ---- */
 #define BTRFS_HEADER_FLAG_WRITTEN (1ULL << 0)

@@ -8,6 +8,7 @@
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/devscan.h"
+#include "libfs/features.h"
 #include "libfs/mounted.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
@@ -235,6 +236,33 @@ static bool newer_member_super(const struct fs_info *fs, const uint8_t *sb, cons
 	       memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) == 0;
 }
 
+/* The feature gate (libfs/features.h) on a member's superblock, before any
+ * byte is written or an undo file made: unknown incompat bits open nothing, a
+ * writable open refuses what btk must not write; a reader is told (once) what
+ * it reads without fully understanding. */
+static int fs_gate_features(struct fs_info *fs, const uint8_t *sb, const char *path, bool first)
+{
+	uint64_t incompat = super_incompat_flags(sb), compat_ro = super_compat_ro_flags(sb);
+	uint64_t partly = features_partly_read(FEATURE_INCOMPAT, incompat);
+	uint64_t unk_ro = features_unknown(FEATURE_COMPAT_RO, compat_ro);
+	char why[400], names[256];
+	int ret;
+
+	ret = fs->writable ? features_check_write(incompat, compat_ro, why, sizeof(why))
+			   : features_check_read(incompat, why, sizeof(why));
+	if (ret)
+		return fs_error(fs, ret, "%s: %s", path, why);
+	if (!first)
+		return 0;
+	if (unk_ro)
+		fs_note(fs, FS_NOTE_WARNING, "unknown compat_ro feature flags 0x%llx: btk reads the filesystem "
+			"but does not know what they add, and will not write it", (unsigned long long)unk_ro);
+	if (partly)
+		fs_note(fs, FS_NOTE_WARNING, "btk does not interpret %s: what depends on it is not checked "
+			"and may be reported wrongly", features_list(FEATURE_INCOMPAT, partly, names, sizeof(names)));
+	return 0;
+}
+
 /* Add an opened member device (taking ownership of io); the first member's
  * superblock becomes fs->super. */
 static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *path,
@@ -264,6 +292,11 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 		return ret;
 	}
 	note_super_copies(fs, path, chosen, copies);
+	ret = fs_gate_features(fs, sb, path, first);
+	if (ret) {
+		io_close(io);
+		return ret;
+	}
 	if (first) {
 		memcpy(fs->super, sb, sizeof(sb));
 		fs->super_mirror = chosen;

@@ -138,3 +138,8 @@ int super_read_best(struct io_dev *io, int mirror, uint8_t buf[BTRFS_SUPER_INFO_
 	/* Nothing valid: the primary's reason is the most useful one. */
 	return copies[0].status == -ENXIO ? -ENXIO : -EUCLEAN;
 }
+
+bool super_copy_kept(uint64_t dev_total_bytes, int mirror)
+{
+	return !dev_total_bytes || btrfs_super_offset(mirror) + BTRFS_SUPER_INFO_SIZE < dev_total_bytes;
+}

@@ -2,6 +2,7 @@
 #ifndef BTK_SUPER_H
 #define BTK_SUPER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "libfs/format.h"
@@ -26,6 +27,9 @@ int super_read_best(struct io_dev *io, int mirror, uint8_t buf[BTRFS_SUPER_INFO_
 /* Validate a superblock image found at byte `offset`: magic, checksum, geometry,
  * flags, tree pointers. 0 or -EUCLEAN with why filled in. */
 int super_validate(const uint8_t *sb, uint64_t offset, char *why, size_t whylen);
+/* Whether the kernel writes copy `mirror` of a device at each commit: only
+ * the copies that end before the size its dev item gives (0: unknown, all). */
+bool super_copy_kept(uint64_t dev_total_bytes, int mirror);
 /* Recompute the checksum of a superblock image in place. */
 int super_update_csum(uint8_t *sb);
 /* The fsid tree blocks carry: metadata_uuid when that feature is on, else fsid. */

@@ -5,6 +5,7 @@
 
 #include "libfs/chunk_edit.h"
 #include "libfs/ebitmap.h"
+#include "libfs/features.h"
 #include "libfs/trans_internal.h"
 
 /* New blocks carry the chunk tree uuid the existing blocks carry. */
@@ -23,6 +24,12 @@ static int trans_read_chunk_tree_uuid(struct trans *t)
 
 int trans_check_state(struct fs_info *fs)
 {
+	char why[400];
+	int ret;
+
+	/* a dry run opens read-only: the feature gate of fs_open did not ask */
+	if ((ret = features_check_write(fs->incompat, fs->compat_ro, why, sizeof(why))))
+		return fs_error(fs, ret, "%s", why);
 	if (fs->missing_devices)
 		return fs_error(fs, -ENODEV, "cannot write with %u device(s) missing", fs->missing_devices);
 	if (fs->damage_tolerated)

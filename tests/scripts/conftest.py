@@ -196,9 +196,23 @@ BUILDER = Builder()
 RECIPE_NAMES = [r.name for r in fsbuild.RECIPES]
 
 
+# Undo files a repair writes by default go to $BTK_UNDO_DIR (else /var/lib/btk/undo): one temporary
+# directory for the whole run, so that tests leave nothing in /var/lib (workers inherit it).
+_UNDO_DIR_MADE: list[str] = []
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: long kernel-oracle runs (crash replays, big images); the ASan rerun skips them")
+    if not os.environ.get("BTK_UNDO_DIR"):
+        import tempfile
+        _UNDO_DIR_MADE.append(tempfile.mkdtemp(prefix="btk-undo-"))
+        os.environ["BTK_UNDO_DIR"] = _UNDO_DIR_MADE[0]
+
+
+def pytest_unconfigure(config):
+    for d in _UNDO_DIR_MADE:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

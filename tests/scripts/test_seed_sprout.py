@@ -97,7 +97,7 @@ def test_writing_a_sprout_is_refused(sprout, tmp_path):
         f.write(bytes(4096))
     before = [c.read_bytes() for c in copies]
     p = run_btk("btk-check", "--repair", "--yes", "--no-undo", *map(str, copies))
-    assert "super-copy-invalid" in p.stdout, p.stdout
+    assert "super-copy-missing" in p.stdout, p.stdout
     assert p.returncode == 8 and "sprouted" in p.stderr, p.stderr
     p = run_btk("btk-tune", "--label", "x", *map(str, copies))
     assert p.returncode != 0 and "sprouted" in p.stderr, p.stderr
