@@ -216,6 +216,11 @@ int main(int argc, char **argv)
 		msg_error("%s", msg);
 		return FSCK_EXIT_ERROR;
 	}
+	if (a.repair.enabled && !a.repair.dry_run && fs_check_device_sizes(ctx.fs)) {
+		msg_error("%s", ctx.fs->errmsg);
+		fs_close(ctx.fs);
+		return FSCK_EXIT_ERROR;
+	}
 	ctx.opts = &a.opts;
 	ctx.infer_full_backref = a.repair.rebuild_extent;
 	ctx.json_problems = json_object_new_array();

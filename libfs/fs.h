@@ -162,6 +162,10 @@ int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_opti
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
 		    struct fs_info **out, char *msg, size_t msglen);
 void fs_close(struct fs_info *fs);
+/* Every opened (non-seed) device holds the bytes its dev item says: 0, or
+ * -ENOSPC with the message in fs->errmsg. A writable open refuses such a
+ * device itself; a reader that is about to reopen for writing asks first. */
+int fs_check_device_sizes(struct fs_info *fs);
 /* Seal the undo file after the operation's last successful commit: flushes
  * every device and records the generation now on disk, so btk-undo accepts
  * the file only while that generation is current. Without this call the
