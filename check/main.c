@@ -130,6 +130,10 @@ static void print_summary(struct check_ctx *ctx)
 
 	if (ctx->opts->format == CLI_FORMAT_JSON) {
 		struct json_object *o = json_object_new_object();
+		if (ctx->cancelled_phase) {
+			json_object_object_add(o, "cancelled", json_object_new_boolean(true));
+			json_object_object_add(o, "cancelled_phase", json_object_new_string(ctx->cancelled_phase));
+		}
 		json_object_object_add(o, "errors", json_object_new_uint64(ctx->errors));
 		json_object_object_add(o, "warnings", json_object_new_uint64(ctx->warnings));
 		json_object_object_add(o, "tree_blocks", json_object_new_uint64(ctx->stats.tree_blocks));
@@ -170,9 +174,12 @@ static void print_summary(struct check_ctx *ctx)
 		if (ctx->counts[c] > REPORT_SHOW_MAX)
 			printf("... and %" PRIu64 " more [%s] not shown\n", ctx->counts[c] - REPORT_SHOW_MAX,
 			       problem_lookup(c)->id);
+	if (ctx->cancelled_phase)
+		printf("check cancelled during %s: results incomplete\n", ctx->cancelled_phase);
 	if (ctx->errors || ctx->warnings)
-		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)\n", ctx->errors, ctx->warnings);
-	else
+		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)%s\n", ctx->errors, ctx->warnings,
+		       ctx->cancelled_phase ? " in the phases that finished" : "");
+	else if (!ctx->cancelled_phase)
 		printf("no problems found\n");
 }
 

@@ -341,6 +341,7 @@ void check_ctx_reset(struct check_ctx *ctx)
 	ctx->visited = NULL;
 	repair_notes_free(ctx);
 	ctx->infer_full_backref = false; /* the check after a repair trusts the extent tree again */
+	ctx->cancelled_phase = NULL;
 }
 
 /* One class on the open filesystem: its transaction, or its raw writes. */
@@ -561,6 +562,12 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	}
 	print_actions(ctx, r.actions, changes ? undo_path : NULL, o->dry_run);
 	fs_close(r.fs);
+	if (cli_cancelled()) {
+		/* between classes: each class committed whole, or not at all */
+		msg_warning("repair cancelled: %s", changes ? "the classes repaired so far are committed whole "
+			    "(the undo file rolls them back); run btk-check again" : "nothing was written");
+		return FSCK_EXIT_CANCELLED;
+	}
 	if (o->dry_run) {
 		msg_info("dry run: nothing was written");
 		return (ctx->errors ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_CLEAN) | (failed ? FSCK_EXIT_ERROR : 0);

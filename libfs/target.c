@@ -25,6 +25,7 @@ struct ident {
 	ino_t ino;
 };
 
+static int check_fd(int fd, const char *name, const struct target_spec *spec, char *msg, size_t len);
 static int collect_idents(const struct stat *st, struct ident *out);
 static int check_in_use(int fd, const struct stat *st, const struct target_spec *spec, const char *name,
 			char *msg, size_t len);
@@ -33,6 +34,25 @@ static int check_member(int fd, const struct stat *st, const struct target_spec 
 static int check_signature(int fd, const struct stat *st, const char *name, char *msg, size_t len);
 
 int target_check_fd(int fd, const char *name, const struct target_spec *spec, char *msg, size_t len)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	/* a write-only descriptor (a redirected stdout) cannot be probed: reopen it for reading */
+	if (flags >= 0 && (flags & O_ACCMODE) == O_WRONLY) {
+		char node[64];
+		int rfd, ret;
+		snprintf(node, sizeof(node), "/proc/self/fd/%d", fd);
+		if ((rfd = open(node, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) >= 0) {
+			ret = check_fd(rfd, name, spec, msg, len);
+			close(rfd);
+			return ret;
+		}
+	}
+	return check_fd(fd, name, spec, msg, len);
+}
+
+/* target_check_fd() on a readable descriptor. */
+static int check_fd(int fd, const char *name, const struct target_spec *spec, char *msg, size_t len)
 {
 	struct stat st;
 	int ret;
