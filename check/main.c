@@ -211,6 +211,7 @@ int main(int argc, char **argv)
 	fs_open_options_init(&fo);
 	fo.super_mirror = a.opts.super_mirror;
 	fo.note = msg_fs_note;
+	fo.cancelled = cli_cancelled;
 	fo.tolerate_damage = true; /* damage is reported by the phases, not an operational error */
 	/* the tree-block cache takes at most an eighth of the budget; a check reads
 	 * each block once, a repair's transactions come back to the same blocks */

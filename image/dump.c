@@ -596,7 +596,8 @@ int cmd_dump(int argc, char **argv)
 	static const struct argp argp = { dump_options, dump_parse, "DEVICE... OUTPUT",
 		"Write a metadata image of an unmounted filesystem to OUTPUT (a file, or - for stdout): every "
 		"tree block of every tree (log trees included), each device's superblock and the device list; "
-		"with --data the file data too. See btk-image(8) and doc/image-format.md.", children, NULL, NULL };
+		"with --data the file data too. OUTPUT must not be mounted, a device of the filesystem, or hold "
+		"a filesystem or another signature (see TARGETS in btk-image(8)). See also doc/image-format.md.", children, NULL, NULL };
 	struct dump_args a = { .comp = IMG_COMPRESS_ZSTD };
 	struct dump_ctx d = { .args = &a };
 	struct fs_open_options fo;

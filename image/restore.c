@@ -643,7 +643,9 @@ int cmd_restore(int argc, char **argv)
 		"Restore a metadata image (btk or btrfs-image format; - reads stdin) onto files or devices. "
 		"Regular files are created or extended as needed. The outputs' superblocks are replaced by an "
 		"in-progress mark (magic " RESTORE_MARK_MAGIC ") first and written last, so an interrupted "
-		"restore is never taken for a filesystem.", children, NULL, NULL };
+		"restore is never taken for a filesystem. Outputs that are mounted, in use, the image, or "
+		"(without -f) hold a filesystem or another signature are refused before anything is written "
+		"(see TARGETS in btk-image(8)).", children, NULL, NULL };
 	struct restore_args a = { 0 };
 	struct restore_ctx r = { 0 };
 	struct img_record rec;

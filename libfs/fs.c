@@ -748,6 +748,7 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	}
 	fs->note = opts->note;
 	fs->note_arg = opts->note_arg;
+	fs->cancelled = opts->cancelled;
 	fs->writable = opts->writable;
 	fs->fsid_change = opts->fsid_change;
 	fs->tolerate_damage = opts->tolerate_damage;

@@ -53,6 +53,10 @@ struct fs_open_options {
 	uint64_t trans_dirty_bytes;
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
+	/* Asked at the start of every commit: true refuses it (the transaction
+	 * is dropped whole, -ECANCELED), so an interrupted writer leaves the
+	 * filesystem as the last whole commit left it. NULL: never. */
+	bool (*cancelled)(void);
 	/* Writable opens only. undo_path: save the old bytes of everything the
 	 * operation overwrites there (libfs/undo.h; the file must not exist).
 	 * write_log_path: log every write and flush (libfs/wlog.h; appended to
@@ -136,6 +140,7 @@ struct fs_info {
 	char errmsg[512];
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
+	bool (*cancelled)(void);    /* fs_open_options.cancelled */
 	struct undo_file *undo;     /* with fs_open_options.undo_path */
 	struct wlog_writer *wlog;   /* with a write log */
 	uint64_t trans_dirty_bytes; /* fs_open_options.trans_dirty_bytes */
