@@ -490,6 +490,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	char undo_buf[256];
 	const char *undo_path = NULL;
 	uint64_t changes = 0;
+	unsigned committed = 0;   /* classes that changed something and committed */
 	const char *parity_meta = parity_only_metadata(ctx->fs);
 	unsigned chosen = choose_classes(ctx, o, run, 0, parity_meta);
 	int ret;
@@ -532,6 +533,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 		fst_distrust(ctx, &r, fixed);
 		ret = run_class(&classes[i], &r);
 		changes += r.changes;
+		committed += !ret && r.changes && !o->dry_run;
 		if (!ret && !r.left)
 			mark_class_fixed(&classes[i], ctx, fixed);
 		if (ret) {
@@ -564,8 +566,11 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	fs_close(r.fs);
 	if (cli_cancelled()) {
 		/* between classes: each class committed whole, or not at all */
-		msg_warning("repair cancelled: %s", changes ? "the classes repaired so far are committed whole "
-			    "(the undo file rolls them back); run btk-check again" : "nothing was written");
+		if (committed)
+			msg_warning("repair cancelled: %u repair class(es) were committed whole before it, nothing "
+				    "after it; run btk-check again", committed);
+		else
+			msg_warning("repair cancelled: nothing was committed");
 		return FSCK_EXIT_CANCELLED;
 	}
 	if (o->dry_run) {
@@ -588,6 +593,8 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	ret = hooks->detect(ctx);
 	progress_finish(ctx->progress);
 	ctx->progress = NULL;
+	if (ret == FSCK_EXIT_CANCELLED)
+		hooks->summary(ctx);   /* the repair is committed; says the check after it was cancelled */
 	if (ret)
 		return ret;
 	hooks->summary(ctx);
