@@ -357,6 +357,7 @@ static int open_outputs(struct restore_ctx *r)
 	fs->devices = calloc(r->nouts, sizeof(*fs->devices));
 	if (!fs->devices)
 		return -ENOMEM;
+	r->outputs_touched = true;
 	for (unsigned i = 0; i < r->nouts; i++) {
 		uint64_t size = output_size(r, i);
 		struct fs_device *d = &fs->devices[i];
@@ -687,9 +688,11 @@ int cmd_restore(int argc, char **argv)
 	progress_finish(r.prog);
 	if (ret) {
 		msg_error("%s", r.err[0] ? r.err : strerror(-ret));
-		if (r.chunks_complete)
+		if (r.outputs_touched)
 			msg_error("the outputs are incomplete: their superblocks carry the in-progress mark "
 				  RESTORE_MARK_MAGIC);
+		else
+			msg_error("nothing was written to the outputs");
 	} else {
 		msg_info("restored %llu tree blocks%s onto %u device(s), layout %s", (unsigned long long)r.tree_blocks,
 			 r.data_bytes ? " and data" : "", r.nouts, r.layout == LAYOUT_SINGLE ? "single" : "original");
