@@ -18,6 +18,7 @@ struct repair_notes;
 struct qgroup_state;
 struct refs_state;
 struct recsort;
+struct report_pending;
 struct tree_block;
 
 struct check_options {
@@ -79,6 +80,11 @@ struct check_ctx {
 	/* --rebuild-extent-tree: the references are derived from the trees alone
 	 * (which blocks have full backrefs too), not from the extent tree */
 	bool infer_full_backref;
+	/* the problems of the phase running, shown when it ends and dropped
+	 * when it is cancelled (check/report.c) */
+	struct report_pending *pending;
+	/* set when a run was cancelled: the phase it stopped in */
+	const char *cancelled_phase;
 };
 
 /* Forget the results of a run (counts, statistics, per-run state) before
@@ -110,9 +116,15 @@ size_t check_sort_budget(const struct check_ctx *ctx, unsigned share);
 /* Problems of one kind shown in full; the rest are counted only. */
 #define REPORT_SHOW_MAX 1000
 
-/* Record one problem: counts it and prints or collects it per output format. */
+/* Record one problem: counts it and prints or collects it per output format
+ * (inside a phase: when the phase ends). */
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* A phase starts: its problems are held until report_phase_end(), which
+ * shows them (finished) or forgets them and their counts (cancelled: a phase
+ * stopped half-way reports what it had not joined yet). 0 or -ENOMEM. */
+int report_phase_begin(struct check_ctx *ctx);
+void report_phase_end(struct check_ctx *ctx, bool finished);
 
 /* The phases; each returns 0 or a negative errno for an operational error
  * (problems found are reported, not returned). */

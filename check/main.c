@@ -130,6 +130,10 @@ static void print_summary(struct check_ctx *ctx)
 
 	if (ctx->opts->format == CLI_FORMAT_JSON) {
 		struct json_object *o = json_object_new_object();
+		if (ctx->cancelled_phase) {
+			json_object_object_add(o, "cancelled", json_object_new_boolean(true));
+			json_object_object_add(o, "cancelled_phase", json_object_new_string(ctx->cancelled_phase));
+		}
 		json_object_object_add(o, "errors", json_object_new_uint64(ctx->errors));
 		json_object_object_add(o, "warnings", json_object_new_uint64(ctx->warnings));
 		json_object_object_add(o, "tree_blocks", json_object_new_uint64(ctx->stats.tree_blocks));
@@ -170,9 +174,12 @@ static void print_summary(struct check_ctx *ctx)
 		if (ctx->counts[c] > REPORT_SHOW_MAX)
 			printf("... and %" PRIu64 " more [%s] not shown\n", ctx->counts[c] - REPORT_SHOW_MAX,
 			       problem_lookup(c)->id);
+	if (ctx->cancelled_phase)
+		printf("check cancelled during %s: results incomplete\n", ctx->cancelled_phase);
 	if (ctx->errors || ctx->warnings)
-		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)\n", ctx->errors, ctx->warnings);
-	else
+		printf("found %" PRIu64 " error(s), %" PRIu64 " warning(s)%s\n", ctx->errors, ctx->warnings,
+		       ctx->cancelled_phase ? " in the phases that finished" : "");
+	else if (!ctx->cancelled_phase)
 		printf("no problems found\n");
 }
 
@@ -204,6 +211,7 @@ int main(int argc, char **argv)
 	fs_open_options_init(&fo);
 	fo.super_mirror = a.opts.super_mirror;
 	fo.note = msg_fs_note;
+	fo.cancelled = cli_cancelled;
 	fo.tolerate_damage = true; /* damage is reported by the phases, not an operational error */
 	/* the tree-block cache takes at most an eighth of the budget; a check reads
 	 * each block once, a repair's transactions come back to the same blocks */
@@ -214,6 +222,11 @@ int main(int argc, char **argv)
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);
+		return FSCK_EXIT_ERROR;
+	}
+	if (a.repair.enabled && !a.repair.dry_run && fs_check_device_sizes(ctx.fs)) {
+		msg_error("%s", ctx.fs->errmsg);
+		fs_close(ctx.fs);
 		return FSCK_EXIT_ERROR;
 	}
 	if (a.repair.enabled && (ret = repair_preflight(ctx.fs, &a.repair))) {

@@ -341,6 +341,7 @@ void check_ctx_reset(struct check_ctx *ctx)
 	ctx->visited = NULL;
 	repair_notes_free(ctx);
 	ctx->infer_full_backref = false; /* the check after a repair trusts the extent tree again */
+	ctx->cancelled_phase = NULL;
 }
 
 /* One class on the open filesystem: its transaction, or its raw writes. */
@@ -488,6 +489,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	bool run[NCLASSES], failed = false, fixed[PR__COUNT] = { false };
 	const char *undo_path = NULL;
 	uint64_t changes = 0;
+	unsigned committed = 0;   /* classes that changed something and committed */
 	const char *parity_meta = parity_only_metadata(ctx->fs);
 	unsigned chosen = choose_classes(ctx, o, run, 0, parity_meta);
 	int ret;
@@ -527,6 +529,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 		fst_distrust(ctx, &r, fixed);
 		ret = run_class(&classes[i], &r);
 		changes += r.changes;
+		committed += !ret && r.changes && !o->dry_run;
 		if (!ret && !r.left)
 			mark_class_fixed(&classes[i], ctx, fixed);
 		if (ret) {
@@ -557,6 +560,15 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	}
 	print_actions(ctx, r.actions, changes ? undo_path : NULL, o->dry_run);
 	fs_close(r.fs);
+	if (cli_cancelled()) {
+		/* between classes: each class committed whole, or not at all */
+		if (committed)
+			msg_warning("repair cancelled: %u repair class(es) were committed whole before it, nothing "
+				    "after it; run btk-check again", committed);
+		else
+			msg_warning("repair cancelled: nothing was committed");
+		return FSCK_EXIT_CANCELLED;
+	}
 	if (o->dry_run) {
 		msg_info("dry run: nothing was written");
 		return (ctx->errors ? FSCK_EXIT_UNCORRECTED : FSCK_EXIT_CLEAN) | (failed ? FSCK_EXIT_ERROR : 0);
@@ -577,6 +589,8 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	ret = hooks->detect(ctx);
 	progress_finish(ctx->progress);
 	ctx->progress = NULL;
+	if (ret == FSCK_EXIT_CANCELLED)
+		hooks->summary(ctx);   /* the repair is committed; says the check after it was cancelled */
 	if (ret)
 		return ret;
 	hooks->summary(ctx);

@@ -1,9 +1,22 @@
 /* report_problem(): the one policy for text and JSON output of problems. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 
 #include "check/check.h"
 #include "common/messages.h"
+
+/* What the phase running reported so far. */
+struct report_pending {
+	char *text;               /* text lines, in order */
+	size_t len, cap;
+	size_t json_mark;         /* ctx->json_problems entries before the phase */
+	uint64_t counts[PR__COUNT];
+};
+
+static void pending_note(struct report_pending *p, enum problem_code code);
+static void pending_text(struct report_pending *p, const char *sev, const char *id, const char *detail);
 
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
 {
@@ -17,6 +30,8 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 	if (!def)
 		return;
 	ctx->counts[code]++;
+	if (ctx->pending)
+		pending_note(ctx->pending, code);
 	if (def->severity == SEV_ERROR)
 		ctx->errors++;
 	else
@@ -36,6 +51,82 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 		json_object_array_add(ctx->json_problems, o);
 		return;
 	}
+	if (ctx->pending) {
+		pending_text(ctx->pending, def->severity == SEV_ERROR ? "ERROR" : "warning", def->id, detail);
+		return;
+	}
 	fflush(stdout);
 	printf("%s [%s]: %s\n", def->severity == SEV_ERROR ? "ERROR" : "warning", def->id, detail);
+}
+
+int report_phase_begin(struct check_ctx *ctx)
+{
+	struct report_pending *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p->json_mark = ctx->json_problems ? json_object_array_length(ctx->json_problems) : 0;
+	ctx->pending = p;
+	return 0;
+}
+
+void report_phase_end(struct check_ctx *ctx, bool finished)
+{
+	struct report_pending *p = ctx->pending;
+
+	if (!p)
+		return;
+	ctx->pending = NULL;
+	if (finished) {
+		if (p->len) {
+			fflush(stdout);
+			fwrite(p->text, 1, p->len, stdout);
+		}
+	} else {
+		size_t n = ctx->json_problems ? json_object_array_length(ctx->json_problems) : 0;
+		if (n > p->json_mark)
+			json_object_array_del_idx(ctx->json_problems, p->json_mark, n - p->json_mark);
+		for (unsigned c = 0; c < PR__COUNT; c++) {
+			const struct problem_def *def = problem_lookup(c);
+			if (!p->counts[c] || !def)
+				continue;
+			ctx->counts[c] -= p->counts[c];
+			if (def->severity == SEV_ERROR)
+				ctx->errors -= p->counts[c];
+			else
+				ctx->warnings -= p->counts[c];
+		}
+	}
+	free(p->text);
+	free(p);
+}
+
+/* Count a problem of the phase running (to take it back when cancelled). */
+static void pending_note(struct report_pending *p, enum problem_code code)
+{
+	p->counts[code]++;
+}
+
+/* Hold a text line of the phase running; without memory, show it now. */
+static void pending_text(struct report_pending *p, const char *sev, const char *id, const char *detail)
+{
+	int n = snprintf(NULL, 0, "%s [%s]: %s\n", sev, id, detail);
+
+	if (n < 0)
+		return;
+	if (p->len + (size_t)n + 1 > p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 4096;
+		char *t;
+		while (cap < p->len + (size_t)n + 1)
+			cap *= 2;
+		if ((t = realloc(p->text, cap)) == NULL) {
+			fflush(stdout);
+			printf("%s [%s]: %s\n", sev, id, detail);
+			return;
+		}
+		p->text = t;
+		p->cap = cap;
+	}
+	snprintf(p->text + p->len, p->cap - p->len, "%s [%s]: %s\n", sev, id, detail);
+	p->len += (size_t)n;
 }

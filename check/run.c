@@ -60,22 +60,33 @@ int check_run(struct check_ctx *ctx)
 	ctx->metadata_bytes = metadata_bytes_used(ctx->fs);
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		int ret;
-		if (cli_cancelled())
+		if (cli_cancelled()) {
+			ctx->cancelled_phase = phases[i].name;
 			return FSCK_EXIT_CANCELLED;
+		}
 		progress_next_phase(ctx->progress, phases[i].name,
 				    !strcmp(phases[i].name, "tree blocks") ? ctx->metadata_bytes : 0);
 		msg_verbose("checking %s", phases[i].name);
-		ret = phases[i].run(ctx);
+		if ((ret = report_phase_begin(ctx)) == 0)
+			ret = phases[i].run(ctx);
+		/* a phase the cancel reached may have stopped anywhere: what it found
+		 * is not what a whole run would find, so none of it is shown */
+		report_phase_end(ctx, !cli_cancelled());
+		if (cli_cancelled()) {
+			ctx->cancelled_phase = phases[i].name;
+			return FSCK_EXIT_CANCELLED;
+		}
 		if (ret) {
 			msg_errno(ret, "%s", phases[i].name);
 			return FSCK_EXIT_ERROR;
 		}
 	}
-	return cli_cancelled() ? FSCK_EXIT_CANCELLED : 0;
+	return 0;
 }
 
 void check_ctx_release(struct check_ctx *ctx)
 {
+	report_phase_end(ctx, false);
 	json_object_put(ctx->json_problems);
 	ctx->json_problems = NULL;
 	ebitmap_destroy(ctx->visited);

@@ -242,6 +242,7 @@ int cmd_bg_tree(int argc, char **argv)
 	fo.allow_missing = false;
 	fo.undo_path = a.dry_run ? NULL : a.undo_file;
 	fo.note = msg_fs_note;
+	fo.cancelled = cli_cancelled;
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

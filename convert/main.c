@@ -21,6 +21,7 @@ int main(int argc, char **argv)
 	static char name[64];
 
 	cli_init("btk-convert", 1);
+	cli_enable_cancel(); /* SIGINT: no commit after it (fs_open_options.cancelled) */
 	if (argc < 2) {
 		usage(stderr);
 		return 1;

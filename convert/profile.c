@@ -244,6 +244,7 @@ int cmd_profile(int argc, char **argv)
 	fo.undo_path = a.dry_run ? NULL : a.undo_file;
 	fo.allow_missing = false;
 	fo.note = msg_fs_note;
+	fo.cancelled = cli_cancelled;
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);
@@ -287,7 +288,10 @@ int cmd_profile(int argc, char **argv)
 			 "preallocated: read but not verifiable), repaired %" PRIu64 " data sector(s)",
 			 (double)st.data_bytes / 1048576.0, (double)st.data_unverified / 1048576.0, st.data_repaired);
 	ret = commit_plans(fs, &a.tg, plans, nplans);
-	if (ret) {
+	if (ret == -ECANCELED) {
+		msg_error("cancelled before the commit: the filesystem is unchanged");
+		goto out;
+	} else if (ret) {
 		msg_error("conversion failed, the filesystem is unchanged: %s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
 		goto out;
 	}

@@ -326,6 +326,11 @@ int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, 
 	}
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (size_t i = 0; i < nplans && !ret; i++) {
+		if (fs->cancelled && fs->cancelled()) {
+			ret = -ECANCELED;
+			snprintf(msg, msglen, "cancelled: nothing was committed");
+			break;
+		}
 		v.plan = &plans[i];
 		ret = handle_chunk(&v);
 	}

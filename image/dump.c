@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cli.h"
@@ -24,6 +25,7 @@
 #include "libfs/ebitmap.h"
 #include "libfs/extent_scan.h"
 #include "libfs/super.h"
+#include "libfs/target.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
 #include "libfs/walk.h"
@@ -498,15 +500,36 @@ static void fill_header(struct dump_ctx *d, struct img_header *h, struct img_dev
 	h->devices = devs;
 }
 
-static int open_output(const char *path, int *fd)
+/* Open the output once the target check (libfs/target.h) let it through:
+ * not mounted, not a device of fs, holding no filesystem or other signature. */
+static int open_output(const struct fs_info *fs, const char *path, int *fd)
 {
+	const char *members[64];
+	struct target_spec spec = { .flags = TARGET_NEW_CONTENT | TARGET_MAY_CREATE, .members = members,
+				    .fsid = fs->fsid };
+	struct stat st;
+	char why[600];
+	int ret;
+
+	for (unsigned i = 0; i < fs->num_devices && spec.nmembers < 64; i++)
+		if (fs->devices[i].path)
+			members[spec.nmembers++] = fs->devices[i].path;
 	if (!strcmp(path, "-")) {
 		if (isatty(1)) {
 			msg_error("refusing to write an image to a terminal (redirect stdout or give a file)");
 			return -EINVAL;
 		}
+		if ((ret = target_check_fd(1, "stdout", &spec, why, sizeof(why)))) {
+			msg_error("refusing to write the image: %s; nothing was written", why);
+			return ret;
+		}
 		*fd = 1;
 		return 0;
+	}
+	if ((ret = target_check(path, &spec, why, sizeof(why)))) {
+		msg_error("refusing to write the image: %s%s; nothing was written", why,
+			  ret == -EEXIST ? " (remove it, or clear it with wipefs, to use it)" : "");
+		return ret;
 	}
 	*fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (*fd < 0) {
@@ -514,7 +537,9 @@ static int open_output(const char *path, int *fd)
 		msg_errno(err, "cannot create %s", path);
 		return err;
 	}
-	cli_register_tempfile(path);
+	/* a failed dump removes a file it wrote, never a device node */
+	if (fstat(*fd, &st) == 0 && S_ISREG(st.st_mode))
+		cli_register_tempfile(path);
 	return 0;
 }
 
@@ -571,7 +596,8 @@ int cmd_dump(int argc, char **argv)
 	static const struct argp argp = { dump_options, dump_parse, "DEVICE... OUTPUT",
 		"Write a metadata image of an unmounted filesystem to OUTPUT (a file, or - for stdout): every "
 		"tree block of every tree (log trees included), each device's superblock and the device list; "
-		"with --data the file data too. See btk-image(8) and doc/image-format.md.", children, NULL, NULL };
+		"with --data the file data too. OUTPUT must not be mounted, a device of the filesystem, or hold "
+		"a filesystem or another signature (see TARGETS in btk-image(8)). See also doc/image-format.md.", children, NULL, NULL };
 	struct dump_args a = { .comp = IMG_COMPRESS_ZSTD };
 	struct dump_ctx d = { .args = &a };
 	struct fs_open_options fo;
@@ -597,6 +623,9 @@ int cmd_dump(int argc, char **argv)
 		msg_error("%s", msg);
 		return 1;
 	}
+	/* before any long work: the output must be one we may write */
+	if ((ret = open_output(d.fs, a.out, &fd)))
+		goto out;
 	d.visited = ebitmap_create(d.fs->sectorsize);
 	d.scratch = malloc(d.fs->nodesize);
 	devs = calloc(d.fs->num_devices ? d.fs->num_devices : 1, sizeof(*devs));
@@ -618,8 +647,6 @@ int cmd_dump(int argc, char **argv)
 		goto out;
 	}
 	fill_header(&d, &h, devs);
-	if ((ret = open_output(a.out, &fd)))
-		goto out;
 	if (a.format == IMG_FORMAT_BTK) {
 		struct btk_writer_opts wo = { a.comp, a.level_set ? a.level : 0, a.jobs, a.frame_size };
 		ret = btk_writer_open(&d.bw, fd, &h, &wo, msg, sizeof(msg));

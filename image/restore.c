@@ -26,6 +26,7 @@
 #include "libfs/fdio.h"
 #include "libfs/features.h"
 #include "libfs/super.h"
+#include "libfs/target.h"
 
 #define RESTORE_MARK_MAGIC "_BTKRST_"
 
@@ -34,6 +35,7 @@ struct restore_args {
 	char *in;
 	char **outs;
 	unsigned nouts;
+	bool force;
 	struct cli_common_options common;
 };
 
@@ -43,6 +45,8 @@ static const struct argp_option restore_options[] = {
 	{ "layout", OPT_LAYOUT, "LAYOUT", 0, "original: onto as many devices as the source had, every block at "
 	  "its original place on every stripe; single: onto one device, chunk and dev trees rewritten. "
 	  "Default: original, or single when one output is given for a multi-device image", 0 },
+	{ "force", 'f', NULL, 0, "overwrite outputs that hold a filesystem or another signature libblkid "
+	  "knows (mounted outputs, outputs in use and the image itself are refused all the same)", 0 },
 	{ 0 }
 };
 
@@ -53,6 +57,9 @@ static error_t restore_parse(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case ARGP_KEY_INIT:
 		state->child_inputs[0] = &a->common;
+		break;
+	case 'f':
+		a->force = true;
 		break;
 	case OPT_LAYOUT:
 		if (!strcmp(arg, "original"))
@@ -215,6 +222,31 @@ static int parse_chunk_tree(struct restore_ctx *r)
 
 /* ---------------------------------------------------------------- outputs */
 
+/* The bytes output i must hold. */
+static uint64_t output_size(const struct restore_ctx *r, unsigned i)
+{
+	return r->layout == LAYOUT_SINGLE ? r->new_size : dev_item_total_bytes(r->devs[i].item);
+}
+
+/* A block device output must hold size bytes (a regular file is extended). */
+static int check_output_size(struct restore_ctx *r, const char *path, uint64_t size)
+{
+	struct stat st;
+	uint64_t bytes = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : (rs_error(r, "cannot open %s: %s", path, strerror(errno)), -errno);
+	if (fstat(fd, &st) == 0 && S_ISBLK(st.st_mode)) {
+		if (ioctl(fd, BLKGETSIZE64, &bytes) < 0)
+			ret = rs_error(r, "%s: cannot read its size: %s", path, strerror(errno));
+		else if ((ret = target_check_size(path, bytes, size, r->err, sizeof(r->err))))
+			snprintf(r->err + strlen(r->err), sizeof(r->err) - strlen(r->err), "; nothing was written");
+	}
+	close(fd);
+	return ret;
+}
+
 /* Open (creating or extending a regular file to) size bytes. */
 static int prepare_output(struct restore_ctx *r, const char *path, uint64_t size)
 {
@@ -335,11 +367,16 @@ static int open_outputs(struct restore_ctx *r)
 		return rs_error(r, "the image has %u device(s), %u output(s) given (use --layout single for one)",
 				r->ndevs, r->nouts);
 	}
+	/* every output is big enough before the first byte goes to any */
+	for (unsigned i = 0; i < r->nouts; i++)
+		if ((ret = check_output_size(r, r->outs[i], output_size(r, i))))
+			return ret;
 	fs->devices = calloc(r->nouts, sizeof(*fs->devices));
 	if (!fs->devices)
 		return -ENOMEM;
+	r->outputs_touched = true;
 	for (unsigned i = 0; i < r->nouts; i++) {
-		uint64_t size = r->layout == LAYOUT_SINGLE ? r->new_size : dev_item_total_bytes(r->devs[i].item);
+		uint64_t size = output_size(r, i);
 		struct fs_device *d = &fs->devices[i];
 		if ((ret = prepare_output(r, r->outs[i], size)))
 			return ret;
@@ -615,6 +652,8 @@ static void restore_free(struct restore_ctx *r)
 	}
 }
 
+static int check_targets(const struct restore_args *a);
+
 int cmd_restore(int argc, char **argv)
 {
 	static const struct argp_child children[] = { { &cli_common_argp, 0, NULL, 0 }, { 0 } };
@@ -622,13 +661,17 @@ int cmd_restore(int argc, char **argv)
 		"Restore a metadata image (btk or btrfs-image format; - reads stdin) onto files or devices. "
 		"Regular files are created or extended as needed. The outputs' superblocks are replaced by an "
 		"in-progress mark (magic " RESTORE_MARK_MAGIC ") first and written last, so an interrupted "
-		"restore is never taken for a filesystem.", children, NULL, NULL };
+		"restore is never taken for a filesystem. Outputs that are mounted, in use, the image, or "
+		"(without -f) hold a filesystem or another signature are refused before anything is written "
+		"(see TARGETS in btk-image(8)).", children, NULL, NULL };
 	struct restore_args a = { 0 };
 	struct restore_ctx r = { 0 };
 	struct img_record rec;
 	int ret;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	if (check_targets(&a))
+		return 1;
 	r.layout = a.layout;
 	r.outs = a.outs;
 	r.nouts = a.nouts;
@@ -662,13 +705,48 @@ int cmd_restore(int argc, char **argv)
 	progress_finish(r.prog);
 	if (ret) {
 		msg_error("%s", r.err[0] ? r.err : strerror(-ret));
-		if (r.chunks_complete)
+		if (r.outputs_touched)
 			msg_error("the outputs are incomplete: their superblocks carry the in-progress mark "
 				  RESTORE_MARK_MAGIC);
+		else
+			msg_error("nothing was written to the outputs");
 	} else {
 		msg_info("restored %llu tree blocks%s onto %u device(s), layout %s", (unsigned long long)r.tree_blocks,
 			 r.data_bytes ? " and data" : "", r.nouts, r.layout == LAYOUT_SINGLE ? "single" : "original");
 	}
 	restore_free(&r);
 	return ret ? 1 : 0;
+}
+
+/* Every output passes the target check (libfs/target.h) before the image is
+ * read: not mounted or in use, not the image, not another output, and
+ * (without --force) holding no filesystem or other signature. */
+static int check_targets(const struct restore_args *a)
+{
+	const char *others[a->nouts + 1];
+	struct target_spec spec = { .flags = TARGET_NEW_CONTENT | TARGET_MAY_CREATE | (a->force ? TARGET_FORCE : 0),
+				    .others = others };
+	char why[600];
+	int ret;
+
+	for (unsigned i = 0; i < a->nouts; i++) {
+		spec.nothers = 0;
+		if (strcmp(a->in, "-"))
+			others[spec.nothers++] = a->in;
+		for (unsigned j = 0; j < a->nouts; j++) {
+			if (j == i)
+				continue;
+			if (!strcmp(a->outs[i], a->outs[j])) {
+				msg_error("%s is given twice as an output; nothing was written", a->outs[i]);
+				return -EINVAL;
+			}
+			others[spec.nothers++] = a->outs[j];
+		}
+		if ((ret = target_check(a->outs[i], &spec, why, sizeof(why)))) {
+			msg_error("refusing to restore: %s%s; nothing was written", why,
+				  ret == -EEXIST ? " (-f/--force overwrites it)" : "");
+			return -EINVAL;
+		}
+	}
+	return 0;
 }

@@ -73,6 +73,7 @@ struct restore_ctx {
 	/* the chunk tree, collected first */
 	struct held_list chunk_blocks;
 	bool chunks_complete;
+	bool outputs_touched;     /* the first output was extended or marked */
 	struct src_device *devs;  /* sorted by devid */
 	unsigned ndevs;
 	/* a filesystem context holding the source chunk map and the output devices */

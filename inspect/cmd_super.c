@@ -10,7 +10,7 @@
 #include "inspect/inspect.h"
 #include "inspect/item_json.h"
 #include "inspect/super_json.h"
-#include "libfs/mounted.h"
+#include "libfs/target.h"
 #include "libfs/super.h"
 
 struct super_args {
@@ -62,12 +62,13 @@ static int show_device(const struct super_args *a, const char *path)
 	struct super_copy copies[BTRFS_SUPER_MIRROR_MAX];
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	struct io_dev *io;
-	char where[256];
+	struct target_spec spec = { .flags = TARGET_READ_ONLY };
+	char why[600];
 	int ret, damaged = 0;
 
-	if (device_is_mounted(path, where, sizeof(where)) == 1) {
-		msg_error("%s is mounted (through %s): unmount it first", path, where);
-		return -EBUSY;
+	if ((ret = target_check(path, &spec, why, sizeof(why)))) {
+		msg_error("%s", why);
+		return ret;
 	}
 	ret = io_open_file(path, IO_OPEN_EXCL, &io);
 	if (ret) {

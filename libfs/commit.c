@@ -501,7 +501,13 @@ static int commit_keep_qgroup_status(struct trans *t)
 
 int trans_commit(struct trans *t)
 {
-	int ret = commit_keep_qgroup_status(t);
+	int ret;
+
+	if (t->fs->cancelled && t->fs->cancelled()) {
+		trans_abort(t);
+		return fs_error(t->fs, -ECANCELED, "cancelled before the commit: the transaction was dropped whole");
+	}
+	ret = commit_keep_qgroup_status(t);
 
 	if (!ret)
 		ret = commit_stabilize(t);

@@ -10,6 +10,7 @@
 #include "libfs/devscan.h"
 #include "libfs/features.h"
 #include "libfs/mounted.h"
+#include "libfs/target.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
 #include "libfs/undo.h"
@@ -236,6 +237,8 @@ static bool newer_member_super(const struct fs_info *fs, const uint8_t *sb, cons
 	       memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) == 0;
 }
 
+static int fs_check_member_size(struct fs_info *fs, struct io_dev *io, const char *path, const uint8_t *sb);
+
 /* The feature gate (libfs/features.h) on a member's superblock, before any
  * byte is written or an undo file made: unknown incompat bits open nothing, a
  * writable open refuses what btk must not write; a reader is told (once) what
@@ -320,6 +323,9 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 		io_close(io);
 		return ret;
 	}
+	/* a writer refuses a short device before anything (the undo file included) is written */
+	if (fs->writable && !seed && (ret = fs_check_member_size(fs, io, path, sb)))
+		return ret;
 	ret = fs_wrap_member_io(fs, &io, path, opts, sb, copies);
 	if (ret)
 		return ret;
@@ -339,17 +345,46 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 	return 0;
 }
 
-/* Open one member path (refusing a mounted one) and add it. */
+int fs_check_device_sizes(struct fs_info *fs)
+{
+	char why[600];
+
+	for (unsigned i = 0; i < fs->num_devices; i++) {
+		const struct fs_device *d = &fs->devices[i];
+		int ret;
+		if (!d->io || d->seed)
+			continue;
+		if ((ret = target_check_size(d->path, io_size(d->io), d->total_bytes, why, sizeof(why))))
+			return fs_error(fs, ret, "%s; nothing was written", why);
+	}
+	return 0;
+}
+
+/* A writable member must hold the bytes its dev item says (closes io if not). */
+static int fs_check_member_size(struct fs_info *fs, struct io_dev *io, const char *path, const uint8_t *sb)
+{
+	char why[600];
+	int ret = target_check_size(path, io_size(io), dev_item_total_bytes(super_dev_item_ptr(sb)), why,
+				    sizeof(why));
+
+	if (!ret)
+		return 0;
+	ret = fs_error(fs, ret, "%s; nothing was written", why);
+	io_close(io);
+	return ret;
+}
+
+/* Open one member path (refusing a mounted one, and for a writer one in use) and add it. */
 static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_open_options *opts,
 			 bool first)
 {
+	struct target_spec spec = { .flags = opts->writable ? 0 : TARGET_READ_ONLY };
 	struct io_dev *io;
-	char where[256] = "";
+	char why[600];
 	int ret;
 
-	ret = device_is_mounted(path, where, sizeof(where));
-	if (ret == 1)
-		return fs_error(fs, -EBUSY, "%s is mounted (through %s): unmount it first", path, where);
+	if ((ret = target_check(path, &spec, why, sizeof(why))))
+		return fs_error(fs, ret, "%s", why);
 	ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
 	if (ret == -EBUSY)
 		return fs_error(fs, ret, "%s is in use (mounted or opened exclusively): unmount it first", path);
@@ -747,6 +782,7 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	}
 	fs->note = opts->note;
 	fs->note_arg = opts->note_arg;
+	fs->cancelled = opts->cancelled;
 	fs->writable = opts->writable;
 	fs->fsid_change = opts->fsid_change;
 	fs->tolerate_damage = opts->tolerate_damage;

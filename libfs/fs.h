@@ -53,6 +53,10 @@ struct fs_open_options {
 	uint64_t trans_dirty_bytes;
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
+	/* Asked at the start of every commit: true refuses it (the transaction
+	 * is dropped whole, -ECANCELED), so an interrupted writer leaves the
+	 * filesystem as the last whole commit left it. NULL: never. */
+	bool (*cancelled)(void);
 	/* Writable opens only. undo_path: save the old bytes of everything the
 	 * operation overwrites there (libfs/undo.h; the file must not exist).
 	 * write_log_path: log every write and flush (libfs/wlog.h; appended to
@@ -136,6 +140,7 @@ struct fs_info {
 	char errmsg[512];
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
+	bool (*cancelled)(void);    /* fs_open_options.cancelled */
 	struct undo_file *undo;     /* with fs_open_options.undo_path */
 	struct wlog_writer *wlog;   /* with a write log */
 	uint64_t trans_dirty_bytes; /* fs_open_options.trans_dirty_bytes */
@@ -162,6 +167,10 @@ int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_opti
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
 		    struct fs_info **out, char *msg, size_t msglen);
 void fs_close(struct fs_info *fs);
+/* Every opened (non-seed) device holds the bytes its dev item says: 0, or
+ * -ENOSPC with the message in fs->errmsg. A writable open refuses such a
+ * device itself; a reader that is about to reopen for writing asks first. */
+int fs_check_device_sizes(struct fs_info *fs);
 /* Seal the undo file after the operation's last successful commit: flushes
  * every device and records the generation now on disk, so btk-undo accepts
  * the file only while that generation is current. Without this call the

@@ -227,6 +227,7 @@ static struct fs_info *open_filesystem(const struct tune_args *a)
 
 	fs_open_options_init(&opts);
 	opts.note = msg_fs_note;
+	opts.cancelled = cli_cancelled;
 	/* a dry run reads only: whatever it does in memory cannot reach the devices */
 	opts.writable = !a->o.dry_run;
 	opts.allow_missing = a->o.dry_run;
@@ -252,6 +253,7 @@ int main(int argc, char **argv)
 	int pending, ret = 0;
 
 	cli_init("btk-tune", 1);
+	cli_enable_cancel(); /* SIGINT: no commit after it (fs_open_options.cancelled) */
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	a.o.progress = cli_progress_mode(&a.common);
 

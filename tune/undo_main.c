@@ -13,7 +13,7 @@
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "libfs/io.h"
-#include "libfs/mounted.h"
+#include "libfs/target.h"
 #include "libfs/names.h"
 #include "libfs/undo.h"
 
@@ -116,7 +116,8 @@ static int run_undo(const struct undo_args *a)
 {
 	struct io_dev **devs = calloc(a->ndevices, sizeof(*devs));
 	unsigned flags = (a->dry_run ? UNDO_DRY_RUN : 0) | (a->force ? UNDO_FORCE : 0);
-	char msg[768] = "", where[256];
+	struct target_spec spec = { .flags = a->dry_run ? TARGET_READ_ONLY : 0 };
+	char msg[768] = "", why[600];
 	int ret = 0, status = 1;
 	unsigned i;
 
@@ -126,10 +127,8 @@ static int run_undo(const struct undo_args *a)
 	}
 	for (i = 0; i < a->ndevices; i++) {
 		const char *path = a->devices[i];
-		where[0] = 0;
-		ret = device_is_mounted(path, where, sizeof(where));
-		if (ret == 1) {
-			msg_error("%s is mounted (through %s): unmount it first; nothing was changed", path, where);
+		if ((ret = target_check(path, &spec, why, sizeof(why)))) {
+			msg_error("%s; nothing was changed", why);
 			goto out;
 		}
 		ret = io_open_file(path, IO_OPEN_EXCL | (a->dry_run ? 0 : IO_OPEN_WRITE), &devs[i]);
