@@ -21,6 +21,7 @@ struct repair_options {
 	bool enabled;          /* --repair, or a --rebuild-* option */
 	bool yes;              /* --yes: no questions */
 	bool dry_run;          /* --dry-run: say what would be written, write nothing */
+	bool preen;            /* -p/-a: only the classes safe unattended (repair_class.unattended) */
 	bool no_undo;          /* --no-undo */
 	const char *undo_path; /* --undo-file; NULL: the default name (repair_default_undo_path) */
 	bool rebuild_fst;      /* --rebuild-free-space-tree */
@@ -71,6 +72,10 @@ int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);
 bool repair_lost_covers(const struct check_ctx *ctx);
+
+/* The repair class that fixes code (the one that runs unasked when several
+ * do), NULL when it is reported only; *unattended: whether -p runs it. */
+const char *repair_class_of(enum problem_code code, bool *unattended);
 
 /* Block group used and superblock bytes_used from the committed extent tree,
  * plus adjust[i] bytes for the i-th block group (fs_read_block_groups order;

@@ -78,6 +78,8 @@ void check_ctx_release(struct check_ctx *ctx)
 {
 	json_object_put(ctx->json_problems);
 	ctx->json_problems = NULL;
+	json_object_put(ctx->json_doc);
+	ctx->json_doc = NULL;
 	ebitmap_destroy(ctx->visited);
 	ctx->visited = NULL;
 	ebitmap_destroy(ctx->log_blocks);

@@ -1,4 +1,5 @@
 /* A progress line on stderr; see progress.h. */
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,13 @@ struct progress {
 	_Atomic uint64_t done;
 	_Atomic uint64_t next_draw_ns;  /* no redraw before this time */
 };
+
+/* progress_machine_output(): the e2fsck -C lines' file descriptor (-1: none),
+ * the device they name and the pass number of the current phase (one
+ * process, one filesystem: set once by main) */
+static int machine_fd = -1;
+static char machine_device[256];
+static unsigned machine_pass;
 
 static uint64_t now_ns(void)
 {
@@ -86,6 +94,31 @@ const char *progress_format(const struct progress_snapshot *s, char *buf, size_t
 	return buf;
 }
 
+void progress_machine_output(int fd, const char *device)
+{
+	machine_fd = fd;
+	snprintf(machine_device, sizeof(machine_device), "%s", device ? device : "");
+}
+
+/* One "pass current max device" line; a phase of unknown size counts 0 of 1
+ * until it ends. */
+static void machine_line(struct progress *p, bool finished)
+{
+	uint64_t done = atomic_load(&p->done), max = p->total ? p->total : 1;
+	char line[400];
+	int n;
+
+	if (machine_fd < 0 || !machine_pass)
+		return;
+	if (finished || done > max)
+		done = finished ? max : (p->total ? max : 0);
+	else if (!p->total)
+		done = 0;
+	n = snprintf(line, sizeof(line), "%u %" PRIu64 " %" PRIu64 " %s\n", machine_pass, done, max, machine_device);
+	if (n > 0 && write(machine_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+		machine_fd = -1; /* the reader went away: stop, do not fail the check */
+}
+
 static void set_phase(struct progress *p, const char *phase, uint64_t total)
 {
 	snprintf(p->phase, sizeof(p->phase), "%s", phase ? phase : "");
@@ -132,7 +165,9 @@ static void draw(struct progress *p, uint64_t now, bool finished)
 	};
 	char line[256];
 
-	msg_status_line(progress_format(&s, line, sizeof(line)));
+	machine_line(p, finished);
+	if (p->enabled)
+		msg_status_line(progress_format(&s, line, sizeof(line)));
 }
 
 /* Redraw unless another thread did within the last REDRAW_NS. */
@@ -140,7 +175,7 @@ static void maybe_draw(struct progress *p)
 {
 	uint64_t now, next;
 
-	if (!p->enabled)
+	if (!p->enabled && machine_fd < 0)
 		return;
 	now = now_ns();
 	next = atomic_load(&p->next_draw_ns);
@@ -169,8 +204,10 @@ void progress_add(struct progress *p, uint64_t delta)
 
 static void end_line(struct progress *p)
 {
-	if (!p->enabled)
+	if (!p->enabled) {
+		machine_line(p, true);
 		return;
+	}
 	draw(p, now_ns(), true);
 	msg_status_end();
 }
@@ -186,6 +223,7 @@ void progress_next_phase(struct progress *p, const char *phase, uint64_t total)
 	if (!p)
 		return;
 	end_line(p);
+	machine_pass++; /* the first phase a program names with progress_next_phase() is pass 1 */
 	set_phase(p, phase, total);
 }
 

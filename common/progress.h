@@ -38,6 +38,12 @@ void progress_finish(struct progress *p);
 /* Whether lines are drawn at all (mode and terminal). */
 bool progress_enabled(const struct progress *p);
 
+/* Also write e2fsck's machine-readable progress (fsck(8) -C FD) to fd: one
+ * "pass current max device" line per redraw and at the end of each phase,
+ * pass counting the phases from 1, whatever the mode and verbosity. fd -1
+ * turns it off. For the whole process (one filesystem per run). */
+void progress_machine_output(int fd, const char *device);
+
 /* What one progress line shows; exposed for the unit tests. */
 struct progress_snapshot {
 	const char *phase;

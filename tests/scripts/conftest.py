@@ -126,6 +126,14 @@ def check_json(devices, *args):
     return p.returncode, out, {x["id"] for x in out["problems"]}
 
 
+def check_runs(stdout: str) -> list[dict]:
+    """btk-check --format json prints one document: its check, its "repair" and its "after_repair"
+    (those it has), in that order."""
+    doc = json.loads(stdout)
+    assert doc["version"] == 1 and doc["program"] == "btk-check", doc
+    return [doc] + [doc[k] for k in ("repair", "after_repair") if k in doc]
+
+
 def error_lines(stderr: str, tool: str = "btk-inspect") -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"{tool}: error:")]
 

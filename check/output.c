@@ -1,0 +1,103 @@
+/* What btk-check prints around the phases' findings: which filesystem it
+ * checks (text: the first lines; JSON: the "filesystem" object), and the one
+ * JSON document of the run, which the summaries of the check, the repair and
+ * the check after it fill in before main() prints it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check/check.h"
+#include "common/json_doc.h"
+#include "libfs/names.h"
+
+static void fs_label(const struct fs_info *fs, char *out, size_t len)
+{
+	const uint8_t *label = super_label_ptr(fs->super);
+	size_t n = strnlen((const char *)label, BTRFS_LABEL_SIZE);
+
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, label, n);
+	out[n] = '\0';
+}
+
+static struct json_object *filesystem_json(const struct fs_info *fs, char uuid[UUID_STR_BUF],
+					   const char *label)
+{
+	struct json_object *o = json_object_new_object(), *devs = json_object_new_array();
+
+	for (unsigned i = 0; i < fs->num_devices; i++) {
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "devid", json_object_new_uint64(fs->devices[i].devid));
+		json_object_object_add(d, "path", fs->devices[i].path ? json_object_new_string(fs->devices[i].path) : NULL);
+		json_object_object_add(d, "missing", json_object_new_boolean(!fs->devices[i].path));
+		json_object_array_add(devs, d);
+	}
+	json_object_object_add(o, "devices", devs);
+	json_object_object_add(o, "fsid", json_object_new_string(uuid));
+	json_object_object_add(o, "label", json_object_new_string(label));
+	json_object_object_add(o, "generation", json_object_new_uint64(fs->generation));
+	return o;
+}
+
+void check_output_begin(struct check_ctx *ctx)
+{
+	const struct fs_info *fs = ctx->fs;
+	char uuid[UUID_STR_BUF], label[BTRFS_LABEL_SIZE + 1];
+
+	uuid_to_str(fs->fsid, uuid);
+	fs_label(fs, label, sizeof(label));
+	if (ctx->opts->format == CLI_FORMAT_JSON) {
+		if (!ctx->json_doc)
+			ctx->json_doc = json_doc_new();
+		json_object_object_add(ctx->json_doc, "filesystem", filesystem_json(fs, uuid, label));
+		return;
+	}
+	printf("Checking filesystem on");
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		printf("%s %s", i ? "," : "", fs->devices[i].path ? fs->devices[i].path : "(missing)");
+	printf("\nUUID: %s\n", uuid);
+	if (label[0])
+		printf("Label: %s\n", label);
+}
+
+void check_output_summary(struct check_ctx *ctx, struct json_object *summary)
+{
+	struct json_object *doc;
+
+	if (!ctx->json_doc)
+		ctx->json_doc = json_doc_new();
+	doc = ctx->json_doc;
+	if (json_object_object_get_ex(doc, "problems", NULL)) {
+		/* the check after a repair */
+		json_object_object_add(doc, "after_repair", summary);
+		return;
+	}
+	json_object_object_foreach(summary, key, val)
+		json_object_object_add(doc, key, json_object_get(val));
+	json_object_put(summary);
+}
+
+void check_output_section(struct check_ctx *ctx, const char *key, struct json_object *value)
+{
+	if (!ctx->json_doc)
+		ctx->json_doc = json_doc_new();
+	json_object_object_add(ctx->json_doc, key, value);
+}
+
+void check_output_end(struct check_ctx *ctx, int status, const char *error)
+{
+	struct json_object *doc;
+
+	if (ctx->opts->format != CLI_FORMAT_JSON)
+		return;
+	if (!ctx->json_doc)
+		ctx->json_doc = json_doc_new();
+	doc = ctx->json_doc;
+	ctx->json_doc = NULL;
+	if (error)
+		json_object_object_add(doc, "error", json_object_new_string(error));
+	json_object_object_add(doc, "cancelled", json_object_new_boolean(!!(status & FSCK_EXIT_CANCELLED)));
+	json_object_object_add(doc, "exit_status", json_object_new_int(status));
+	json_doc_print(doc);
+}
