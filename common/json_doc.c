@@ -21,7 +21,7 @@ void json_doc_print(struct json_object *doc)
 	if (!doc)
 		return;
 	fflush(stdout);
-	puts(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
+	puts(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	fflush(stdout);
 	json_object_put(doc);
 }

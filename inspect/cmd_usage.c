@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_doc.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "inspect/inspect.h"
@@ -148,7 +149,8 @@ static void print_json(struct fs_info *fs, const struct tree_usage *trees, size_
 {
 	char name[48];
 
-	printf("{\"nodesize\":%u,\"trees\":[", fs->nodesize);
+	printf("{\"version\":%d,\"program\":\"btk-inspect\",\"btk_version\":\"%s\",\"command\":\"usage\","
+	       "\"nodesize\":%u,\"trees\":[", JSON_DOC_VERSION, BTK_VERSION, fs->nodesize);
 	for (size_t i = 0; i < ntrees; i++) {
 		uint64_t nodes = 0;
 		int first = 1;

@@ -134,6 +134,15 @@ def check_runs(stdout: str) -> list[dict]:
     return [doc] + [doc[k] for k in ("repair", "after_repair") if k in doc]
 
 
+def super_json(stdout: str):
+    """The superblock (or with --all-copies the list of copies) of the first device in
+    btk-inspect super --format json's one document."""
+    doc = json.loads(stdout)
+    assert doc["version"] == 1 and doc["command"] == "super", doc
+    dev = doc["devices"][0]
+    return dev["superblock"] if "superblock" in dev else dev["copies"]
+
+
 def error_lines(stderr: str, tool: str = "btk-inspect") -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"{tool}: error:")]
 
