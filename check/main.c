@@ -141,7 +141,7 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "-n (repair nothing) contradicts --repair, -y, -p and the --rebuild options");
 		if ((a->repair.yes || a->repair.dry_run || a->repair.undo_path || a->repair.no_undo) &&
 		    !a->repair.enabled)
-			argp_error(state, "--yes, --dry-run, --undo-file and --no-undo go with --repair");
+			argp_error(state, "--dry-run, --undo-file and --no-undo go with --repair");
 		if (a->repair.undo_path && (a->repair.no_undo || a->repair.dry_run))
 			argp_error(state, "--undo-file makes no sense with --no-undo or --dry-run");
 		if (a->repair.enabled && !a->repair.yes && !a->repair.dry_run && !isatty(STDIN_FILENO))
@@ -153,7 +153,23 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* --list-problems: the problem table, as text or one JSON document. */
+/* The registry's space-separated classes as a JSON array. */
+static struct json_object *classes_json(const char *list)
+{
+	struct json_object *arr = json_object_new_array();
+
+	while (list && *list) {
+		const char *end = strchr(list, ' ');
+		size_t n = end ? (size_t)(end - list) : strlen(list);
+		json_object_array_add(arr, json_object_new_string_len(list, (int)n));
+		list += n + (end ? 1 : 0);
+	}
+	return arr;
+}
+
+/* --list-problems: the problem registry (check/problems.def), as text or one
+ * JSON document (scripts/gen-problems-man makes the man page's PROBLEMS
+ * section from it). */
 static int list_problems(enum cli_format format)
 {
 	unsigned n;
@@ -167,20 +183,23 @@ static int list_problems(enum cli_format format)
 	}
 	for (unsigned i = 0; i < n; i++) {
 		const char *sev = t[i].severity == SEV_ERROR ? "error" : "warning";
-		bool preen;
+		bool preen = false;
 		const char *klass = repair_class_of(t[i].code, &preen);
 		if (!arr) {
-			printf("%-28s %-7s %-18s%s %s\n", t[i].id, sev, klass ? klass : "-", preen ? " (-p)" : "",
-			       t[i].summary);
+			printf("%-26s %-7s %-28s%s %s\n", t[i].id, sev, t[i].classes ? t[i].classes : "-",
+			       preen ? " (-p)" : "", t[i].summary);
 			continue;
 		}
 		struct json_object *o = json_object_new_object();
 		json_object_object_add(o, "code", json_object_new_int(t[i].code));
 		json_object_object_add(o, "id", json_object_new_string(t[i].id));
 		json_object_object_add(o, "severity", json_object_new_string(sev));
+		json_object_object_add(o, "detector", t[i].detector ? json_object_new_string(t[i].detector) : NULL);
 		json_object_object_add(o, "repair_class", klass ? json_object_new_string(klass) : NULL);
+		json_object_object_add(o, "repair_classes", classes_json(t[i].classes));
 		json_object_object_add(o, "preen", json_object_new_boolean(preen));
 		json_object_object_add(o, "summary", json_object_new_string(t[i].summary));
+		json_object_object_add(o, "man", t[i].man ? json_object_new_string(t[i].man) : NULL);
 		json_object_array_add(arr, o);
 	}
 	json_doc_print(doc);

@@ -174,6 +174,25 @@ static bool class_fixes(const struct repair_class *c, enum problem_code code)
 	return false;
 }
 
+unsigned repair_class_count(void)
+{
+	return NCLASSES;
+}
+
+const char *repair_class_name(unsigned i, bool *unattended)
+{
+	if (i >= NCLASSES)
+		return NULL;
+	if (unattended)
+		*unattended = classes[i].unattended;
+	return classes[i].name;
+}
+
+bool repair_class_lists(unsigned i, enum problem_code code)
+{
+	return i < NCLASSES && class_fixes(&classes[i], code);
+}
+
 const char *repair_class_of(enum problem_code code, bool *unattended)
 {
 	const struct repair_class *found = NULL;

@@ -73,6 +73,13 @@ int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
 int repair_lost_blocks(struct repair_ctx *r);
 bool repair_lost_covers(const struct check_ctx *ctx);
 
+/* The classes in the order they run (for --list-problems and the registry's
+ * unit test): their number, the i-th one's name (and whether -p runs it),
+ * whether its code list names code. */
+unsigned repair_class_count(void);
+const char *repair_class_name(unsigned i, bool *unattended);
+bool repair_class_lists(unsigned i, enum problem_code code);
+
 /* The repair class that fixes code (the one that runs unasked when several
  * do), NULL when it is reported only; *unattended: whether -p runs it. */
 const char *repair_class_of(enum problem_code code, bool *unattended);

@@ -295,7 +295,8 @@ def test_repair_needs_yes_without_terminal(tmp_path):
 
 
 @pytest.mark.parametrize("args,pattern", [
-    (["--yes"], "go with --repair"),
+    # --yes implies --repair (fsck -y); -n contradicts it
+    (["-n", "--yes"], "contradicts"),
     (["--dry-run"], "go with --repair"),
     (["--repair", "--yes", "--no-undo", "--undo-file", "x"], "makes no sense"),
 ])
