@@ -21,7 +21,7 @@ ifeq ($(SANITIZE),yes)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS = $(BASE_CFLAGS) $(DEP_CFLAGS) $(CFLAGS)
+ALL_CFLAGS = $(BASE_CFLAGS) $(DEP_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 LIBS = -lpthread $(DEP_LIBS)
 
 LIBFS_SRC := $(wildcard libfs/*.c)
@@ -133,10 +133,8 @@ sample: $(B)/sample.img
 # What CI runs: everything.
 check-all: check check-valgrind check-asan
 
-install: all
-	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man8
-	install -m 755 $(PROG_BINS) $(DESTDIR)$(bindir)
-	$(if $(MANPAGES),install -m 644 $(MANPAGES) $(DESTDIR)$(mandir)/man8)
+# install, uninstall, lib (libbtk.so/.a, btk.pc), dist
+include install.mk
 
 clean:
 	rm -rf $(B) build-asan
