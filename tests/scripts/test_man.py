@@ -9,16 +9,16 @@ import subprocess
 import pytest
 
 import fsbuild
-from conftest import BUILD_DIR, require_btk, run_btk
+from conftest import BUILD_DIR, require_btk, run_btk, sample_copy
 
 DOC = fsbuild.REPO / "doc"
 PAGES = sorted(DOC.glob("*.8"))
 # program -> its subcommands ([] when it has none)
 PROGRAMS = {
     "btk-check": [],
-    "btk-convert": ["profile"],
+    "btk-convert": ["profile", "bg-tree"],
     "btk-image": ["dump", "restore", "info"],
-    "btk-inspect": ["super", "tree", "map", "usage"],
+    "btk-inspect": ["super", "tree", "map", "usage", "heatmap"],
     "btk-tune": [],
     "btk-undo": [],
 }
@@ -47,7 +47,12 @@ def test_every_problem_id_in_the_page():
 
 
 def long_options(help_text: str) -> set[str]:
-    return set(re.findall(r"--([a-z][a-z0-9-]+)", help_text)) - {"help", "usage", "version"}
+    """The long options argp lists (the names before the description of each option line)."""
+    names = set()
+    for line in help_text.splitlines():
+        if re.match(r" {2,6}-", line):
+            names |= set(re.findall(r"--([a-z][a-z0-9-]+)", re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]))
+    return names - {"help", "usage", "version"}
 
 
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
@@ -64,10 +69,7 @@ def test_every_option_documented(program):
 
 @pytest.fixture
 def sample(tmp_path):
-    img = tmp_path / "sample.img"
-    with open(img, "wb") as f:
-        subprocess.run(["xz", "-dc", str(fsbuild.REPO / "tests/images/sample.img.xz")], stdout=f, check=True)
-    return img
+    return sample_copy(tmp_path)
 
 
 def test_tune_short_metadata_uuid_as_documented(sample):
