@@ -126,6 +126,15 @@ def check_json(devices, *args):
     return p.returncode, out, {x["id"] for x in out["problems"]}
 
 
+def sample_copy(where: Path) -> Path:
+    """A fresh copy of the sample filesystem (tests/images/sample.img.xz: 100 MiB, one device,
+    fixed fsid, label btk-sample, DUP metadata) in the directory where."""
+    img = Path(where) / "sample.img"
+    with open(img, "wb") as f:
+        subprocess.run(["xz", "-dc", str(fsbuild.REPO / "tests/images/sample.img.xz")], stdout=f, check=True)
+    return img
+
+
 def check_runs(stdout: str) -> list[dict]:
     """btk-check --format json prints one document: its check, its "repair" and its "after_repair"
     (those it has), in that order."""

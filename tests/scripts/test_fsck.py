@@ -12,18 +12,14 @@ from pathlib import Path
 
 import pytest
 
-import fsbuild
-from conftest import BUILD_DIR, btk_path, check_runs, require_btk, run_btk, skip_or_fail
+from conftest import BUILD_DIR, btk_path, check_runs, require_btk, run_btk, skip_or_fail, sample_copy
 
 SAMPLE_FSID = "6b746273-616d-706c-6500-000000000001"
 
 
 @pytest.fixture
 def sample(tmp_path) -> Path:
-    img = tmp_path / "sample.img"
-    with open(img, "wb") as f:
-        subprocess.run(["xz", "-dc", str(fsbuild.REPO / "tests/images/sample.img.xz")], stdout=f, check=True)
-    return img
+    return sample_copy(tmp_path)
 
 
 def corrupt(img, *args):

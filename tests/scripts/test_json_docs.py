@@ -4,20 +4,15 @@ version: btk-check (a check, a listing, a failure), btk-inspect super/map/usage,
 btk-image info. (btk-inspect tree --format jsonl is a stream of records by design:
 doc/inspect-tree-jsonl.md.)"""
 import json
-import subprocess
 
 import pytest
 
-import fsbuild
-from conftest import run_btk
+from conftest import run_btk, sample_copy
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    img = tmp_path_factory.mktemp("json") / "sample.img"
-    with open(img, "wb") as f:
-        subprocess.run(["xz", "-dc", str(fsbuild.REPO / "tests/images/sample.img.xz")], stdout=f, check=True)
-    return img
+    return sample_copy(tmp_path_factory.mktemp("json"))
 
 
 def one_document(tool, *args, status=(0,)):
