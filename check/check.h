@@ -159,4 +159,9 @@ void check_output_summary(struct check_ctx *ctx, struct json_object *summary);
 void check_output_section(struct check_ctx *ctx, const char *key, struct json_object *value);
 void check_output_end(struct check_ctx *ctx, int status, const char *error);
 
+/* check/progress_plan.c: the expected cost of a phase of check_run() (in
+ * proportion to the others), and the data bytes --check-data-csum reads. */
+double check_phase_cost(const struct check_ctx *ctx, const char *phase, uint64_t data_bytes);
+uint64_t check_data_bytes_estimate(struct fs_info *fs);
+
 #endif
