@@ -158,6 +158,8 @@ void check_output_begin(struct check_ctx *ctx);
 void check_output_summary(struct check_ctx *ctx, struct json_object *summary);
 void check_output_section(struct check_ctx *ctx, const char *key, struct json_object *value);
 void check_output_end(struct check_ctx *ctx, int status, const char *error);
+/* --list-problems: the problem registry as text or one JSON document; 0. */
+int check_list_problems(enum cli_format format);
 
 /* check/progress_plan.c: the expected cost of a phase of check_run() (in
  * proportion to the others), and the data bytes --check-data-csum reads. */

@@ -10,7 +10,6 @@
 #include "check/check.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
-#include "common/json_doc.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "libfs/blockgroups.h"
@@ -153,59 +152,6 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* The registry's space-separated classes as a JSON array. */
-static struct json_object *classes_json(const char *list)
-{
-	struct json_object *arr = json_object_new_array();
-
-	while (list && *list) {
-		const char *end = strchr(list, ' ');
-		size_t n = end ? (size_t)(end - list) : strlen(list);
-		json_object_array_add(arr, json_object_new_string_len(list, (int)n));
-		list += n + (end ? 1 : 0);
-	}
-	return arr;
-}
-
-/* --list-problems: the problem registry (check/problems.def), as text or one
- * JSON document (scripts/gen-problems-man makes the man page's PROBLEMS
- * section from it). */
-static int list_problems(enum cli_format format)
-{
-	unsigned n;
-	const struct problem_def *t = problem_table(&n);
-	struct json_object *doc = NULL, *arr = NULL;
-
-	if (format == CLI_FORMAT_JSON) {
-		doc = json_doc_new();
-		arr = json_object_new_array();
-		json_object_object_add(doc, "problems", arr);
-	}
-	for (unsigned i = 0; i < n; i++) {
-		const char *sev = t[i].severity == SEV_ERROR ? "error" : "warning";
-		bool preen = false;
-		const char *klass = repair_class_of(t[i].code, &preen);
-		if (!arr) {
-			printf("%-26s %-7s %-28s%s %s\n", t[i].id, sev, t[i].classes ? t[i].classes : "-",
-			       preen ? " (-p)" : "", t[i].summary);
-			continue;
-		}
-		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "code", json_object_new_int(t[i].code));
-		json_object_object_add(o, "id", json_object_new_string(t[i].id));
-		json_object_object_add(o, "severity", json_object_new_string(sev));
-		json_object_object_add(o, "detector", t[i].detector ? json_object_new_string(t[i].detector) : NULL);
-		json_object_object_add(o, "repair_class", klass ? json_object_new_string(klass) : NULL);
-		json_object_object_add(o, "repair_classes", classes_json(t[i].classes));
-		json_object_object_add(o, "preen", json_object_new_boolean(preen));
-		json_object_object_add(o, "summary", json_object_new_string(t[i].summary));
-		json_object_object_add(o, "man", t[i].man ? json_object_new_string(t[i].man) : NULL);
-		json_object_array_add(arr, o);
-	}
-	json_doc_print(doc);
-	return 0;
-}
-
 static void print_summary(struct check_ctx *ctx)
 {
 	char s1[SIZE_BUF_LEN];
@@ -275,7 +221,7 @@ int main(int argc, char **argv)
 	cli_init("btk-check", FSCK_EXIT_USAGE);
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	if (a.list_problems)
-		return list_problems(a.opts.format);
+		return check_list_problems(a.opts.format);
 	/* unattended (fsck -p at boot, the current directory often read-only):
 	 * no undo file unless one is named */
 	if (a.repair.preen && !a.repair.undo_path)

@@ -1,12 +1,13 @@
 /* What btk-check prints around the phases' findings: which filesystem it
  * checks (text: the first lines; JSON: the "filesystem" object), and the one
  * JSON document of the run, which the summaries of the check, the repair and
- * the check after it fill in before main() prints it. */
+ * the check after it fill in before main() prints it; and --list-problems. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check/check.h"
+#include "check/repair.h"
 #include "common/json_doc.h"
 #include "libfs/names.h"
 
@@ -100,4 +101,57 @@ void check_output_end(struct check_ctx *ctx, int status, const char *error)
 	json_object_object_add(doc, "cancelled", json_object_new_boolean(!!(status & FSCK_EXIT_CANCELLED)));
 	json_object_object_add(doc, "exit_status", json_object_new_int(status));
 	json_doc_print(doc);
+}
+
+/* The registry's space-separated classes as a JSON array. */
+static struct json_object *classes_json(const char *list)
+{
+	struct json_object *arr = json_object_new_array();
+
+	while (list && *list) {
+		const char *end = strchr(list, ' ');
+		size_t n = end ? (size_t)(end - list) : strlen(list);
+		json_object_array_add(arr, json_object_new_string_len(list, (int)n));
+		list += n + (end ? 1 : 0);
+	}
+	return arr;
+}
+
+/* --list-problems: the problem registry (check/problems.def), as text or one
+ * JSON document (scripts/gen-problems-man makes the man page's PROBLEMS
+ * section from it). */
+int check_list_problems(enum cli_format format)
+{
+	unsigned n;
+	const struct problem_def *t = problem_table(&n);
+	struct json_object *doc = NULL, *arr = NULL;
+
+	if (format == CLI_FORMAT_JSON) {
+		doc = json_doc_new();
+		arr = json_object_new_array();
+		json_object_object_add(doc, "problems", arr);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		const char *sev = t[i].severity == SEV_ERROR ? "error" : "warning";
+		bool preen = false;
+		const char *klass = repair_class_of(t[i].code, &preen);
+		if (!arr) {
+			printf("%-26s %-7s %-28s%s %s\n", t[i].id, sev, t[i].classes ? t[i].classes : "-",
+			       preen ? " (-p)" : "", t[i].summary);
+			continue;
+		}
+		struct json_object *o = json_object_new_object();
+		json_object_object_add(o, "code", json_object_new_int(t[i].code));
+		json_object_object_add(o, "id", json_object_new_string(t[i].id));
+		json_object_object_add(o, "severity", json_object_new_string(sev));
+		json_object_object_add(o, "detector", t[i].detector ? json_object_new_string(t[i].detector) : NULL);
+		json_object_object_add(o, "repair_class", klass ? json_object_new_string(klass) : NULL);
+		json_object_object_add(o, "repair_classes", classes_json(t[i].classes));
+		json_object_object_add(o, "preen", json_object_new_boolean(preen));
+		json_object_object_add(o, "summary", json_object_new_string(t[i].summary));
+		json_object_object_add(o, "man", t[i].man ? json_object_new_string(t[i].man) : NULL);
+		json_object_array_add(arr, o);
+	}
+	json_doc_print(doc);
+	return 0;
 }
