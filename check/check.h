@@ -59,6 +59,7 @@ struct check_ctx {
 	uint64_t errors;
 	uint64_t warnings;
 	struct json_object *json_problems; /* with --format json */
+	struct json_object *json_doc;      /* the run's one JSON document (check/output.c) */
 	struct progress *progress;
 	struct check_stats stats;
 	uint64_t metadata_bytes;           /* used in metadata block groups (one copy): sizes the sorters */
@@ -160,5 +161,21 @@ bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid);
 void refs_free(struct check_ctx *ctx);
 void fs_feed_free(struct check_ctx *ctx);
 void qgroup_state_free(struct check_ctx *ctx);
+
+/* check/output.c: the filesystem checked (first lines, or "filesystem" in
+ * JSON); a run's summary into the JSON document (the first at its top level,
+ * the check after a repair as "after_repair"); another top-level member;
+ * the document printed with the exit status (and error, if any). */
+void check_output_begin(struct check_ctx *ctx);
+void check_output_summary(struct check_ctx *ctx, struct json_object *summary);
+void check_output_section(struct check_ctx *ctx, const char *key, struct json_object *value);
+void check_output_end(struct check_ctx *ctx, int status, const char *error);
+/* --list-problems: the problem registry as text or one JSON document; 0. */
+int check_list_problems(enum cli_format format);
+
+/* check/progress_plan.c: the expected cost of a phase of check_run() (in
+ * proportion to the others), and the data bytes --check-data-csum reads. */
+double check_phase_cost(const struct check_ctx *ctx, const char *phase, uint64_t data_bytes);
+uint64_t check_data_bytes_estimate(struct fs_info *fs);
 
 #endif

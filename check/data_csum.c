@@ -394,6 +394,8 @@ int check_data_csums(struct check_ctx *ctx)
 	ret = dc_setup(s);
 	if (!ret)
 		ret = list_stripes(fs, &stripes, &nstripes);
+	/* for the percentage and ETA: what the data block groups use, every copy */
+	progress_set_total(ctx->progress, check_data_bytes_estimate(fs));
 	for (size_t i = 0; !ret && i < nstripes; i++)
 		ret = verify_stripe(s, &stripes[i]);
 	if (!ret) {

@@ -21,24 +21,36 @@ struct check_args {
 	struct repair_options repair;
 	char **paths;
 	unsigned npaths;
+	bool no;            /* -n */
+	bool list_problems; /* --list-problems */
+	int progress_fd;    /* -C FD; -1: none */
 };
 
 enum { OPT_MEMORY_LIMIT = 256, OPT_CHECK_DATA_CSUM, OPT_REPAIR, OPT_YES, OPT_DRY_RUN, OPT_UNDO_FILE, OPT_NO_UNDO,
        OPT_REBUILD_FST, OPT_REBUILD_UUID, OPT_CLEAR_LOG, OPT_REBUILD_CSUM,
-       OPT_REBUILD_EXTENT };
+       OPT_REBUILD_EXTENT, OPT_FORMAT, OPT_LIST_PROBLEMS };
 
 static const struct argp_option check_options[] = {
 	{ "memory-limit", OPT_MEMORY_LIMIT, "SIZE", 0,
 	  "Memory budget (default: a quarter of RAM, at most 4GiB)", 0 },
 	{ "jobs", 'j', "N", 0, "Threads for reading and checksumming (default: cores)", 0 },
-	{ "format", 'f', "FORMAT", 0, "Output: text (default) or json", 0 },
+	{ "format", OPT_FORMAT, "FORMAT", 0, "Output: text (default) or json", 0 },
+	{ "force", 'f', NULL, 0, "Check even if the filesystem seems clean (for fsck(8); btk-check always checks)", 0 },
+	{ "no", 'n', NULL, 0, "Read-only: repair nothing, answer no to every question (fsck(8) -n)", 0 },
+	{ NULL, 'C', "FD", 0, "Write progress to file descriptor FD (0: stdout) as e2fsck's 'pass current max "
+	  "device' lines, for fsck(8) -C", 0 },
+	{ "list-problems", OPT_LIST_PROBLEMS, NULL, 0, "List every problem id with its phase, severity and repair "
+	  "class (with --format json: as JSON), then exit", 0 },
 	{ "super", 's', "N", 0, "Use superblock copy N (0, 1 or 2)", 0 },
 	{ "check-data-csum", OPT_CHECK_DATA_CSUM, NULL, 0, "Also read every checksummed data block, every copy, and verify it against the csum tree", 0 },
 	{ NULL, 0, NULL, 0, "Repair (doc/btk-check.8 lists what each problem's repair does):", 1 },
 	{ "repair", OPT_REPAIR, NULL, 0,
 	  "Repair what can be repaired safely, one class of problems at a time, each committed "
 	  "atomically; asks before each class on a terminal; then checks again", 1 },
-	{ "yes", 'y', NULL, 0, "Answer yes to every repair question (needed when stdin is not a terminal)", 1 },
+	{ "yes", 'y', NULL, 0, "Repair, answering yes to every question (implies --repair; fsck(8) -y)", 1 },
+	{ "preen", 'p', NULL, 0, "Repair unattended only what needs no decision (the classes the man page marks "
+	  "preen); never ask; exit 4 when anything else is left (fsck(8) -p and -a)", 1 },
+	{ NULL, 'a', NULL, OPTION_ALIAS, NULL, 1 },
 	{ "dry-run", OPT_DRY_RUN, NULL, 0,
 	  "With --repair: say what would be written; open the devices read-only and write nothing", 1 },
 	{ "undo-file", OPT_UNDO_FILE, "FILE", 0,
@@ -89,7 +101,17 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 			argp_error(state, "invalid --jobs '%s'", arg);
 		a->opts.jobs = (unsigned)v;
 		break;
-	case 'f':
+	case 'f': break; /* every run checks everything */
+	case 'n': a->no = true; break;
+	case 'p':
+	case 'a': a->repair.preen = a->repair.yes = a->repair.enabled = true; break;
+	case 'C':
+		if (u64_parse(arg, &v) || v > 1024 * 1024)
+			argp_error(state, "invalid -C '%s' (a file descriptor)", arg);
+		a->progress_fd = (int)v;
+		break;
+	case OPT_LIST_PROBLEMS: a->list_problems = true; break;
+	case OPT_FORMAT:
 		cli_argp_format(state, arg, CLI_FORMAT_MASK(CLI_FORMAT_TEXT) | CLI_FORMAT_MASK(CLI_FORMAT_JSON),
 				&a->opts.format);
 		break;
@@ -100,7 +122,7 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_CHECK_DATA_CSUM: a->opts.check_data_csum = true; break;
 	case OPT_REPAIR: a->repair.enabled = true; break;
-	case 'y': a->repair.yes = true; break;
+	case 'y': a->repair.yes = a->repair.enabled = true; break;
 	case OPT_DRY_RUN: a->repair.dry_run = true; break;
 	case OPT_UNDO_FILE: a->repair.undo_path = arg; break;
 	case OPT_NO_UNDO: a->repair.no_undo = true; break;
@@ -109,10 +131,16 @@ static error_t check_parse(int key, char *arg, struct argp_state *state)
 	case OPT_CLEAR_LOG: a->repair.clear_log = a->repair.enabled = true; break;
 	case OPT_REBUILD_CSUM: a->repair.rebuild_csum = a->repair.enabled = true; break;
 	case OPT_REBUILD_EXTENT: a->repair.rebuild_extent = a->repair.enabled = true; break;
+	case ARGP_KEY_NO_ARGS:
+		if (a->list_problems)
+			return 0;
+		return cli_argp_devices(key, state, &a->paths, &a->npaths);
 	case ARGP_KEY_END:
+		if (a->no && a->repair.enabled)
+			argp_error(state, "-n (repair nothing) contradicts --repair, -y, -p and the --rebuild options");
 		if ((a->repair.yes || a->repair.dry_run || a->repair.undo_path || a->repair.no_undo) &&
 		    !a->repair.enabled)
-			argp_error(state, "--yes, --dry-run, --undo-file and --no-undo go with --repair");
+			argp_error(state, "--dry-run, --undo-file and --no-undo go with --repair");
 		if (a->repair.undo_path && (a->repair.no_undo || a->repair.dry_run))
 			argp_error(state, "--undo-file makes no sense with --no-undo or --dry-run");
 		if (a->repair.enabled && !a->repair.yes && !a->repair.dry_run && !isatty(STDIN_FILENO))
@@ -152,8 +180,7 @@ static void print_summary(struct check_ctx *ctx)
 			json_object_object_add(o, "data_csum_seconds", json_object_new_double(ctx->stats.data_csum_seconds));
 		}
 		json_object_object_add(o, "problems", json_object_get(ctx->json_problems));
-		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-		json_object_put(o);
+		check_output_summary(ctx, o);
 		return;
 	}
 	printf("trees checked: %" PRIu64 ", tree blocks: %" PRIu64 " (%s), items: %" PRIu64 "\n",
@@ -191,7 +218,7 @@ int main(int argc, char **argv)
 		"0 clean, 1 errors corrected, 4 errors left uncorrected, 8 operational error, 16 usage "
 		"error, 32 cancelled (sums of these when several apply).",
 		children, NULL, NULL };
-	struct check_args a = { .opts = { .super_mirror = -1, .format = CLI_FORMAT_TEXT } };
+	struct check_args a = { .opts = { .super_mirror = -1, .format = CLI_FORMAT_TEXT }, .progress_fd = -1 };
 	struct check_ctx ctx = { 0 };
 	struct fs_open_options fo;
 	uint64_t cache_max;
@@ -200,6 +227,14 @@ int main(int argc, char **argv)
 
 	cli_init("btk-check", FSCK_EXIT_USAGE);
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	if (a.list_problems)
+		return check_list_problems(a.opts.format);
+	/* unattended (fsck -p at boot, the current directory often read-only):
+	 * no undo file unless one is named */
+	if (a.repair.preen && !a.repair.undo_path)
+		a.repair.no_undo = true;
+	if (a.progress_fd >= 0)
+		progress_machine_output(a.progress_fd ? a.progress_fd : STDOUT_FILENO, a.paths[0]);
 	if (!a.opts.memory_limit)
 		a.opts.memory_limit = default_memory_limit();
 	if (!a.opts.jobs)
@@ -220,20 +255,24 @@ int main(int argc, char **argv)
 	/* a repair's transaction keeps another eighth in dirty tree blocks at most */
 	fo.trans_dirty_bytes = a.opts.memory_limit / 8;
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
+	ctx.opts = &a.opts;
 	if (ret) {
 		msg_error("%s", msg);
+		check_output_end(&ctx, FSCK_EXIT_ERROR, msg);
 		return FSCK_EXIT_ERROR;
 	}
+	check_output_begin(&ctx);
 	if (a.repair.enabled && !a.repair.dry_run && fs_check_device_sizes(ctx.fs)) {
 		msg_error("%s", ctx.fs->errmsg);
+		check_output_end(&ctx, FSCK_EXIT_ERROR, ctx.fs->errmsg);
 		fs_close(ctx.fs);
 		return FSCK_EXIT_ERROR;
 	}
 	if (a.repair.enabled && (ret = repair_preflight(ctx.fs, &a.repair))) {
+		check_output_end(&ctx, ret, "the repair cannot start (see the message above)");
 		fs_close(ctx.fs);
 		return ret;
 	}
-	ctx.opts = &a.opts;
 	ctx.infer_full_backref = a.repair.rebuild_extent;
 	ctx.json_problems = json_object_new_array();
 	ctx.progress = progress_create("checking", 0, a.opts.progress);
@@ -247,6 +286,7 @@ int main(int argc, char **argv)
 	} else if (ret == 0 && ctx.errors) {
 		ret = FSCK_EXIT_UNCORRECTED;
 	}
+	check_output_end(&ctx, ret, NULL);
 	check_ctx_release(&ctx);
 	fs_close(ctx.fs);
 	return ret;

@@ -32,6 +32,10 @@ struct repair_class {
 	int (*run)(struct repair_ctx *r);
 	/* problems that make this class unsafe, besides transaction_blockers; 0 ends */
 	enum problem_code blockers[MAX_BLOCKERS];
+	/* safe unattended (fsck -p/-a, "preen"): the repair takes no decision -- it
+	 * copies a good copy over a bad one or recomputes what other items
+	 * determine -- and loses nothing */
+	bool unattended;
 };
 
 static bool fst_forced(const struct repair_options *o) { return o->rebuild_fst; }
@@ -45,17 +49,17 @@ static bool extent_forced(const struct repair_options *o) { return o->rebuild_ex
 static const struct repair_class classes[] = {
 	{ "superblock-copies", "Rewrite bad or stale superblock copies from the good copy of their device",
 	  { PR_SUPER_COPY_INVALID, PR_SUPER_COPY_STALE, PR_SUPER_COPY_DIFFERS, PR_SUPER_COPY_MISSING }, false, NULL,
-	  repair_super_copies, { 0 } },
+	  repair_super_copies, { 0 }, true },
 	{ "tree-block-copies", "Rewrite bad copies of tree blocks from a good copy",
-	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 } },
+	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 }, true },
 	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
 	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
-	  { 0 }, false, log_forced, repair_clear_log, { 0 } },
+	  { 0 }, false, log_forced, repair_clear_log, { 0 }, false },
 	/* wanted for unreadable subvolume-tree blocks (no problem code of its own): the classes after
 	 * it are chosen from a check run again once it committed (repair_filesystem) */
 	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "
 	  "what other trees say about them is repaired after)",
-	  { 0 }, true, NULL, repair_lost_blocks, { 0 } },
+	  { 0 }, true, NULL, repair_lost_blocks, { 0 }, false },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -67,32 +71,32 @@ static const struct repair_class classes[] = {
 	  true, extent_forced, repair_rebuild_extent_tree,
 	  /* a subvolume named by root refs but without its root item: its blocks look leaked, and
 	   * dropping their references would free a snapshot that a new root item could give back */
-	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING } },
+	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING }, false },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
-	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
+	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING }, false },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES }, true,
 	  NULL,
 	  repair_space_counters,
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
-	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE } },
+	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE }, true },
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
-	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 } },
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 }, true },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
 	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
 	  "from the data (a csum tree with unreadable blocks is dropped whole first)",
 	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
-	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL }, false },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
-	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 } },
+	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 }, false },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
-	  repair_uuid_tree, { 0 } },
+	  repair_uuid_tree, { 0 }, true },
 	/* the last three change subvolume trees, whose shared blocks need right extent references; the
 	 * check runs again after this one (repair_filesystem), so names and inodes see the new items */
 	{ "inode-items", "Re-create missing inode items from the inodes' surviving items (type, mode 0755 or "
@@ -100,7 +104,7 @@ static const struct repair_class classes[] = {
 	  "directories that names point into",
 	  { PR_INODE_ITEM_MISSING, PR_DIR_PARENT_MISSING }, true, NULL, repair_inode_items,
 	  { PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT,
-	    PR_EXTENT_REFS_TOTAL } },
+	    PR_EXTENT_REFS_TOTAL }, false },
 	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
 	  "re-key names under a wrong hash, remove entries naming nothing and refs into a parent that is not there, "
 	  "remove or clean names holding '/' or NUL "
@@ -108,7 +112,7 @@ static const struct repair_class classes[] = {
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
 	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID }, true, NULL, repair_names,
 	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING,
-	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL }, false },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
 	  "/lost+found, remove stray orphan items",
@@ -118,7 +122,7 @@ static const struct repair_class classes[] = {
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
 	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
-	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID } },
+	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID }, false },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
@@ -170,6 +174,37 @@ static bool class_fixes(const struct repair_class *c, enum problem_code code)
 		if (c->codes[i] == code)
 			return true;
 	return false;
+}
+
+unsigned repair_class_count(void)
+{
+	return NCLASSES;
+}
+
+const char *repair_class_name(unsigned i, bool *unattended)
+{
+	if (i >= NCLASSES)
+		return NULL;
+	if (unattended)
+		*unattended = classes[i].unattended;
+	return classes[i].name;
+}
+
+bool repair_class_lists(unsigned i, enum problem_code code)
+{
+	return i < NCLASSES && class_fixes(&classes[i], code);
+}
+
+const char *repair_class_of(enum problem_code code, bool *unattended)
+{
+	const struct repair_class *found = NULL;
+
+	for (size_t i = 0; i < NCLASSES; i++)
+		if (class_fixes(&classes[i], code) && (!found || class_on_request_only(found)))
+			found = &classes[i];
+	if (unattended)
+		*unattended = found && found->unattended;
+	return found ? found->name : NULL;
 }
 
 static void mark_fixed(const struct repair_class *c, bool *fixed)
@@ -427,6 +462,11 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 				    "(a transaction has nowhere to write tree blocks)", c->name, parity_meta);
 			continue;
 		}
+		if (o->preen && !c->unattended) {
+			msg_warning("not repairing %s unattended (-p): it needs a decision; run btk-check --repair",
+				    c->name);
+			continue;
+		}
 		blocker = class_blocker(c, ctx, fixed);
 		if (blocker) {
 			msg_warning("not repairing %s: a transaction is unsafe while problems like [%s] remain",
@@ -477,9 +517,7 @@ static void print_actions(struct check_ctx *ctx, struct json_object *actions, co
 	json_object_object_add(o, "dry_run", json_object_new_boolean(dry_run));
 	if (undo_path)
 		json_object_object_add(o, "undo_file", json_object_new_string(undo_path));
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	json_object_put(o);
-	(void)ctx;
+	check_output_section(ctx, "repair", o);
 }
 
 int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, char **paths, unsigned npaths,

@@ -21,6 +21,7 @@ struct repair_options {
 	bool enabled;          /* --repair, or a --rebuild-* option */
 	bool yes;              /* --yes: no questions */
 	bool dry_run;          /* --dry-run: say what would be written, write nothing */
+	bool preen;            /* -p/-a: only the classes safe unattended (repair_class.unattended) */
 	bool no_undo;          /* --no-undo */
 	const char *undo_path; /* --undo-file; NULL: the default (repair_preflight sets it) */
 	bool rebuild_fst;      /* --rebuild-free-space-tree */
@@ -72,6 +73,17 @@ int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);
 bool repair_lost_covers(const struct check_ctx *ctx);
+
+/* The classes in the order they run (for --list-problems and the registry's
+ * unit test): their number, the i-th one's name (and whether -p runs it),
+ * whether its code list names code. */
+unsigned repair_class_count(void);
+const char *repair_class_name(unsigned i, bool *unattended);
+bool repair_class_lists(unsigned i, enum problem_code code);
+
+/* The repair class that fixes code (the one that runs unasked when several
+ * do), NULL when it is reported only; *unattended: whether -p runs it. */
+const char *repair_class_of(enum problem_code code, bool *unattended);
 
 /* Block group used and superblock bytes_used from the committed extent tree,
  * plus adjust[i] bytes for the i-th block group (fs_read_block_groups order;

@@ -58,6 +58,13 @@ int check_run(struct check_ctx *ctx)
 	};
 
 	ctx->metadata_bytes = metadata_bytes_used(ctx->fs);
+	if (progress_enabled(ctx->progress)) {
+		double cost[sizeof(phases) / sizeof(phases[0])];
+		uint64_t data = ctx->opts->check_data_csum ? check_data_bytes_estimate(ctx->fs) : 0;
+		for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+			cost[i] = check_phase_cost(ctx, phases[i].name, data);
+		progress_plan(ctx->progress, cost, sizeof(phases) / sizeof(phases[0]));
+	}
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		int ret;
 		if (cli_cancelled()) {
@@ -89,6 +96,8 @@ void check_ctx_release(struct check_ctx *ctx)
 	report_phase_end(ctx, false);
 	json_object_put(ctx->json_problems);
 	ctx->json_problems = NULL;
+	json_object_put(ctx->json_doc);
+	ctx->json_doc = NULL;
 	ebitmap_destroy(ctx->visited);
 	ctx->visited = NULL;
 	ebitmap_destroy(ctx->log_blocks);

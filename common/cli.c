@@ -190,8 +190,9 @@ enum { OPT_PROGRESS = 0x1000 };
 static const struct argp_option common_options[] = {
 	{ "quiet", 'q', NULL, 0, "Print only errors and warnings, no progress line", -1 },
 	{ "verbose", 'v', NULL, 0, "Print more messages", -1 },
-	{ "progress", OPT_PROGRESS, NULL, 0,
-	  "Show the progress line even when stderr is not a terminal", -1 },
+	{ "progress", OPT_PROGRESS, "plain", OPTION_ARG_OPTIONAL,
+	  "Show the progress line even when stderr is not a terminal; =plain: whole lines for logs "
+	  "(each phase's end, and every few seconds), no carriage returns", -1 },
 	{ 0 }
 };
 
@@ -199,7 +200,6 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 {
 	struct cli_common_options *opts = state->input;
 
-	(void)arg;
 	switch (key) {
 	case 'q':
 		msg_set_verbosity(MSG_QUIET);
@@ -208,8 +208,12 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 		msg_set_verbosity(MSG_VERBOSE);
 		break;
 	case OPT_PROGRESS:
-		if (opts)
+		if (arg && strcmp(arg, "plain"))
+			argp_error(state, "invalid --progress=%s (only --progress or --progress=plain)", arg);
+		if (opts) {
 			opts->progress = true;
+			opts->progress_plain = arg != NULL;
+		}
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -224,6 +228,8 @@ const struct argp cli_common_argp = {
 
 enum progress_mode cli_progress_mode(const struct cli_common_options *opts)
 {
+	if (opts && opts->progress_plain)
+		return PROGRESS_PLAIN;
 	return opts && opts->progress ? PROGRESS_FORCE : PROGRESS_AUTO;
 }
 

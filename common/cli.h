@@ -60,6 +60,7 @@ error_t cli_argp_devices(int key, struct argp_state *state, char ***paths, unsig
  *   -q, --quiet     only errors and warnings, no progress line
  *   -v, --verbose   more messages
  *   --progress      show the progress line even when stderr is no terminal
+ *   --progress=plain  whole progress lines for logs
  * -q and -v set the message verbosity directly; --progress is recorded in
  * the struct cli_common_options passed as the child's input (set
  * state->child_inputs[i] in the parent's ARGP_KEY_INIT), if any. Add it as
@@ -67,10 +68,11 @@ error_t cli_argp_devices(int key, struct argp_state *state, char ***paths, unsig
  * to the parent's children. */
 struct cli_common_options {
 	bool progress;
+	bool progress_plain;   /* --progress=plain */
 };
 extern const struct argp cli_common_argp;
-/* PROGRESS_FORCE with --progress, else PROGRESS_AUTO (quiet hides it
- * either way). */
+/* PROGRESS_FORCE with --progress, PROGRESS_PLAIN with --progress=plain,
+ * else PROGRESS_AUTO (quiet hides it either way). */
 enum progress_mode cli_progress_mode(const struct cli_common_options *opts);
 
 /* Cancellation. By default SIGINT, SIGTERM and SIGHUP remove the registered

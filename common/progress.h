@@ -16,7 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum progress_mode { PROGRESS_AUTO, PROGRESS_FORCE, PROGRESS_OFF };
+/* PROGRESS_PLAIN (--progress=plain): whole lines for a log, at the end of
+ * each phase and every few seconds, no carriage returns. */
+enum progress_mode { PROGRESS_AUTO, PROGRESS_FORCE, PROGRESS_OFF, PROGRESS_PLAIN };
 
 struct progress;
 
@@ -30,13 +32,24 @@ void progress_add(struct progress *p, uint64_t delta);
 /* Set the total of the current phase, for a phase whose size is known only
  * once it has begun (0: unknown). */
 void progress_set_total(struct progress *p, uint64_t total);
-/* Start the next phase on a new line, with a fresh clock. */
+/* Start the next phase with a fresh clock. The previous phase's final line
+ * stays when it took a second or more (always with PROGRESS_PLAIN); a
+ * shorter one's is erased, so that quick phases leave no lines behind. */
 void progress_next_phase(struct progress *p, const char *phase, uint64_t total);
-/* Draw the final line (with the elapsed time instead of the ETA), end the
- * line and free p. */
+/* The phases progress_next_phase() will start, in order, with their expected
+ * cost (any unit, e.g. seconds per measured rates times sizes): each line
+ * then also shows the overall percentage and an ETA for the whole run. */
+void progress_plan(struct progress *p, const double *costs, unsigned n);
+/* End the last phase as progress_next_phase() would, and free p. */
 void progress_finish(struct progress *p);
 /* Whether lines are drawn at all (mode and terminal). */
 bool progress_enabled(const struct progress *p);
+
+/* Also write e2fsck's machine-readable progress (fsck(8) -C FD) to fd: one
+ * "pass current max device" line per redraw and at the end of each phase,
+ * pass counting the phases from 1, whatever the mode and verbosity. fd -1
+ * turns it off. For the whole process (one filesystem per run). */
+void progress_machine_output(int fd, const char *device);
 
 /* What one progress line shows; exposed for the unit tests. */
 struct progress_snapshot {
@@ -45,6 +58,9 @@ struct progress_snapshot {
 	uint64_t total;       /* 0: unknown */
 	double elapsed;       /* seconds since the phase started */
 	bool finished;        /* show elapsed time instead of the ETA */
+	bool has_overall;     /* a planned run (progress_plan): */
+	double overall;       /* the share of its cost done, 0..1 */
+	double overall_elapsed; /* seconds since its first phase started */
 };
 
 /* Format one progress line into buf (len bytes, truncated if short);

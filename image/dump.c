@@ -543,6 +543,31 @@ static int open_output(const struct fs_info *fs, const char *path, int *fd)
 	return 0;
 }
 
+/* -c within the range of the compressor it sets (btk-image(8)). */
+static int check_level(const struct dump_args *a)
+{
+	int lo, hi;
+	const char *what;
+
+	if (!a->level_set)
+		return 0;
+	if (a->format == IMG_FORMAT_BTRFS_IMAGE) {
+		lo = 0, hi = 9, what = "btrfs-image zlib";
+	} else if (a->comp == IMG_COMPRESS_ZSTD) {
+		lo = 1, hi = 19, what = "zstd";
+	} else if (a->comp == IMG_COMPRESS_LZ4) {
+		lo = 1, hi = 12, what = "lz4";
+	} else {
+		msg_error("-c sets a compression level: not with --compress none");
+		return -EINVAL;
+	}
+	if (a->level < lo || a->level > hi) {
+		msg_error("invalid compression level %d: %s takes %d-%d", a->level, what, lo, hi);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int check_args(const struct dump_args *a)
 {
 	if (a->sanitize && a->data) {
@@ -563,7 +588,7 @@ static int check_args(const struct dump_args *a)
 		msg_error("--compress applies to --format btk (btrfs-image uses zlib; set its level with -c)");
 		return -EINVAL;
 	}
-	return 0;
+	return check_level(a);
 }
 
 static int run_dump(struct dump_ctx *d)

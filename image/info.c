@@ -9,6 +9,7 @@
 #include <uuid/uuid.h>
 
 #include "common/cli.h"
+#include "common/json_doc.h"
 #include "common/messages.h"
 #include "image/image.h"
 #include "image/sanitize.h"
@@ -194,9 +195,12 @@ int cmd_info(int argc, char **argv)
 		c.image_bytes = (uint64_t)st.st_size;
 	}
 	if (a.format == CLI_FORMAT_JSON) {
-		json_object *o = info_json(&src, h, &c);
-		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+		json_object *o = info_json(&src, h, &c), *doc = json_doc_new();
+		json_object_object_add(doc, "command", json_object_new_string("info"));
+		json_object_object_foreach(o, key, val)
+			json_object_object_add(doc, key, json_object_get(val));
 		json_object_put(o);
+		json_doc_print(doc);
 	} else {
 		info_text(&src, h, &c);
 	}

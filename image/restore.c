@@ -470,7 +470,8 @@ int restore_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, 
 /* A record once the chunk map is known. */
 static int place_record(struct restore_ctx *r, uint16_t type, uint64_t logical, const uint8_t *data, uint32_t len)
 {
-	progress_add(r->prog, len);
+	if (!r->prog_by_image)
+		progress_add(r->prog, len);
 	if (type == IMG_REC_DATA) {
 		r->data_bytes += len;
 		return restore_write(r, logical, data, len);
@@ -667,6 +668,7 @@ int cmd_restore(int argc, char **argv)
 	struct restore_args a = { 0 };
 	struct restore_ctx r = { 0 };
 	struct img_record rec;
+	struct stat st;
 	int ret;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
@@ -682,6 +684,11 @@ int cmd_restore(int argc, char **argv)
 	}
 	cli_enable_cancel();
 	r.prog = progress_create("restoring", 0, cli_progress_mode(&a.common));
+	/* a btk image file: the share of it read gives a percentage and an ETA */
+	if (r.src.format == IMG_FORMAT_BTK && strcmp(a.in, "-") && !stat(a.in, &st) && S_ISREG(st.st_mode)) {
+		r.prog_by_image = true;
+		progress_next_phase(r.prog, "restoring (image read)", (uint64_t)st.st_size);
+	}
 	while ((ret = img_source_next(&r.src, &rec)) == 1) {
 		if (cli_cancelled()) {
 			ret = -ECANCELED;
@@ -689,6 +696,8 @@ int cmd_restore(int argc, char **argv)
 			break;
 		}
 		r.cur_frame = rec.frame; /* writes of rec's bytes may reference its frame */
+		if (r.prog_by_image)
+			progress_update(r.prog, rec.frame_offset);
 		ret = take_record(&r, &rec);
 		r.cur_frame = NULL;
 		if (ret)
@@ -702,6 +711,8 @@ int cmd_restore(int argc, char **argv)
 		ret = rs_error(&r, "the image does not hold the whole chunk tree");
 	if (!ret)
 		ret = r.layout == LAYOUT_SINGLE ? single_finish(&r) : finish_original(&r);
+	if (!ret && r.prog_by_image)
+		progress_update(r.prog, (uint64_t)st.st_size); /* read to its end */
 	progress_finish(r.prog);
 	if (ret) {
 		msg_error("%s", r.err[0] ? r.err : strerror(-ret));

@@ -94,6 +94,7 @@ struct restore_ctx {
 	/* figures */
 	uint64_t tree_blocks, data_bytes, written_bytes;
 	struct progress *prog;
+	bool prog_by_image;          /* progress counts image bytes read (frame offsets), not records */
 	char err[512];
 };
 

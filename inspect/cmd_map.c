@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_doc.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "inspect/inspect.h"
@@ -49,26 +50,41 @@ static const char *device_path(const struct fs_device *d)
 	return d && d->path ? d->path : "<missing>";
 }
 
-static void print_chunks(struct fs_info *fs, enum cli_format format)
+static struct json_object *chunk_json(const struct chunk *c)
+{
+	struct json_object *o = json_object_new_object(), *stripes = json_object_new_array();
+	char flags[BG_FLAGS_STR_BUF];
+
+	block_group_flags_str(c->type, flags, sizeof(flags));
+	json_object_object_add(o, "logical", json_object_new_uint64(c->logical));
+	json_object_object_add(o, "length", json_object_new_uint64(c->length));
+	json_object_object_add(o, "type", json_object_new_uint64(c->type));
+	json_object_object_add(o, "flags", json_object_new_string(flags));
+	json_object_object_add(o, "profile", json_object_new_string(profile_name(c->type)));
+	json_object_object_add(o, "stripe_len", json_object_new_uint64(c->stripe_len));
+	for (unsigned s = 0; s < c->num_stripes; s++) {
+		struct json_object *st = json_object_new_object();
+		json_object_object_add(st, "devid", json_object_new_uint64(c->stripes[s].devid));
+		json_object_object_add(st, "physical", json_object_new_uint64(c->stripes[s].physical));
+		json_object_array_add(stripes, st);
+	}
+	json_object_object_add(o, "stripes", stripes);
+	return o;
+}
+
+/* The chunk map: text lines, or the document's "chunks". */
+static void print_chunks(struct fs_info *fs, struct json_object *doc)
 {
 	char flags[BG_FLAGS_STR_BUF], len[32];
+	struct json_object *list = doc ? json_object_new_array() : NULL;
 
-	if (format == CLI_FORMAT_JSON)
-		printf("[");
 	for (size_t i = 0; i < fs->chunks->count; i++) {
 		const struct chunk *c = fs->chunks->chunks[i];
-		block_group_flags_str(c->type, flags, sizeof(flags));
-		if (format == CLI_FORMAT_JSON) {
-			printf("%s{\"logical\":%" PRIu64 ",\"length\":%" PRIu64 ",\"type\":%" PRIu64
-			       ",\"flags\":\"%s\",\"profile\":\"%s\",\"stripe_len\":%" PRIu64 ",\"stripes\":[",
-			       i ? "," : "", c->logical, c->length, c->type, flags, profile_name(c->type),
-			       c->stripe_len);
-			for (unsigned s = 0; s < c->num_stripes; s++)
-				printf("%s{\"devid\":%" PRIu64 ",\"physical\":%" PRIu64 "}", s ? "," : "",
-				       c->stripes[s].devid, c->stripes[s].physical);
-			printf("]}");
+		if (list) {
+			json_object_array_add(list, chunk_json(c));
 			continue;
 		}
+		block_group_flags_str(c->type, flags, sizeof(flags));
 		size_format(c->length, len, sizeof(len), SIZE_HUMAN);
 		printf("chunk %" PRIu64 " length %" PRIu64 " (%s) %s %s stripes %u\n", c->logical, c->length,
 		       len, flags, profile_name(c->type), c->num_stripes);
@@ -76,37 +92,47 @@ static void print_chunks(struct fs_info *fs, enum cli_format format)
 			printf("\tstripe %u devid %" PRIu64 " physical %" PRIu64 " %s\n", s, c->stripes[s].devid,
 			       c->stripes[s].physical, device_path(c->stripes[s].dev));
 	}
-	if (format == CLI_FORMAT_JSON)
-		printf("]\n");
+	if (list)
+		json_object_object_add(doc, "chunks", list);
 }
 
-static int print_logical(struct fs_info *fs, uint64_t logical, enum cli_format format)
+/* Every copy of one logical address: text lines, or the document's
+ * "logical", "chunk", "profile" and "copies". */
+static int print_logical(struct fs_info *fs, uint64_t logical, struct json_object *doc)
 {
 	struct phys_copy copies[MAX_COPIES];
 	const struct chunk *c = chunk_map_lookup(fs->chunks, logical);
 	uint64_t contig;
 	int n = volumes_map(fs, logical, 1, copies, &contig);
+	struct json_object *list = NULL;
 
 	if (n < 0) {
 		msg_error("%s", fs->errmsg);
 		return 1;
 	}
-	if (format == CLI_FORMAT_JSON)
-		printf("{\"logical\":%" PRIu64 ",\"chunk\":%" PRIu64 ",\"profile\":\"%s\",\"copies\":[", logical,
-		       c->logical, profile_name(c->type));
-	else
+	if (doc) {
+		json_object_object_add(doc, "logical", json_object_new_uint64(logical));
+		json_object_object_add(doc, "chunk", json_object_new_uint64(c->logical));
+		json_object_object_add(doc, "profile", json_object_new_string(profile_name(c->type)));
+		list = json_object_new_array();
+		json_object_object_add(doc, "copies", list);
+	} else {
 		printf("logical %" PRIu64 " in chunk %" PRIu64 " (%s), %d cop%s\n", logical, c->logical,
 		       profile_name(c->type), n, n == 1 ? "y" : "ies");
+	}
 	for (int i = 0; i < n; i++) {
-		if (format == CLI_FORMAT_JSON)
-			printf("%s{\"mirror\":%d,\"devid\":%" PRIu64 ",\"physical\":%" PRIu64 ",\"path\":\"%s\"}",
-			       i ? "," : "", i + 1, copies[i].devid, copies[i].physical, device_path(copies[i].dev));
-		else
+		if (list) {
+			struct json_object *o = json_object_new_object();
+			json_object_object_add(o, "mirror", json_object_new_int(i + 1));
+			json_object_object_add(o, "devid", json_object_new_uint64(copies[i].devid));
+			json_object_object_add(o, "physical", json_object_new_uint64(copies[i].physical));
+			json_object_object_add(o, "path", json_object_new_string(device_path(copies[i].dev)));
+			json_object_array_add(list, o);
+		} else {
 			printf("\tmirror %d devid %" PRIu64 " physical %" PRIu64 " %s\n", i + 1, copies[i].devid,
 			       copies[i].physical, device_path(copies[i].dev));
+		}
 	}
-	if (format == CLI_FORMAT_JSON)
-		printf("]}\n");
 	return 0;
 }
 
@@ -118,16 +144,22 @@ int cmd_map(int argc, char **argv)
 	struct map_args a = { .format = CLI_FORMAT_TEXT };
 	struct inspect_notes notes = { 0 };
 	struct fs_info *fs;
+	struct json_object *doc = NULL;
 	int ret = 0;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	fs = inspect_open(a.paths, a.npaths, -1, true, &notes);
 	if (!fs)
 		return 1;
+	if (a.format == CLI_FORMAT_JSON) {
+		doc = json_doc_new();
+		json_object_object_add(doc, "command", json_object_new_string("map"));
+	}
 	if (a.have_logical)
-		ret = print_logical(fs, a.logical, a.format);
+		ret = print_logical(fs, a.logical, doc);
 	else
-		print_chunks(fs, a.format);
+		print_chunks(fs, doc);
+	json_doc_print(doc);
 	fs_close(fs);
 	return inspect_status(ret != 0, &notes);
 }

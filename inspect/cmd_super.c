@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_doc.h"
 #include "common/messages.h"
 #include "inspect/inspect.h"
 #include "inspect/item_json.h"
@@ -19,6 +20,7 @@ struct super_args {
 	enum cli_format format;
 	char **paths;
 	unsigned npaths;
+	struct json_object *devices; /* --format json: the document's "devices" */
 };
 
 static const struct argp_option super_options[] = {
@@ -45,10 +47,15 @@ static error_t super_parse(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-static void emit(const struct super_args *a, struct json_object *o, const char *heading)
+/* JSON: the device's entry in the one document ("superblock", or with
+ * --all-copies "copies"); text: the fields under a heading. */
+static void emit(const struct super_args *a, const char *path, struct json_object *o, const char *heading)
 {
 	if (a->format == CLI_FORMAT_JSON) {
-		puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+		struct json_object *d = json_object_new_object();
+		json_object_object_add(d, "path", json_object_new_string(path));
+		json_object_object_add(d, a->all_copies ? "copies" : "superblock", json_object_get(o));
+		json_object_array_add(a->devices, d);
 		return;
 	}
 	if (heading)
@@ -96,14 +103,14 @@ static int show_device(const struct super_args *a, const char *path)
 				snprintf(heading, sizeof(heading), "superblock copy %d at %llu: %s%s%s", i,
 					 (unsigned long long)copies[i].offset, copies[i].status ? "INVALID" : "valid",
 					 copies[i].status ? ": " : "", copies[i].why);
-				emit(a, o, heading);
+				emit(a, path, o, heading);
 				json_object_put(o);
 			} else {
 				json_object_array_add(list, o);
 			}
 		}
 		if (a->format == CLI_FORMAT_JSON && present)
-			emit(a, list, NULL);
+			emit(a, path, list, NULL);
 		json_object_put(list);
 		io_close(io);
 		if (!present) {
@@ -139,7 +146,7 @@ static int show_device(const struct super_args *a, const char *path)
 		char heading[300];
 		snprintf(heading, sizeof(heading), "superblock of %s (copy %d at %llu)", path, ret,
 			 (unsigned long long)copies[ret].offset);
-		emit(a, o, a->format == CLI_FORMAT_TEXT ? heading : NULL);
+		emit(a, path, o, a->format == CLI_FORMAT_TEXT ? heading : NULL);
 		json_object_put(o);
 	}
 	return damaged ? INSPECT_DAMAGED : 0;
@@ -154,12 +161,21 @@ int cmd_super(int argc, char **argv)
 	int failed = 0;
 
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
+	if (a.format == CLI_FORMAT_JSON)
+		a.devices = json_object_new_array();
 	for (unsigned i = 0; i < a.npaths; i++) {
 		int r = show_device(&a, a.paths[i]);
 		if (r < 0)
 			failed = INSPECT_ERROR;
 		else if (r == INSPECT_DAMAGED && !failed)
 			failed = INSPECT_DAMAGED;
+	}
+	if (a.devices) {
+		struct json_object *doc = json_doc_new();
+		json_object_object_add(doc, "command", json_object_new_string("super"));
+		json_object_object_add(doc, "devices", a.devices);
+		json_object_object_add(doc, "exit_status", json_object_new_int(failed));
+		json_doc_print(doc);
 	}
 	return failed;
 }

@@ -1,15 +1,18 @@
 /* btk-inspect usage: tree sizes per level, block groups, totals per profile. */
 #include <argp.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_doc.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "inspect/inspect.h"
 #include "libfs/blockgroups.h"
+#include "libfs/ebitmap.h"
 #include "libfs/names.h"
 #include "libfs/volumes.h"
 #include "libfs/walk.h"
@@ -24,6 +27,18 @@ struct tree_usage {
 	uint64_t objectid;
 	uint64_t nodes[BTRFS_MAX_LEVEL];
 	uint64_t bad_blocks;
+	uint64_t exclusive;        /* bytes of blocks no other tree uses */
+	struct ebitmap *mine;      /* its blocks */
+	struct block_sharing *sh;
+};
+
+/* Which blocks more than one tree uses (snapshots share subtrees): every
+ * block once in seen, a second sighting in shared. */
+struct block_sharing {
+	struct ebitmap *seen;
+	struct ebitmap *shared;
+	uint32_t nodesize;
+	int err;
 };
 
 /* A (type, profile) line of the totals, like `btrfs filesystem df`. */
@@ -31,6 +46,14 @@ struct usage_total {
 	uint64_t flags;
 	uint64_t total;
 	uint64_t used;
+};
+
+/* The bottom rows of the tree table. */
+struct usage_sums {
+	uint64_t shared;        /* blocks more than one tree uses, once */
+	uint64_t total;         /* every block of every tree, once */
+	uint64_t metadata_used; /* what the metadata and system block groups count */
+	bool mixed;             /* mixed block groups, not counted in metadata_used */
 };
 
 static const struct argp_option usage_options[] = {
@@ -55,9 +78,56 @@ static error_t usage_parse(int key, char *arg, struct argp_state *state)
 static int count_block(void *arg, const struct tree_block *b)
 {
 	struct tree_usage *u = arg;
+	struct block_sharing *sh = u->sh;
+	int r;
 
 	u->nodes[block_level(b)]++;
+	if (sh->err)
+		return 0;
+	/* a tree that reaches a block twice counts it once */
+	r = ebitmap_test_and_set(u->mine, b->bytenr, sh->nodesize);
+	if (r == 0 && (r = ebitmap_test_and_set(sh->seen, b->bytenr, sh->nodesize)) > 0)
+		r = ebitmap_set(sh->shared, b->bytenr, sh->nodesize);
+	if (r < 0)
+		sh->err = r;
 	return 0;
+}
+
+/* Bytes of tree u's blocks that no other tree uses. */
+static uint64_t exclusive_bytes(struct tree_usage *u, struct ebitmap *shared)
+{
+	uint64_t from = 0, start, len, bytes = 0;
+
+	while (ebitmap_next_set(u->mine, from, &start, &len) == 1) {
+		uint64_t s2, l2, pos = start, end = start + len;
+		bytes += len;
+		while (pos < end && ebitmap_next_set(shared, pos, &s2, &l2) == 1 && s2 < end) {
+			uint64_t a = s2 > pos ? s2 : pos, b = s2 + l2 < end ? s2 + l2 : end;
+			bytes -= b - a;
+			pos = b;
+		}
+		if (end < start) /* wrapped at 2^64 */
+			break;
+		from = end;
+	}
+	return bytes;
+}
+
+/* Metadata in use as the block groups count it (one copy): metadata and
+ * system block groups; mixed ones hold data too and are left out. */
+static uint64_t metadata_used(const struct block_group_list *bgs, bool *mixed)
+{
+	uint64_t sum = 0;
+
+	*mixed = false;
+	for (size_t i = 0; i < bgs->count; i++) {
+		uint64_t f = bgs->groups[i].flags;
+		if ((f & BTRFS_BLOCK_GROUP_DATA) && (f & BTRFS_BLOCK_GROUP_METADATA))
+			*mixed = true;
+		else if (f & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
+			sum += bgs->groups[i].used;
+	}
+	return sum;
 }
 
 static void count_bad(void *arg, uint64_t bytenr, int level, int err, const char *why)
@@ -108,23 +178,36 @@ static const char *tree_label(uint64_t id, char *buf, size_t len)
 	return buf;
 }
 
+static uint64_t tree_bytes(const struct fs_info *fs, const struct tree_usage *t)
+{
+	uint64_t nodes = 0;
+
+	for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
+		nodes += t->nodes[l];
+	return nodes * fs->nodesize;
+}
+
 static void print_text(struct fs_info *fs, const struct tree_usage *trees, size_t ntrees,
-		       const struct block_group_list *bgs, const struct usage_total *totals, size_t ntotals)
+		       const struct block_group_list *bgs, const struct usage_total *totals, size_t ntotals,
+		       const struct usage_sums *sums)
 {
 	char s1[SIZE_BUF_LEN], s2[SIZE_BUF_LEN], s3[SIZE_BUF_LEN], flags[BG_FLAGS_STR_BUF], name[48];
 
-	printf("%-24s %12s  nodes per level\n", "Tree", "Bytes");
+	printf("%-24s %12s %12s  nodes per level\n", "Tree", "Referenced", "Exclusive");
 	for (size_t i = 0; i < ntrees; i++) {
-		uint64_t nodes = 0;
-		for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
-			nodes += trees[i].nodes[l];
-		printf("%-24s %12s ", tree_label(trees[i].objectid, name, sizeof(name)),
-		       size_format(nodes * fs->nodesize, s1, sizeof(s1), SIZE_HUMAN));
+		printf("%-24s %12s %12s ", tree_label(trees[i].objectid, name, sizeof(name)),
+		       size_format(tree_bytes(fs, &trees[i]), s1, sizeof(s1), SIZE_HUMAN),
+		       size_format(trees[i].exclusive, s2, sizeof(s2), SIZE_HUMAN));
 		for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
 			if (trees[i].nodes[l])
 				printf(" %d(%" PRIu64 ")", l, trees[i].nodes[l]);
 		printf("\n");
 	}
+	printf("%-24s %12s %12s  (blocks several trees use, counted once)\n", "shared", "",
+	       size_format(sums->shared, s1, sizeof(s1), SIZE_HUMAN));
+	printf("%-24s %12s %12s  (exclusive + shared; metadata used in block groups: %s%s)\n", "total", "",
+	       size_format(sums->total, s1, sizeof(s1), SIZE_HUMAN),
+	       size_format(sums->metadata_used, s2, sizeof(s2), SIZE_HUMAN), sums->mixed ? ", mixed groups left out" : "");
 	printf("\n%-20s %12s %-24s %12s %7s\n", "Block group", "Length", "Flags", "Used", "Used%");
 	for (size_t i = 0; i < bgs->count; i++) {
 		const struct block_group *bg = &bgs->groups[i];
@@ -144,18 +227,21 @@ static void print_text(struct fs_info *fs, const struct tree_usage *trees, size_
 }
 
 static void print_json(struct fs_info *fs, const struct tree_usage *trees, size_t ntrees,
-		       const struct block_group_list *bgs, const struct usage_total *totals, size_t ntotals)
+		       const struct block_group_list *bgs, const struct usage_total *totals, size_t ntotals,
+		       const struct usage_sums *sums)
 {
 	char name[48];
 
-	printf("{\"nodesize\":%u,\"trees\":[", fs->nodesize);
+	printf("{\"version\":%d,\"program\":\"btk-inspect\",\"btk_version\":\"%s\",\"command\":\"usage\","
+	       "\"nodesize\":%u,\"trees\":[", JSON_DOC_VERSION, BTK_VERSION, fs->nodesize);
 	for (size_t i = 0; i < ntrees; i++) {
 		uint64_t nodes = 0;
 		int first = 1;
 		for (int l = 0; l < BTRFS_MAX_LEVEL; l++)
 			nodes += trees[i].nodes[l];
-		printf("%s{\"tree\":%" PRIu64 ",\"name\":\"%s\",\"bytes\":%" PRIu64 ",\"levels\":[", i ? "," : "",
-		       trees[i].objectid, tree_label(trees[i].objectid, name, sizeof(name)), nodes * fs->nodesize);
+		printf("%s{\"tree\":%" PRIu64 ",\"name\":\"%s\",\"bytes\":%" PRIu64 ",\"exclusive_bytes\":%" PRIu64
+		       ",\"levels\":[", i ? "," : "", trees[i].objectid, tree_label(trees[i].objectid, name, sizeof(name)),
+		       nodes * fs->nodesize, trees[i].exclusive);
 		for (int l = 0; l < BTRFS_MAX_LEVEL; l++) {
 			if (!trees[i].nodes[l])
 				continue;
@@ -164,7 +250,9 @@ static void print_json(struct fs_info *fs, const struct tree_usage *trees, size_
 		}
 		printf("]}");
 	}
-	printf("],\"block_groups\":[");
+	printf("],\"shared_bytes\":%" PRIu64 ",\"total_tree_bytes\":%" PRIu64 ",\"metadata_used\":%" PRIu64
+	       ",\"mixed_block_groups\":%s,\"block_groups\":[", sums->shared, sums->total, sums->metadata_used,
+	       sums->mixed ? "true" : "false");
 	for (size_t i = 0; i < bgs->count; i++)
 		printf("%s{\"start\":%" PRIu64 ",\"length\":%" PRIu64 ",\"flags\":%" PRIu64 ",\"used\":%" PRIu64
 		       "%s}", i ? "," : "", bgs->groups[i].start, bgs->groups[i].length, bgs->groups[i].flags,
@@ -190,6 +278,8 @@ int cmd_usage(int argc, char **argv)
 	struct usage_total *totals = NULL;
 	size_t ntotals = 0;
 	struct inspect_notes notes = { 0 };
+	struct block_sharing sh = { 0 };
+	struct usage_sums sums = { 0 };
 	struct fs_info *fs;
 	int ret, failed = 0;
 
@@ -197,25 +287,42 @@ int cmd_usage(int argc, char **argv)
 	fs = inspect_open(a.paths, a.npaths, -1, false, &notes);
 	if (!fs)
 		return 1;
+	sh.nodesize = fs->nodesize;
+	sh.seen = ebitmap_create(fs->nodesize);
+	sh.shared = ebitmap_create(fs->nodesize);
 	ret = fs_list_trees(fs, &list);
 	if (ret) {
 		msg_error("cannot list the trees: %s", fs->errmsg);
 		goto out;
 	}
-	trees = calloc(list.count, sizeof(*trees));
-	if (!trees) {
+	trees = calloc(list.count ? list.count : 1, sizeof(*trees));
+	if (!trees || !sh.seen || !sh.shared) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < list.count; i++) {
 		struct tree_walk_ops ops = { count_block, count_bad, &trees[i] };
 		trees[i].objectid = list.roots[i].objectid;
+		trees[i].sh = &sh;
+		if (!(trees[i].mine = ebitmap_create(fs->nodesize))) {
+			ret = -ENOMEM;
+			goto out;
+		}
 		if (tree_walk(fs, &list.roots[i], &ops, NULL)) {
 			msg_error("tree %" PRIu64 ": %s", list.roots[i].objectid, fs->errmsg);
 			failed = 1;
 		}
 		failed |= trees[i].bad_blocks != 0;
 	}
+	if (sh.err) {
+		ret = sh.err;
+		msg_errno(ret, "counting shared blocks");
+		goto out;
+	}
+	for (size_t i = 0; i < list.count; i++)
+		trees[i].exclusive = exclusive_bytes(&trees[i], sh.shared);
+	sums.shared = ebitmap_count(sh.shared);
+	sums.total = ebitmap_count(sh.seen);
 	ret = fs_read_block_groups(fs, &bgs);
 	if (ret) {
 		msg_error("cannot read the block groups: %s", fs->errmsg);
@@ -228,13 +335,18 @@ int cmd_usage(int argc, char **argv)
 	}
 	for (size_t i = 0; i < bgs.count; i++)
 		add_total(totals, &ntotals, &bgs.groups[i]);
+	sums.metadata_used = metadata_used(&bgs, &sums.mixed);
 	if (a.format == CLI_FORMAT_JSON)
-		print_json(fs, trees, list.count, &bgs, totals, ntotals);
+		print_json(fs, trees, list.count, &bgs, totals, ntotals, &sums);
 	else
-		print_text(fs, trees, list.count, &bgs, totals, ntotals);
+		print_text(fs, trees, list.count, &bgs, totals, ntotals, &sums);
 out:
 	free(totals);
+	for (size_t i = 0; trees && i < list.count; i++)
+		ebitmap_destroy(trees[i].mine);
 	free(trees);
+	ebitmap_destroy(sh.seen);
+	ebitmap_destroy(sh.shared);
 	block_group_list_free(&bgs);
 	fs_tree_list_free(&list);
 	fs_close(fs);

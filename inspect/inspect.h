@@ -8,6 +8,7 @@ int cmd_super(int argc, char **argv);
 int cmd_tree(int argc, char **argv);
 int cmd_map(int argc, char **argv);
 int cmd_usage(int argc, char **argv);
+int cmd_heatmap(int argc, char **argv);
 
 /* Exit status: 0 read cleanly, 1 error (output incomplete), 2 output complete
  * but damage was worked around (a bad copy, a bad superblock, a missing device). */

@@ -16,6 +16,7 @@ static const struct {
 	{ "tree", cmd_tree, "every item of every tree, or one tree or block" },
 	{ "map", cmd_map, "chunks and their stripes; where a logical address lives" },
 	{ "usage", cmd_usage, "per-tree size by level, block groups, totals per profile" },
+	{ "heatmap", cmd_heatmap, "a PNG of the chunks along a Hilbert curve (-o FILE)" },
 };
 
 static void print_usage(FILE *out)

@@ -125,6 +125,8 @@ static error_t tune_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_METADATA_UUID:
 		a->o.metadata_uuid = true;
+		if (arg && arg[0] == '=')
+			arg++; /* -M=UUID, as the man page writes the short form too */
 		if (arg) {
 			parse_uuid_arg(state, "--metadata-uuid", arg, a->o.metadata_uuid_value);
 			a->o.metadata_uuid_given = true;
@@ -132,6 +134,8 @@ static error_t tune_parse(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_FSID:
 		a->o.fsid = true;
+		if (arg && arg[0] == '=')
+			arg++; /* -U=UUID */
 		if (arg) {
 			parse_uuid_arg(state, "--fsid", arg, a->o.fsid_value);
 			a->o.fsid_given = true;

@@ -126,6 +126,32 @@ def check_json(devices, *args):
     return p.returncode, out, {x["id"] for x in out["problems"]}
 
 
+def sample_copy(where: Path) -> Path:
+    """A fresh copy of the sample filesystem (tests/images/sample.img.xz: 100 MiB, one device,
+    fixed fsid, label btk-sample, DUP metadata) in the directory where."""
+    img = Path(where) / "sample.img"
+    with open(img, "wb") as f:
+        subprocess.run(["xz", "-dc", str(fsbuild.REPO / "tests/images/sample.img.xz")], stdout=f, check=True)
+    return img
+
+
+def check_runs(stdout: str) -> list[dict]:
+    """btk-check --format json prints one document: its check, its "repair" and its "after_repair"
+    (those it has), in that order."""
+    doc = json.loads(stdout)
+    assert doc["version"] == 1 and doc["program"] == "btk-check", doc
+    return [doc] + [doc[k] for k in ("repair", "after_repair") if k in doc]
+
+
+def super_json(stdout: str):
+    """The superblock (or with --all-copies the list of copies) of the first device in
+    btk-inspect super --format json's one document."""
+    doc = json.loads(stdout)
+    assert doc["version"] == 1 and doc["command"] == "super", doc
+    dev = doc["devices"][0]
+    return dev["superblock"] if "superblock" in dev else dev["copies"]
+
+
 def error_lines(stderr: str, tool: str = "btk-inspect") -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"{tool}: error:")]
 

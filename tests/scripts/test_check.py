@@ -142,7 +142,7 @@ def test_progress_filesystem_trees_in_name_records():
     ends at 100%); the filesystem-tree phase then joins the name records and
     counts them, so its line ends at 100% of a real size."""
     fs = built("s16k-crc32c-zstd")
-    p = run_btk("btk-check", "--progress", *fs.devices)
+    p = run_btk("btk-check", "--progress=plain", *fs.devices)
     assert p.returncode == 0, p.stderr
     for phase in ("tree blocks", "filesystem trees"):
         lines = [l.strip() for l in p.stderr.replace("\r", "\n").splitlines() if l.startswith(phase + ":")]
@@ -155,10 +155,9 @@ def test_progress_extent_references_in_extent_tree_bytes():
     against those the tree-block walk found, so its line ends at 100% of a
     real size (it used to stay at 0.00B with no percentage)."""
     fs = built("mkfs-single")
-    p = run_btk("btk-check", "--progress", fs.devices[0])
+    p = run_btk("btk-check", "--progress=plain", fs.devices[0])
     assert p.returncode == 0, p.stderr
-    lines = [l.strip() for l in p.stderr.replace("\r", "\n").splitlines()
-             if l.startswith("extent references and checksums:")]
+    lines = [l.strip() for l in p.stderr.splitlines() if l.startswith("extent references and checksums:")]
     assert lines, p.stderr
     assert re.match(r"extent references and checksums: [1-9]\d*\.\d\d[KMG]iB \(100\.0%\), .*done in",
                     lines[-1]), lines[-1]

@@ -51,7 +51,7 @@ def make_fs(tmp_path, ndev: int, size: int, mkfs) -> list:
 def metadata_chunks(devs) -> list[dict]:
     p = run_btk("btk-inspect", "map", "--format", "json", *devs)
     assert p.returncode == 0, p.stderr
-    return [c for c in json.loads(p.stdout) if "METADATA" in c["flags"]]
+    return [c for c in json.loads(p.stdout)["chunks"] if "METADATA" in c["flags"]]
 
 
 def fill(devs, count: int, size: int, per_commit: int, *extra) -> str:

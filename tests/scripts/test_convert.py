@@ -8,7 +8,7 @@ import pytest
 
 import fsbuild
 import oracle
-from conftest import built, require_kernel, run_btk
+from conftest import built, require_kernel, run_btk, super_json
 
 # (recipe, convert arguments, expected metadata profile, expected system profile)
 CASES = [
@@ -208,7 +208,7 @@ def test_undo_restores_original(tmp_path, name, args):
 def _profiles_on_disk(devices) -> dict:
     out = run_btk("btk-inspect", "map", "--format", "json", *devices).stdout
     import json
-    return {c["flags"].split("|")[0]: c["profile"] for c in json.loads(out)}
+    return {c["flags"].split("|")[0]: c["profile"] for c in json.loads(out)["chunks"]}
 
 
 @pytest.mark.parametrize("name,args,old,new", [
@@ -263,7 +263,7 @@ def test_crash_among_the_last_superblock_writes(tmp_path):
     writes = crash.count(log).writes
     split = 0
     for k, seed, crashed in crash.replay(base, log, [(writes, s) for s in range(1, 9)], tmp_path / "crash"):
-        gens = {json.loads(run_btk("btk-inspect", "super", "--format", "json", d).stdout)["generation"]
+        gens = {super_json(run_btk("btk-inspect", "super", "--format", "json", d).stdout)["generation"]
                 for d in crashed}
         split += len(gens) > 1
         chk = run_btk("btk-check", *crashed)
@@ -275,7 +275,7 @@ def test_crash_among_the_last_superblock_writes(tmp_path):
 
 def _compat_ro(devices) -> int:
     import json
-    return json.loads(run_btk("btk-inspect", "super", "--format", "json", devices[0]).stdout)["compat_ro_flags"]
+    return super_json(run_btk("btk-inspect", "super", "--format", "json", devices[0]).stdout)["compat_ro_flags"]
 
 
 BGT = 1 << 3
@@ -401,7 +401,7 @@ CHANGING_BG_TREE = 1 << 38
 
 def _super_flags(devices) -> int:
     import json
-    return json.loads(run_btk("btk-inspect", "super", "--format", "json", devices[0]).stdout)["flags"]
+    return super_json(run_btk("btk-inspect", "super", "--format", "json", devices[0]).stdout)["flags"]
 
 
 @pytest.mark.parametrize("revert", [False, True], ids=["enable", "revert"])

@@ -31,7 +31,7 @@ PARITY = {"RAID5": 1, "RAID6": 2}
 def chunk_map(devices) -> list[dict]:
     p = run_btk("btk-inspect", "map", "--format", "json", *devices)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    return json.loads(p.stdout)["chunks"]
 
 
 def stripe_size(c: dict) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 import dumptree
 from compare import item_id, split_records
-from conftest import assert_clean_error, built, dump_of, parse_jsonl, require_kernel, run_btk
+from conftest import assert_clean_error, built, dump_of, parse_jsonl, require_kernel, run_btk, super_json
 from fsbuild import attached, mounted
 
 SUPER0 = 64 << 10
@@ -46,7 +46,7 @@ def test_corrupt_primary_super(tmp_path):
     assert_worked_around(p)
     assert re.search(r"65536|0x10000|copy 0|mirror 0|primary|#0|super(block)? 0", p.stderr, re.I), p.stderr
     (ref,) = dumptree.dump_super(dev, "-s", 1)
-    got = json.loads(p.stdout)
+    got = super_json(p.stdout)
     assert got["bytenr"] == 64 << 20 and got["generation"] == ref["generation"]
 
 
@@ -56,7 +56,7 @@ def test_corrupt_primary_super_all_copies(tmp_path):
     flip(dev, SUPER0 + 0x100, 8)
     p = run_btk("btk-inspect", "super", "--all-copies", "--format", "json", dev)
     assert p.returncode == 0, p.stderr
-    copies = {c["mirror"]: c for c in json.loads(p.stdout)}
+    copies = {c["mirror"]: c for c in super_json(p.stdout)}
     assert copies[0]["valid"] is False and copies[1]["valid"] is True
 
 
@@ -185,7 +185,7 @@ def test_not_btrfs_all_copies(not_btrfs):
     if p.returncode != 0:
         assert_clean_error(p)
         return
-    copies = json.loads(p.stdout)
+    copies = super_json(p.stdout)
     assert copies, "exit 0 with no superblock copy shown: nothing says this is not btrfs"
     assert all(c["valid"] is False for c in copies), copies
 

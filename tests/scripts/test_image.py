@@ -15,7 +15,7 @@ import pytest
 
 import fsbuild
 import oracle
-from conftest import (assert_clean_error, btk_path, built, require_btk, require_kernel, run_btk, skip_or_fail,
+from conftest import (assert_clean_error, btk_path, built, require_btk, require_kernel, run_btk, skip_or_fail, super_json,
                       SANITIZER_MARKERS)
 
 
@@ -62,7 +62,7 @@ def out_paths(tmp_path: Path, n: int) -> list[Path]:
 def devid_of(dev) -> int:
     p = run_btk("btk-inspect", "super", "--format", "json", dev)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)["dev_item"]["devid"]
+    return super_json(p.stdout)["dev_item"]["devid"]
 
 
 def chunk_copies(chunk: dict, logical: int) -> list[tuple[int, int]]:
@@ -86,7 +86,7 @@ def chunk_copies(chunk: dict, logical: int) -> list[tuple[int, int]]:
 def tree_block_addrs(devices) -> set[int]:
     """Logical address of every tree block btk-inspect sees: item and pointer lines, tree roots."""
     p = run_btk("btk-inspect", "super", "--format", "json", devices[0])
-    sb = json.loads(p.stdout)
+    sb = super_json(p.stdout)
     addrs = {a for a in (sb["root"], sb["chunk_root"], sb["log_root"]) if a}
     for line in tree_jsonl(devices).splitlines():
         d = json.loads(line)
@@ -101,8 +101,8 @@ def tree_block_addrs(devices) -> set[int]:
 def assert_metadata_identical(src, outs):
     """Every copy of every tree block, at its physical place on every device, and every superblock
     copy are byte-identical between the source and the restored devices."""
-    chunks = json.loads(run_btk("btk-inspect", "map", "--format", "json", *src).stdout)
-    nodesize = json.loads(run_btk("btk-inspect", "super", "--format", "json", src[0]).stdout)["nodesize"]
+    chunks = json.loads(run_btk("btk-inspect", "map", "--format", "json", *src).stdout)["chunks"]
+    nodesize = super_json(run_btk("btk-inspect", "super", "--format", "json", src[0]).stdout)["nodesize"]
     by_devid = {devid_of(d): (d, o) for d, o in zip(src, outs)}
     files = {devid: (open(d, "rb"), open(o, "rb")) for devid, (d, o) in by_devid.items()}
     try:
@@ -178,8 +178,8 @@ def test_exact_and_zero_unused(tmp_path):
     assert_metadata_identical(src, outs)
     zouts = restore(dump(src, tmp_path / "zero.btkimg", "--zero-unused"), [tmp_path / "zeroed.img"])
     assert tree_jsonl(zouts) == tree_jsonl(src)
-    nodesize = json.loads(run_btk("btk-inspect", "super", "--format", "json", src[0]).stdout)["nodesize"]
-    chunks = json.loads(run_btk("btk-inspect", "map", "--format", "json", *src).stdout)
+    nodesize = super_json(run_btk("btk-inspect", "super", "--format", "json", src[0]).stdout)["nodesize"]
+    chunks = json.loads(run_btk("btk-inspect", "map", "--format", "json", *src).stdout)["chunks"]
     stale = 0
     with open(src[0], "rb") as a, open(zouts[0], "rb") as b:
         for logical in tree_block_addrs(src):
@@ -251,7 +251,7 @@ def roundtrip_single(tmp_path, name):
     oracle.reference_check(outs)
     p = run_btk("btk-inspect", "super", "--format", "json", outs[0])
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["num_devices"] == 1
+    assert super_json(p.stdout)["num_devices"] == 1
     assert metadata_view(outs) == metadata_view(src)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 import dumptree
 from compare import diff_super, report
-from conftest import run_btk
+from conftest import run_btk, super_json
 from fsbuild import REPO
 
 # struct members that are padding, or named differently by the contract
@@ -24,7 +24,7 @@ def struct_members(struct: str) -> list[str]:
 def btk_super(*args) -> object:
     p = run_btk("btk-inspect", "super", "--format", "json", *args)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    return super_json(p.stdout)
 
 
 def test_super_matches_dump_super(fs):

@@ -26,7 +26,7 @@ import pytest
 
 import dumptree
 import fsbuild
-from conftest import BUILD_DIR, built, require_btk, run_btk, skip_or_fail
+from conftest import BUILD_DIR, built, check_runs, require_btk, run_btk, skip_or_fail
 import crash
 from test_tune import (check_devices, kernel_fs, kernel_verify, mounted_retry, needs,
                        original_hashes, super_of, SIMPLE, RAID1_2DEV)
@@ -47,8 +47,7 @@ def corrupt(devs, *args):
 def check(devs, *args, env=None) -> tuple[int, list[dict], subprocess.CompletedProcess]:
     """btk-check --format json: (exit status, the JSON objects it printed, the process)."""
     p = run_btk("btk-check", "--format", "json", *args, *devs, timeout=600)
-    objs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
-    return p.returncode, objs, p
+    return p.returncode, check_runs(p.stdout) if p.stdout.strip() else [], p
 
 
 def problem_ids(summary: dict) -> list[str]:
@@ -305,7 +304,8 @@ def test_repair_needs_yes_without_terminal(tmp_path):
 
 
 @pytest.mark.parametrize("args,pattern", [
-    (["--yes"], "go with --repair"),
+    # --yes implies --repair (fsck -y); -n contradicts it
+    (["-n", "--yes"], "contradicts"),
     (["--dry-run"], "go with --repair"),
     (["--repair", "--yes", "--no-undo", "--undo-file", "x"], "makes no sense"),
 ])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import require_btk, require_kernel, require_reference_tools, run_btk
+from conftest import check_runs, require_btk, require_kernel, require_reference_tools, run_btk
 from test_check import EXPECTS, corpus_images, parse_expect  # noqa: F401 (fixture)
 from test_repair import content_digest
 from test_tune import mounted_retry
@@ -32,7 +32,7 @@ def repair_fields(e: dict) -> tuple[list[str], int]:
 
 def run_json(*args) -> tuple[int, list[dict], subprocess.CompletedProcess]:
     p = run_btk("btk-check", "--format", "json", *args, timeout=300)
-    return p.returncode, [json.loads(line) for line in p.stdout.splitlines() if line.strip()], p
+    return p.returncode, check_runs(p.stdout) if p.stdout.strip() else [], p
 
 
 @pytest.mark.parametrize("expect", EXPECTS, ids=[p.stem for p in EXPECTS])

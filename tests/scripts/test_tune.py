@@ -27,7 +27,7 @@ import pytest
 import crash
 import dumptree
 import fsbuild
-from conftest import built, require_btk, require_kernel, require_reference_tools, run_btk
+from conftest import built, require_btk, require_kernel, require_reference_tools, run_btk, super_json
 from fsbuild import MiB, attached, mounted, run
 
 NEW_UUID = "12345678-9abc-4def-8123-456789abcdef"
@@ -121,7 +121,7 @@ def super_of(dev: Path) -> dict:
 def btk_super(dev: Path) -> dict:
     p = run_btk("btk-inspect", "super", "--format", "json", dev)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    return super_json(p.stdout)
 
 
 def sha256_file(path: Path) -> str:

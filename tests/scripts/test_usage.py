@@ -65,7 +65,7 @@ def test_usage_text(fs):
 
 
 def test_map_matches_chunk_tree(fs, fs_dump):
-    got = {c["logical"]: c for c in btk_json("map", *fs.devices)}
+    got = {c["logical"]: c for c in btk_json("map", *fs.devices)["chunks"]}
     want = {c["start"]: c for c in fs_dump.chunks()}
     assert got.keys() == want.keys()
     for start, c in want.items():
@@ -109,3 +109,22 @@ def test_map_logical(fs, fs_dump):
                 copies = copies[:1]
             assert got["chunk"] == c["start"]
             assert copies == want, f"logical {logical} in chunk {c['start']} type {c['type']:#x}"
+
+
+def test_usage_shared_blocks_counted_once(fs, fs_dump):
+    """Each tree's exclusive bytes plus the blocks several trees share (snapshots), counted
+    once, make the total: every distinct tree block, which is what the metadata block groups
+    count as used (log trees aside: their blocks have no extent items until replay)."""
+    u = btk_json("usage", *fs.devices)
+    nodesize = dumptree.dump_super(fs.devices[0])[0]["nodesize"]
+    assert sum(t["exclusive_bytes"] for t in u["trees"]) + u["shared_bytes"] == u["total_tree_bytes"]
+    for t in u["trees"]:
+        assert 0 <= t["exclusive_bytes"] <= t["bytes"], t
+    # what the trees reference: more than the total exactly when blocks are shared
+    referenced = sum(t["bytes"] for t in u["trees"])
+    assert (referenced > u["total_tree_bytes"]) == (u["shared_bytes"] > 0)
+    blocks = {b["bytenr"] for b in fs_dump.blocks}
+    assert u["total_tree_bytes"] == len(blocks) * nodesize
+    if not u["mixed_block_groups"]:
+        log = sum(t["bytes"] for t in u["trees"] if t["tree"] & dumptree.U64 == LOG_TREE)
+        assert u["total_tree_bytes"] - log == u["metadata_used"], u

@@ -120,13 +120,34 @@ Test(progress, forced_draws_first_and_final_line, .init = cr_redirect_stderr)
 	cr_assert(progress_enabled(p));
 	progress_update(p, 1 * MiB);   /* first update draws at once */
 	progress_add(p, 3 * MiB);      /* too soon after: no redraw */
-	progress_finish(p);            /* final line, then a newline */
+	progress_finish(p);            /* a phase under a second: its line is erased, none left */
 	const char *out = stderr_text();
 
 	cr_assert(strncmp(out, "\rcopy: 1.00MiB / 4.00MiB (25.0%), ", 34) == 0, "got: %s", out);
-	cr_assert(strstr(out, "\rcopy: 4.00MiB (100.0%), ") != NULL, "got: %s", out);
-	cr_assert(strstr(out, ", done in 0:00\n") != NULL, "got: %s", out);
+	cr_assert_null(strstr(out, "done in"), "a quick phase leaves no final line: %s", out);
+	cr_assert_null(strchr(out, '\n'), "nothing stays on the terminal: %s", out);
+	cr_assert(out[strlen(out) - 1] == '\r', "the line is erased: %s", out);
 	cr_assert_null(strstr(out, "4.00MiB / 4.00MiB"), "the second update should not redraw: %s", out);
+}
+
+Test(progress, plain_lines_for_logs, .init = cr_redirect_stderr)
+{
+	struct progress *p;
+
+	msg_set_verbosity(MSG_NORMAL);
+	p = progress_create("start", 0, PROGRESS_PLAIN);
+	progress_next_phase(p, "empty", 0);  /* the placeholder: nothing done, no line */
+	progress_next_phase(p, "copy", 4 * MiB);
+	progress_update(p, 1 * MiB);         /* a log gets no line at a phase's start */
+	progress_add(p, 3 * MiB);
+	progress_next_phase(p, "nothing", 0); /* an empty phase: no line */
+	progress_finish(p);
+	const char *out = stderr_text();
+
+	cr_assert_null(strchr(out, '\r'), "no carriage return in a log: %s", out);
+	cr_assert(strncmp(out, "copy: 4.00MiB (100.0%), ", 24) == 0, "got: %s", out);
+	cr_assert(strstr(out, ", done in 0:00\n") != NULL && strchr(out, '\n') == out + strlen(out) - 1,
+		  "one line: %s", out);
 }
 
 Test(progress, quiet_hides_forced_line, .init = cr_redirect_stderr)
@@ -154,4 +175,19 @@ Test(progress, total_set_after_the_phase_began, .init = cr_redirect_stderr)
 	const char *out = stderr_text();
 
 	cr_assert(strncmp(out, "\rwalk: 2.00MiB / 8.00MiB (25.0%), ", 34) == 0, "got: %s", out);
+}
+
+Test(progress_format, overall_share_and_eta)
+{
+	struct progress_snapshot s = {
+		.phase = "tree blocks", .done = 4 * MiB, .total = 8 * MiB, .elapsed = 2,
+		.has_overall = true, .overall = 0.25, .overall_elapsed = 10,
+	};
+
+	/* a quarter of the run's cost in 10 s: 30 s to go */
+	cr_assert_str_eq(line(&s), "tree blocks: 4.00MiB / 8.00MiB (50.0%), 2.0MiB/s, ETA 0:02; overall 25%, ETA 0:30");
+	s.overall = 0;
+	cr_assert_str_eq(line(&s), "tree blocks: 4.00MiB / 8.00MiB (50.0%), 2.0MiB/s, ETA 0:02; overall 0%, ETA --:--");
+	s.finished = true;
+	cr_assert_str_eq(line(&s), "tree blocks: 4.00MiB (50.0%), 2.0MiB/s, done in 0:02");
 }

@@ -1,0 +1,62 @@
+"""Every command with --format json prints exactly one JSON document (json.loads of
+the whole output), which starts with the schema version, the program and the btk
+version: btk-check (a check, a listing, a failure), btk-inspect super/map/usage,
+btk-image info. (btk-inspect tree --format jsonl is a stream of records by design:
+doc/inspect-tree-jsonl.md.)"""
+import json
+
+import pytest
+
+from conftest import run_btk, sample_copy
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return sample_copy(tmp_path_factory.mktemp("json"))
+
+
+def one_document(tool, *args, status=(0,)):
+    p = run_btk(tool, *args)
+    assert p.returncode in status, f"{tool} {args}: exit {p.returncode}\n{p.stderr}"
+    doc = json.loads(p.stdout)  # raises on a second document
+    assert isinstance(doc, dict) and doc["version"] == 1 and doc["program"] == tool and doc["btk_version"], doc
+    return doc
+
+
+def test_check(sample):
+    doc = one_document("btk-check", "--format", "json", sample)
+    assert doc["filesystem"]["label"] == "btk-sample" and doc["exit_status"] == 0
+
+
+def test_check_list_problems():
+    assert one_document("btk-check", "--list-problems", "--format", "json")["problems"]
+
+
+def test_check_failure(tmp_path):
+    bad = tmp_path / "zeros.img"
+    bad.write_bytes(bytes(1 << 20))
+    assert one_document("btk-check", "--format", "json", bad, status=(8,))["exit_status"] == 8
+
+
+def test_inspect_super(sample):
+    doc = one_document("btk-inspect", "super", "--format", "json", sample, sample)
+    assert [d["superblock"]["label"] for d in doc["devices"]] == ["btk-sample"] * 2
+    doc = one_document("btk-inspect", "super", "--all-copies", "--format", "json", sample)
+    assert [c["mirror"] for c in doc["devices"][0]["copies"]] == [0, 1]
+
+
+def test_inspect_map(sample):
+    chunks = one_document("btk-inspect", "map", "--format", "json", sample)["chunks"]
+    assert {c["flags"].split("|")[0] for c in chunks} == {"DATA", "METADATA", "SYSTEM"}
+    doc = one_document("btk-inspect", "map", "--format", "json", "--logical", chunks[0]["logical"], sample)
+    assert doc["copies"][0]["physical"] == chunks[0]["stripes"][0]["physical"]
+
+
+def test_inspect_usage(sample):
+    assert one_document("btk-inspect", "usage", "--format", "json", sample)["trees"]
+
+
+def test_image_info(sample, tmp_path):
+    img = tmp_path / "sample.btk"
+    assert run_btk("btk-image", "dump", sample, img).returncode == 0
+    assert one_document("btk-image", "info", "--format", "json", img)["command"] == "info"
