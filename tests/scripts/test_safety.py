@@ -306,3 +306,55 @@ def test_check_cancelled_at_random_moments(tmp_path):
             assert not re.search(r"^(ERROR|warning) ", out, re.M), where
             assert "no problems found" not in out, where
     assert cancelled >= 5, f"only {cancelled} of 10 signals came before the check ended"
+
+
+def interrupted(cmd, delay):
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+@pytest.mark.slow
+def test_convert_interrupted_commits_whole_or_nothing(tmp_path):
+    """SIGINT during `btk-convert profile` (DUP -> single): the filesystem is byte for byte
+    unchanged (and says so), or converted whole; the reference check passes either way."""
+    require_kernel()
+    src = many_files_image()
+    before = sha1(src)
+    rng = random.Random(os.environ.get("BTK_TEST_SEED", "convert"))
+    for delay in sorted(rng.uniform(0.05, 1.5) for _ in range(3)):
+        dev = tmp_path / "dev0.img"
+        run(["cp", "--sparse=always", src, dev])
+        rc, out, err = interrupted([btk_path("btk-convert"), "profile", "--metadata", "single", "-y", dev], delay)
+        where = f"SIGINT after {delay:.3f}s: exit {rc}\n{out}\n{err}"
+        if rc == 1:
+            assert "cancelled" in err and "unchanged" in err, where
+            assert sha1(dev) == before, where
+        else:
+            assert rc == 0 and "converted" in err, where
+        p = run(["btrfs", "check", dev], check=False)
+        assert p.returncode == 0, where + p.stdout + p.stderr
+        dev.unlink()
+
+
+@pytest.mark.slow
+def test_restore_interrupted_is_never_a_filesystem(tmp_path):
+    """SIGINT during a restore: exit 1, the output is said to be incomplete (or untouched),
+    and it carries no btrfs superblock the kernel or btk would take for a filesystem."""
+    src = many_files_image()
+    img = tmp_path / "big.btkimg"
+    assert run_btk("btk-image", "dump", "-q", "--data", src, img).returncode == 0
+    rng = random.Random(os.environ.get("BTK_TEST_SEED", "restore"))
+    for delay in sorted(rng.uniform(0.05, 0.8) for _ in range(3)):
+        out_img = tmp_path / "restored.img"
+        rc, out, err = interrupted([btk_path("btk-image"), "restore", img, out_img], delay)
+        where = f"SIGINT after {delay:.3f}s: exit {rc}\n{err}"
+        if rc == 0:
+            continue
+        assert rc == 1 and "cancelled" in err, where
+        assert "incomplete" in err or "nothing was written" in err, where
+        p = run_btk("btk-inspect", "super", out_img)
+        assert p.returncode != 0 and "not a btrfs" in p.stderr, where + p.stderr
+        out_img.unlink(missing_ok=True)
