@@ -372,3 +372,25 @@ def test_restore_interrupted_is_never_a_filesystem(tmp_path):
         p = run_btk("btk-inspect", "super", out_img)
         assert p.returncode != 0 and "not a btrfs" in p.stderr, where + p.stderr
         out_img.unlink(missing_ok=True)
+
+
+def test_claimed_device_and_the_file_behind_it_refused(tmp_path):
+    """A loop device another program holds open exclusively (as mkfs, a mount or a running
+    btk do), and the file behind it: refused for writing, still readable."""
+    require_kernel()
+    src, img = dump_of_copy(tmp_path)
+    (dev,) = built("mkfs-single").copy_to(tmp_path / "claimed")
+    before = sha1(dev)
+    with attached([dev]) as loops:
+        fd = os.open(loops[0], os.O_RDONLY | os.O_EXCL)
+        try:
+            for target in (loops[0], dev):
+                p = run_btk("btk-image", "restore", "-f", img, target)
+                assert_refused(p, r"in use .*opened exclusively")
+                p = run_btk("btk-tune", "--label", "x", target)
+                assert_refused(p, r"in use", tool="btk-tune")
+            p = run_btk("btk-check", dev)
+            assert p.returncode == 0, p.stdout + p.stderr
+        finally:
+            os.close(fd)
+    assert sha1(dev) == before
