@@ -394,3 +394,18 @@ def test_claimed_device_and_the_file_behind_it_refused(tmp_path):
         finally:
             os.close(fd)
     assert sha1(dev) == before
+
+
+def test_second_loop_device_of_a_mounted_file_refused(tmp_path):
+    """Two loop devices in front of one file, one of them mounted: the other is the same
+    storage, and writing it is refused."""
+    require_kernel()
+    src, img = dump_of_copy(tmp_path)
+    victim = fresh_fs(tmp_path / "victim.img")
+    before = sha1(victim)
+    with attached([victim]) as first, attached([victim]) as second, mounted(first, ("ro",)):
+        p = run_btk("btk-image", "restore", "-f", img, second[0])
+        assert_refused(p, r"in use: .* mounted")
+        p = run_btk("btk-tune", "--label", "x", second[0])
+        assert_refused(p, r"mounted", tool="btk-tune")
+    assert sha1(victim) == before
