@@ -328,7 +328,7 @@ int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, 
 	for (size_t i = 0; i < nplans && !ret; i++) {
 		if (fs->cancelled && fs->cancelled()) {
 			ret = -ECANCELED;
-			snprintf(msg, msglen, "cancelled: nothing was committed");
+			snprintf(msg, msglen, "cancelled before the commit: the filesystem is unchanged");
 			break;
 		}
 		v.plan = &plans[i];

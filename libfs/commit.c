@@ -501,11 +501,12 @@ static int commit_keep_qgroup_status(struct trans *t)
 
 int trans_commit(struct trans *t)
 {
+	struct fs_info *fs = t->fs;
 	int ret;
 
-	if (t->fs->cancelled && t->fs->cancelled()) {
+	if (fs->cancelled && fs->cancelled()) {
 		trans_abort(t);
-		return fs_error(t->fs, -ECANCELED, "cancelled before the commit: the transaction was dropped whole");
+		return fs_error(fs, -ECANCELED, "cancelled before the commit: the transaction was dropped whole");
 	}
 	ret = commit_keep_qgroup_status(t);
 

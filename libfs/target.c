@@ -250,7 +250,8 @@ static int check_signature(int fd, const struct stat *st, const char *name, char
 }
 
 /* The target itself, and what is the same storage: the file behind a loop
- * device, the loop devices in front of a file. Returns the count. */
+ * device (and the other loop devices in front of it), the loop devices in
+ * front of a file. Returns the count (at most MAX_IDENTS). */
 static int collect_idents(const struct stat *st, struct ident *out)
 {
 	dev_t loops[MAX_IDENTS - 1];
@@ -262,8 +263,14 @@ static int collect_idents(const struct stat *st, struct ident *out)
 		if (block_device_name(st->st_rdev, name, sizeof(name)) == 0 && !strncmp(name, "loop", 4)) {
 			dev_t dev;
 			ino_t ino;
-			if (loop_backing_identity(name, &dev, &ino) == 0)
+			if (loop_backing_identity(name, &dev, &ino) == 0) {
+				/* and the other loop devices in front of the same file */
+				int k = file_loop_devices(dev, ino, loops, MAX_IDENTS - 2);
 				out[n++] = (struct ident){ false, dev, ino };
+				for (int i = 0; i < k; i++)
+					if (loops[i] != st->st_rdev)
+						out[n++] = (struct ident){ true, loops[i], 0 };
+			}
 		}
 		return n;
 	}
