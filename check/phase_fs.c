@@ -59,10 +59,23 @@ static void inode_start(struct fs_walk *w, uint64_t ino)
 	w->ino.ino = ino;
 }
 
+static bool key_type_in_subvolume(uint8_t type);
+
 static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct fs_walk *w = arg;
 
+	if (!key_type_in_subvolume(k->type)) {
+		report_problem(w->ctx, PR_ITEM_UNKNOWN_TYPE, "root %" PRIu64 " item (%" PRIu64 " %u %" PRIu64
+			       "): a key type no subvolume tree holds", w->root->objectid, k->objectid, k->type,
+			       k->offset);
+		return 0;
+	}
+	if (k->objectid == BTRFS_FREE_INO_OBJECTID && !w->ino_cache_seen) {
+		w->ino_cache_seen = true;
+		report_problem(w->ctx, PR_INODE_CACHE, "root %" PRIu64 ": free-inode cache items (mount option "
+			       "inode_cache, removed from the kernel in 5.11)", w->root->objectid);
+	}
 	if (k->objectid == BTRFS_ORPHAN_OBJECTID && k->type == BTRFS_ORPHAN_ITEM_KEY) {
 		struct link_rec r = { .root = w->root->objectid, .key = k->offset, .child = k->offset,
 				      .kind = LINK_ORPHAN };
@@ -95,9 +108,33 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	return w->err ? 1 : 0;
 }
 
+/* The key types a subvolume tree may hold (as the kernel writes them and
+ * btrfs check accepts them; log trees have more, and are not walked here). */
+static bool key_type_in_subvolume(uint8_t type)
+{
+	switch (type) {
+	case BTRFS_INODE_ITEM_KEY:
+	case BTRFS_INODE_REF_KEY:
+	case BTRFS_INODE_EXTREF_KEY:
+	case BTRFS_XATTR_ITEM_KEY:
+	case BTRFS_VERITY_DESC_ITEM_KEY:
+	case BTRFS_VERITY_MERKLE_ITEM_KEY:
+	case 41: /* fscrypt inode context */
+	case 42: /* fscrypt context */
+	case BTRFS_ORPHAN_ITEM_KEY:
+	case BTRFS_DIR_ITEM_KEY:
+	case BTRFS_DIR_INDEX_KEY:
+	case BTRFS_EXTENT_DATA_KEY:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* The per-tree state of the walk around one tree's items. */
 static void tree_begin(struct fs_walk *w, const struct tree_root_ptr *root)
 {
+	w->ino_cache_seen = false;
 	w->root = root;
 	w->root_dirid = BTRFS_FIRST_FREE_OBJECTID;
 	inode_start(w, 0);

@@ -140,6 +140,7 @@ int refs_repair_group(struct check_ctx *ctx, struct refs_unit **up, const struct
 		u->len = v->item_len;
 		u->flags = v->item_flags;
 		u->refs = v->item_refs;
+		u->bad |= v->item_rewrite;
 		return 0;
 	}
 	if (v->type == BTRFS_EXTENT_OWNER_REF_KEY)

@@ -16,6 +16,7 @@ struct refs_group_view {
 	uint32_t type;           /* 0: the extent item; else BTRFS_*_REF_KEY */
 	uint64_t a, b, c;        /* the reference's key fields (b, c: data refs only) */
 	uint64_t item_len, item_flags, item_refs; /* type 0 */
+	bool item_rewrite;       /* type 0: its inline references are damaged, write it again */
 	uint64_t expected, declared; /* summed counts */
 	bool has_expected, has_declared;
 	uint64_t data_len;       /* expected data refs: the file extents' disk length */

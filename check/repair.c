@@ -69,7 +69,8 @@ static const struct repair_class classes[] = {
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
-	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
+	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
+	    PR_EXTENT_INLINE_REF_BAD }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
@@ -109,9 +110,9 @@ static const struct repair_class classes[] = {
 	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
-	  "/lost+found, remove stray orphan items",
+	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
-	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD }, true, NULL, repair_inodes,
+	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_INODE_FLAGS_TYPE }, true, NULL, repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
