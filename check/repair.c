@@ -107,7 +107,9 @@ static const struct repair_class classes[] = {
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
 	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID }, true, NULL, repair_names,
 	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING,
-	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
+	    /* an inode whose mode and items disagree on its type: which one lies is not known */
+	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK } },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
 	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks",
@@ -117,7 +119,8 @@ static const struct repair_class classes[] = {
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
 	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
-	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID } },
+	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID,
+	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK } },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
