@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/key_types.h"
 #include "check/phase_fs.h"
 #include "check/repair_notes.h"
 #include "common/messages.h"
@@ -58,8 +59,6 @@ static void inode_start(struct fs_walk *w, uint64_t ino)
 	memset(&w->ino, 0, sizeof(w->ino));
 	w->ino.ino = ino;
 }
-
-static bool key_type_in_subvolume(uint8_t type);
 
 static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
@@ -106,29 +105,6 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	if ((++w->items & 4095) == 0 && cli_cancelled())
 		return 1;   /* progress: fs_walk_items counts the blocks */
 	return w->err ? 1 : 0;
-}
-
-/* The key types a subvolume tree may hold (as the kernel writes them and
- * btrfs check accepts them; log trees have more, and are not walked here). */
-static bool key_type_in_subvolume(uint8_t type)
-{
-	switch (type) {
-	case BTRFS_INODE_ITEM_KEY:
-	case BTRFS_INODE_REF_KEY:
-	case BTRFS_INODE_EXTREF_KEY:
-	case BTRFS_XATTR_ITEM_KEY:
-	case BTRFS_VERITY_DESC_ITEM_KEY:
-	case BTRFS_VERITY_MERKLE_ITEM_KEY:
-	case 41: /* fscrypt inode context */
-	case 42: /* fscrypt context */
-	case BTRFS_ORPHAN_ITEM_KEY:
-	case BTRFS_DIR_ITEM_KEY:
-	case BTRFS_DIR_INDEX_KEY:
-	case BTRFS_EXTENT_DATA_KEY:
-		return true;
-	default:
-		return false;
-	}
 }
 
 /* The per-tree state of the walk around one tree's items. */
