@@ -188,6 +188,8 @@ static const struct problem_def table[] = {
 	  "an extent item's inline references are out of order or of an invalid type" },
 	{ PR_INODE_CACHE, "inode-cache", SEV_ERROR, FIX_NONE,
 	  "a subvolume holds the deprecated free-inode cache (`btrfs rescue clear-ino-cache` removes it)" },
+	{ PR_ROOT_TREE_INODE_MODE, "root-tree-inode-mode", SEV_ERROR, FIX_INODE,
+	  "an inode of the root tree has a mode other than its kind's (free-space cache inodes 0100600)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");
