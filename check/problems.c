@@ -16,7 +16,7 @@ static const struct problem_def table[] = {
 	{ PR_SUPER_BYTES_USED, "super-bytes-used", SEV_ERROR, FIX_RECOMPUTE,
 	  "superblock bytes_used differs from the sum of block groups" },
 	{ PR_SUPER_TOTAL_BYTES, "super-total-bytes", SEV_ERROR, FIX_RECOMPUTE,
-	  "superblock total_bytes differs from the sum of device sizes" },
+	  "superblock total_bytes is smaller than the sum of device sizes" },
 	{ PR_TREE_BLOCK_BAD_COPY, "tree-block-bad-copy", SEV_ERROR, FIX_FROM_MIRROR,
 	  "a copy of a tree block is bad while another copy is good" },
 	{ PR_TREE_BLOCK_UNREADABLE, "tree-block-unreadable", SEV_ERROR, FIX_NONE,
@@ -190,6 +190,10 @@ static const struct problem_def table[] = {
 	  "a subvolume holds the deprecated free-inode cache (`btrfs rescue clear-ino-cache` removes it)" },
 	{ PR_ROOT_TREE_INODE_MODE, "root-tree-inode-mode", SEV_ERROR, FIX_INODE,
 	  "an inode of the root tree has a mode other than its kind's (free-space cache inodes 0100600)" },
+	{ PR_SUPER_TOTAL_BYTES_LARGE, "super-total-bytes-large", SEV_WARNING, FIX_RECOMPUTE,
+	  "superblock total_bytes is larger than the sum of device sizes (the kernel mounts it)" },
+	{ PR_DEV_SIZE_UNALIGNED, "dev-size-unaligned", SEV_WARNING, FIX_RECOMPUTE,
+	  "a dev item's total_bytes is not a multiple of the sector size" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

@@ -74,7 +74,8 @@ static const struct repair_class classes[] = {
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
-	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES }, true,
+	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES,
+	    PR_SUPER_TOTAL_BYTES_LARGE, PR_DEV_SIZE_UNALIGNED }, true,
 	  NULL,
 	  repair_space_counters,
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
