@@ -237,6 +237,21 @@ static void dir_entry(struct fs_walk *w, const struct btrfs_key *k, const uint8_
 	fs_emit_link(w, k->type == BTRFS_DIR_INDEX_KEY ? w->by_index : w->by_hash, &r);
 }
 
+/* Whether an entry of a dir item before offset `end` (whole entries, checked
+ * before) has this name. */
+static bool name_earlier(const uint8_t *d, uint32_t end, const uint8_t *name, uint32_t len)
+{
+	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+
+	for (uint32_t off = 0; off < end;) {
+		uint32_t l = dir_item_name_len(d + off);
+		if (l == len && !memcmp(d + off + hdr, name, len))
+			return true;
+		off += hdr + l + dir_item_data_len(d + off);
+	}
+	return false;
+}
+
 void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	const uint32_t hdr = sizeof(struct btrfs_dir_item);
@@ -275,6 +290,10 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (k->type == BTRFS_DIR_INDEX_KEY && n > 0)
 			malformed(w, k, "dir index holds more than one entry", size);
+		if (k->type == BTRFS_DIR_ITEM_KEY && n > 0 && name_earlier(d, off, e + hdr, len))
+			report_problem(w->ctx, PR_NAME_DUPLICATE, "root %" PRIu64 " dir %" PRIu64 ": dir item (key %"
+				       PRIu64 ") holds the name '%.*s' twice", w->root->objectid, k->objectid, k->offset,
+				       (int)(len < 64 ? len : 64), (const char *)(e + hdr));
 		dir_entry(w, k, e, e + hdr, (uint16_t)len);
 		off += hdr + len + data_len;
 	}

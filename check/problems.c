@@ -194,6 +194,8 @@ static const struct problem_def table[] = {
 	  "superblock total_bytes is larger than the sum of device sizes (the kernel mounts it)" },
 	{ PR_DEV_SIZE_UNALIGNED, "dev-size-unaligned", SEV_WARNING, FIX_RECOMPUTE,
 	  "a dev item's total_bytes is not a multiple of the sector size" },
+	{ PR_NAME_DUPLICATE, "name-duplicate", SEV_ERROR, FIX_INODE,
+	  "a dir item holds the same name twice" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

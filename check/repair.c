@@ -106,7 +106,8 @@ static const struct repair_class classes[] = {
 	  "remove or clean names holding '/' or NUL "
 	  "(check/repair_names.c)",
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
-	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID }, true, NULL, repair_names,
+	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID, PR_NAME_DUPLICATE }, true,
+	  NULL, repair_names,
 	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING,
 	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    /* an inode whose mode and items disagree on its type: which one lies is not known */

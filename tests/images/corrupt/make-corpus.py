@@ -239,6 +239,11 @@ def file_extent_inline(data: bytes, generation: int = 7) -> str:
     return (struct.pack("<QQBBHB", generation, len(data), 0, 0, 0, 0) + data).hex()
 
 
+def dir_entry_bytes(child: int, name: str, ftype: int = 1, transid: int = 7) -> str:
+    """One dir item entry naming inode child (location key, transid, lengths, type, name)."""
+    return (struct.pack("<QBQQHHB", child, 1, 0, transid, 0, len(name), ftype) + name.encode()).hex()
+
+
 def inode_item_bytes(mode: int, nlink: int = 1, generation: int = 1) -> str:
     """A 160-byte inode item with a mode, a link count and a generation, the rest zero."""
     b = bytearray(160)
@@ -510,6 +515,12 @@ CASES: list[Case] = [
          "the dev item says 2000 bytes less than the device, the superblock 1000 (fsck-tests 028)",
          lambda b: [sup(field="total_bytes", value="-1000"), sup(field="dev_item.total_bytes", value="-2000"),
                     item(b.item(3, "DEV_ITEM"), field="total_bytes", value="-2000")], exit=0),
+    Case("dupe-name-same", "dup16k", ["dir-isize", "inode-ref-missing", "name-duplicate"],
+         "a dir item holds its one name twice (fsck-tests 067)",
+         lambda b: [item(dir_entry(b, "DIR_ITEM", "file2"), append=True, bytes=dir_entry_bytes(b.ino("file2"), "file2"))]),
+    Case("dupe-name-other", "dup16k", ["dir-isize", "dir-item-index-mismatch", "inode-ref-missing", "name-duplicate"],
+         "a dir item holds its name a second time, naming another inode",
+         lambda b: [item(dir_entry(b, "DIR_ITEM", "file2"), append=True, bytes=dir_entry_bytes(b.ino("small"), "file2"))]),
     Case("inode-cache", "dup16k", ["inode-cache"], "an inode item of the deprecated free-inode cache",
          lambda b: [["--tree", "5", "--key", "18446744073709551604,INODE_ITEM,0", "--insert",
                      "--bytes", inode_item_bytes(0o100600)]]),
@@ -521,6 +532,8 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "inline-ref-order": ('extent-refs',),
     "inline-ref-type": ('extent-refs',),
     "fsc-inode-mode": ('inodes',),
+    "dupe-name-same": ('names', 'inodes'),
+    "dupe-name-other": ('names', 'inodes'),
     "super-total-bytes-small": ('space-counters',),
     "dev-size-unaligned": ('space-counters',),
     "dev-size-unaligned-mismatch": ('space-counters',),
