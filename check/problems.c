@@ -196,6 +196,8 @@ static const struct problem_def table[] = {
 	  "a dev item's total_bytes is not a multiple of the sector size" },
 	{ PR_NAME_DUPLICATE, "name-duplicate", SEV_ERROR, FIX_INODE,
 	  "a dir item holds the same name twice" },
+	{ PR_LOG_CSUM_MISSING, "log-csum-missing", SEV_ERROR, FIX_NONE,
+	  "a file extent of a log tree has no checksums in the log (its replay would lose them)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

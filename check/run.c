@@ -54,6 +54,7 @@ int check_run(struct check_ctx *ctx)
 		{ "filesystem trees", check_fs_trees },
 		{ "subvolumes", check_subvolumes },
 		{ "quota groups", check_qgroups },
+		{ "log trees", check_log_trees },
 		{ "data checksums", check_data_csums },
 	};
 
