@@ -10,6 +10,7 @@
 #include "check/check.h"
 #include "libfs/csum_tree.h"
 #include "libfs/tree.h"
+#include "libfs/walk.h"
 
 struct log_walk {
 	struct check_ctx *ctx;
@@ -66,16 +67,12 @@ static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint
 static int log_root_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct check_ctx *ctx = arg;
-	struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, 0, 0, 0 };
+	struct tree_root_ptr log;
 	struct log_walk w = { .ctx = ctx, .log = &log, .fs_root = k->offset };
 	int ret;
 
-	if (k->objectid != BTRFS_TREE_LOG_OBJECTID || k->type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
-		return 0;
-	log.bytenr = root_item_bytenr(d);
-	log.generation = root_item_generation(d);
-	log.level = root_item_level(d);
-	if (!log.bytenr || log.level >= BTRFS_MAX_LEVEL)
+	if (k->objectid != BTRFS_TREE_LOG_OBJECTID || k->type != BTRFS_ROOT_ITEM_KEY ||
+	    !root_ptr_from_item(BTRFS_TREE_LOG_OBJECTID, d, size, &log))
 		return 0;
 	ret = tree_each_item(ctx->fs, &log, log_item, &w);
 	/* an unreadable log block: the tree-block walk reported it */
