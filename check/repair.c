@@ -54,6 +54,9 @@ static const struct repair_class classes[] = {
 	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "
 	  "what other trees say about them is repaired after)",
 	  { 0 }, true, NULL, repair_lost_blocks, { 0 } },
+	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
+	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
+	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 } },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -65,13 +68,13 @@ static const struct repair_class classes[] = {
 	  true, extent_forced, repair_rebuild_extent_tree,
 	  /* a subvolume named by root refs but without its root item: its blocks look leaked, and
 	   * dropping their references would free a snapshot that a new root item could give back */
-	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING } },
+	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED } },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
 	    PR_EXTENT_INLINE_REF_BAD }, true, NULL,
-	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
+	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES,
@@ -233,7 +236,7 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
  * what it finds then: one that drops blocks, or makes inode items. */
 static bool class_checks_again(const struct repair_class *c)
 {
-	return class_drops_blocks(c) || c->run == repair_inode_items;
+	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -260,6 +263,14 @@ static void mark_class_fixed(const struct repair_class *c, const struct check_ct
 		fixed[PR_TREE_BLOCK_UNREADABLE] = fixed[PR_TREE_ROOT_UNREADABLE] = true;
 }
 
+/* The root-items class keeps every block the check found in use without an
+ * extent item from the allocator (they are mostly the stale tree's): those
+ * do not make it unsafe. */
+static bool class_keeps_unallocated(const struct repair_class *c, enum problem_code code)
+{
+	return c->run == repair_root_items && code == PR_TREE_BLOCK_NOT_ALLOCATED;
+}
+
 /* A problem found that makes class c unsafe and that no class before it
  * fixes (fixed[code]: a class that runs earlier repairs every such problem). */
 static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx,
@@ -270,7 +281,7 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 	for (size_t i = 0; !class_on_request_only(c) && i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]);
 	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
-		    !class_fixes(c, transaction_blockers[i]) &&
+		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
 	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)
