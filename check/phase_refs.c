@@ -914,9 +914,11 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
 			    PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
 	/* the kernel finds a skinny item by the level in its key */
-	else if (!data && j->level && e->len + 1 != j->level)
-		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
+	else if (!data && j->level && e->len + 1 != j->level) {
+		refs_report(j->ctx, PR_EXTENT_LEVEL, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
 			    "item says level %u", root, bytenr, e->len, j->level - 1);
+		refs_repair_replace(j->ctx, j->unit);
+	}
 	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
 		int ret = add_need(j, e->need[0], e->need[1]);
 		return ret ? ret : add_need(j, e->need[2], e->need[3]);

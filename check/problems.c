@@ -200,6 +200,8 @@ static const struct problem_def table[] = {
 	  "a file extent of a log tree has no checksums in the log (its replay would lose them)" },
 	{ PR_ROOT_ITEM_OUTDATED, "root-item-outdated", SEV_ERROR, FIX_RECOMPUTE,
 	  "a subvolume's root item points at an older root block than the newest the extent tree holds" },
+	{ PR_EXTENT_LEVEL, "extent-level", SEV_ERROR, FIX_REFS,
+	  "a tree block's extent item names another level than the block's" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

@@ -42,6 +42,9 @@ static inline bool extent_kind_known(uint64_t flags)
 int refs_repair_group(struct check_ctx *ctx, struct refs_unit **u, const struct refs_group_view *v);
 /* The current bytenr is damaged in a way the repair does not fix. */
 void refs_repair_unfixable(struct check_ctx *ctx, struct refs_unit *u);
+/* The current bytenr's item is wrong in a way only making it again from its
+ * block and users fixes (a tree block's level). */
+void refs_repair_replace(struct check_ctx *ctx, struct refs_unit *u);
 /* The join ended (incomplete: some tree was unreadable, nothing is noted). */
 int refs_repair_finish(struct check_ctx *ctx, struct refs_unit **u, bool incomplete);
 

@@ -73,7 +73,7 @@ static const struct repair_class classes[] = {
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
-	    PR_EXTENT_INLINE_REF_BAD }, true, NULL,
+	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",

@@ -735,7 +735,7 @@ def test_skinny_metadata_item_level(tmp_path):
     needs(SIMPLE)
     key = first_item(built(SIMPLE).devices, "extent", "METADATA_ITEM")
     devs = damaged(tmp_path, ("-t", "extent", "-k", key_arg(key), "-f", "key.offset", "-v", "+1"))
-    expect_found(devs, "extent-type")
+    expect_found(devs, "extent-level")
 
 
 def test_file_extent_ram_bytes_unaligned(tmp_path):
