@@ -54,6 +54,10 @@ static const struct repair_class classes[] = {
 	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "
 	  "what other trees say about them is repaired after)",
 	  { 0 }, true, NULL, repair_lost_blocks, { 0 } },
+	/* the references of the file extents it deletes go in the check run again after it */
+	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
+	  "cache, file extents of device, fifo and socket inodes",
+	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE }, true, NULL, repair_stray_items, { 0 } },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 } },
@@ -236,7 +240,8 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
  * what it finds then: one that drops blocks, or makes inode items. */
 static bool class_checks_again(const struct repair_class *c)
 {
-	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items;
+	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
+	       c->run == repair_stray_items;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
