@@ -14,6 +14,7 @@
 
 #include "check/key_types.h"
 #include "check/repair.h"
+#include "common/grow.h"
 #include "libfs/trans.h"
 #include "libfs/walk.h"
 
@@ -36,14 +37,11 @@ struct stray_scan {
 
 static int add_stray(struct stray_scan *s, const struct btrfs_key *k, const char *why)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct stray *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	struct stray *v = grow_array(s->v, &s->cap, s->n, sizeof(*v), 64);
+
+	if (!v)
+		return -ENOMEM;
+	s->v = v;
 	s->v[s->n++] = (struct stray){ s->root, *k, why };
 	return 0;
 }

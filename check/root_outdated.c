@@ -10,6 +10,7 @@
 
 #include "check/check.h"
 #include "check/root_outdated.h"
+#include "common/grow.h"
 #include "libfs/key.h"
 #include "libfs/tree.h"
 #include "libfs/walk.h"
@@ -31,19 +32,15 @@ static int add_root(void *arg, const struct btrfs_key *k, const uint8_t *d, uint
 {
 	struct scan *s = arg;
 	struct tree_root_ptr r;
+	struct root_seen *v;
 
 	if (k->type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(k->objectid) ||
 	    !root_ptr_from_item(k->objectid, d, size, &r) || root_item_refs(d) == 0 ||
 	    root_item_drop_progress(d, size).key.objectid)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct root_seen *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (!(v = grow_array(s->v, &s->cap, s->n, sizeof(*v), 64)))
+		return -ENOMEM;
+	s->v = v;
 	s->v[s->n++] = (struct root_seen){ .f = { .key = *k, .bytenr = r.bytenr, .generation = r.generation,
 						  .level = r.level }, .best_level = -1 };
 	return 0;
