@@ -48,7 +48,8 @@ static const struct repair_class classes[] = {
 	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 } },
 	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
 	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
-	  { 0 }, false, log_forced, repair_clear_log, { 0 } },
+	  /* a log whose replay would leave data without checksums: dropped, as btrfs check --repair does */
+	  { PR_LOG_CSUM_MISSING }, false, log_forced, repair_clear_log, { 0 } },
 	/* wanted for unreadable subvolume-tree blocks (no problem code of its own): the classes after
 	 * it are chosen from a check run again once it committed (repair_filesystem) */
 	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "

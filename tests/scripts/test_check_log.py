@@ -57,3 +57,8 @@ def test_log_csums_moved_away(log_devs, which):
     if LATEST.exists():
         r = fsbuild.run([LATEST, "check", "--readonly", *devs], check=False)
         assert r.returncode != 0 and "csum missing in log" in r.stdout + r.stderr
+    # the repair drops the log, as btrfs check --repair does: what it held is lost, the rest is clean
+    rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
+    assert rc == 1 and {a["class"] for a in objs[1]["repairs"]} == {"clear-log"}, p.stdout + p.stderr
+    rc, objs, p = check(devs)
+    assert rc == 0 and not problem_ids(objs[0]), p.stdout
