@@ -19,11 +19,13 @@ struct root_seen {
 	struct root_fix f;
 	int best_level;            /* -1: no block seen */
 	unsigned at_best;          /* blocks of that level */
+	bool allocated;            /* the root item's block has an extent item */
 };
 
 struct scan {
 	struct root_seen *v;
 	size_t n, cap;
+	struct by_bytenr { uint64_t bytenr; size_t i; } *by_bytenr; /* the root items, by their block */
 	uint64_t bytenr, generation; /* the tree-block extent being read */
 	int level;                 /* -1: not a tree block */
 };
@@ -78,6 +80,22 @@ static void seen_ref(struct scan *s, uint64_t root)
 	}
 }
 
+/* The root item's block at bytenr has an extent item. */
+static void seen_allocated(struct scan *s, uint64_t bytenr)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->by_bytenr[mid].bytenr < bytenr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < s->n && s->by_bytenr[lo].bytenr == bytenr; lo++)
+		s->v[s->by_bytenr[lo].i].allocated = true;
+}
+
 static int extent_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct scan *s = arg;
@@ -92,6 +110,7 @@ static int extent_item(void *arg, const struct btrfs_key *k, const uint8_t *d, u
 		return 0;
 	s->level = -1;
 	s->bytenr = k->objectid;
+	seen_allocated(s, k->objectid);
 	if (size < cur || !(extent_flags(d) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
 		return 0;
 	s->generation = extent_generation(d);
@@ -112,19 +131,34 @@ static int extent_item(void *arg, const struct btrfs_key *k, const uint8_t *d, u
 	return 0;
 }
 
+static int bytenr_cmp(const void *x, const void *y)
+{
+	uint64_t a = ((const struct by_bytenr *)x)->bytenr, b = ((const struct by_bytenr *)y)->bytenr;
+
+	return a < b ? -1 : a > b;
+}
+
 int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct root_fix *f), void *arg)
 {
 	struct scan s = { .level = -1 };
 	int ret = tree_each_item(fs, &fs->tree_root, add_root, &s);
 
-	if (!ret && s.n)
+	if (!ret && s.n && !(s.by_bytenr = malloc(s.n * sizeof(*s.by_bytenr))))
+		ret = -ENOMEM;
+	if (!ret && s.n) {
+		for (size_t i = 0; i < s.n; i++)
+			s.by_bytenr[i] = (struct by_bytenr){ s.v[i].f.bytenr, i };
+		qsort(s.by_bytenr, s.n, sizeof(*s.by_bytenr), bytenr_cmp);
 		ret = tree_each_item(fs, &fs->extent_root, extent_item, &s);
+	}
+	/* only a root block the extent tree no longer holds is taken for stale */
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct root_seen *r = &s.v[i];
-		if (r->at_best == 1 && r->f.new_bytenr != r->f.bytenr && r->f.new_generation > r->f.generation &&
-		    r->f.new_level >= r->f.level)
+		if (r->at_best == 1 && !r->allocated && r->f.new_bytenr != r->f.bytenr &&
+		    r->f.new_generation > r->f.generation && r->f.new_level >= r->f.level)
 			ret = fn(arg, &r->f);
 	}
+	free(s.by_bytenr);
 	free(s.v);
 	return ret;
 }

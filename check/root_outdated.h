@@ -16,9 +16,10 @@ struct root_fix {
 	uint8_t new_level;         /* the tree's newest root block, as the extent tree says */
 };
 
-/* Call fn for every live subvolume root item whose root block is not the one
- * block of the tree's top level the extent tree holds, that block being
- * newer; fn's nonzero value stops. 0, fn's value or -errno. */
+/* Call fn for every live subvolume root item whose root block the extent
+ * tree no longer holds and is not the one block of the tree's top level the
+ * extent tree holds, that block being newer; fn's nonzero value stops. 0,
+ * fn's value or -errno. */
 int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct root_fix *f), void *arg);
 
 #endif
