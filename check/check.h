@@ -138,6 +138,8 @@ int check_data_csums(struct check_ctx *ctx);
 int check_fs_trees(struct check_ctx *ctx);
 int check_subvolumes(struct check_ctx *ctx);
 int check_qgroups(struct check_ctx *ctx);
+int check_log_trees(struct check_ctx *ctx);
+int check_root_items(struct check_ctx *ctx);
 /* Called by the tree-block walk for every block reached (first: not reached
  * before from another tree): collects the references the block makes. */
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,

@@ -263,13 +263,18 @@ static void check_dev_extents(struct check_ctx *ctx, struct dev_extent_rec *ext,
 	}
 	for (size_t k = 0; devs && k < ndev; k++) {
 		total += devs[k].total_bytes;
+		if (devs[k].total_bytes % ctx->fs->sectorsize)
+			report_problem(ctx, PR_DEV_SIZE_UNALIGNED, "devid %" PRIu64 ": total_bytes %" PRIu64 " is not a "
+				       "multiple of %u", devs[k].devid, devs[k].total_bytes, ctx->fs->sectorsize);
 		if (devs[k].bytes_used != devs[k].extent_sum)
 			report_problem(ctx, PR_DEV_BYTES_USED, "devid %" PRIu64 ": bytes_used %" PRIu64
 				       ", dev extents sum to %" PRIu64, devs[k].devid, devs[k].bytes_used,
 				       devs[k].extent_sum);
 	}
+	/* (smaller, the kernel refuses to mount; larger, it and btrfs check only warn) */
 	if (devs && ndev == ctx->fs->num_devices && total != super_total_bytes(ctx->fs->super))
-		report_problem(ctx, PR_SUPER_TOTAL_BYTES, "superblock total_bytes %" PRIu64
+		report_problem(ctx, total > super_total_bytes(ctx->fs->super) ? PR_SUPER_TOTAL_BYTES
+			       : PR_SUPER_TOTAL_BYTES_LARGE, "superblock total_bytes %" PRIu64
 			       ", devices sum to %" PRIu64, super_total_bytes(ctx->fs->super), total);
 	free(devs);
 }

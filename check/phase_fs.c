@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/key_types.h"
 #include "check/phase_fs.h"
 #include "check/repair_notes.h"
 #include "common/messages.h"
@@ -63,6 +64,17 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 {
 	struct fs_walk *w = arg;
 
+	if (!key_type_in_subvolume(k->type)) {
+		report_problem(w->ctx, PR_ITEM_UNKNOWN_TYPE, "root %" PRIu64 " item (%" PRIu64 " %u %" PRIu64
+			       "): a key type no subvolume tree holds", w->root->objectid, k->objectid, k->type,
+			       k->offset);
+		return 0;
+	}
+	if (k->objectid == BTRFS_FREE_INO_OBJECTID && !w->ino_cache_seen) {
+		w->ino_cache_seen = true;
+		report_problem(w->ctx, PR_INODE_CACHE, "root %" PRIu64 ": free-inode cache items (mount option "
+			       "inode_cache, removed from the kernel in 5.11)", w->root->objectid);
+	}
 	if (k->objectid == BTRFS_ORPHAN_OBJECTID && k->type == BTRFS_ORPHAN_ITEM_KEY) {
 		struct link_rec r = { .root = w->root->objectid, .key = k->offset, .child = k->offset,
 				      .kind = LINK_ORPHAN };
@@ -98,6 +110,7 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 /* The per-tree state of the walk around one tree's items. */
 static void tree_begin(struct fs_walk *w, const struct tree_root_ptr *root)
 {
+	w->ino_cache_seen = false;
 	w->root = root;
 	w->root_dirid = BTRFS_FIRST_FREE_OBJECTID;
 	inode_start(w, 0);

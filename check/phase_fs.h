@@ -27,6 +27,7 @@ struct fs_walk {
 	const struct tree_root_ptr *root;
 	uint64_t root_dirid;
 	bool no_holes;
+	bool ino_cache_seen;         /* the deprecated free-inode cache reported in this tree */
 	struct recsort *by_index;    /* link_rec by (root, dir, index): refs vs dir indexes */
 	struct recsort *by_hash;     /* link_rec by (root, dir, hash, name): refs vs dir items */
 	struct recsort *orphans;     /* link_rec by (root, ino): nameless inodes vs orphan items */

@@ -68,6 +68,12 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
 		report_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, "root %" PRIu64 " inode %" PRIu64 ": flags 0x%" PRIx64,
 			       w->root->objectid, k->objectid, inode_flags(d));
+	/* (chattr refuses them on a symlink: only damage sets them) */
+	if (s->ftype == BTRFS_FT_SYMLINK && (inode_flags(d) & (BTRFS_INODE_IMMUTABLE | BTRFS_INODE_APPEND))) {
+		report_problem(w->ctx, PR_INODE_FLAGS_TYPE, "root %" PRIu64 " symlink %" PRIu64 ": flags 0x%" PRIx64
+			       " (immutable or append)", w->root->objectid, k->objectid, inode_flags(d));
+		repair_note_inode_problem(w->ctx, PR_INODE_FLAGS_TYPE, w->root->objectid, k->objectid);
+	}
 }
 
 /* One name of the inode being streamed, from its ref or extref. */
@@ -231,6 +237,21 @@ static void dir_entry(struct fs_walk *w, const struct btrfs_key *k, const uint8_
 	fs_emit_link(w, k->type == BTRFS_DIR_INDEX_KEY ? w->by_index : w->by_hash, &r);
 }
 
+/* Whether an entry of a dir item before offset `end` (whole entries, checked
+ * before) has this name. */
+static bool name_earlier(const uint8_t *d, uint32_t end, const uint8_t *name, uint32_t len)
+{
+	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+
+	for (uint32_t off = 0; off < end;) {
+		uint32_t l = dir_item_name_len(d + off);
+		if (l == len && !memcmp(d + off + hdr, name, len))
+			return true;
+		off += hdr + l + dir_item_data_len(d + off);
+	}
+	return false;
+}
+
 void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	const uint32_t hdr = sizeof(struct btrfs_dir_item);
@@ -269,6 +290,10 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (k->type == BTRFS_DIR_INDEX_KEY && n > 0)
 			malformed(w, k, "dir index holds more than one entry", size);
+		if (k->type == BTRFS_DIR_ITEM_KEY && n > 0 && name_earlier(d, off, e + hdr, len))
+			report_problem(w->ctx, PR_NAME_DUPLICATE, "root %" PRIu64 " dir %" PRIu64 ": dir item (key %"
+				       PRIu64 ") holds the name '%.*s' twice", w->root->objectid, k->objectid, k->offset,
+				       (int)(len < 64 ? len : 64), (const char *)(e + hdr));
 		dir_entry(w, k, e, e + hdr, (uint16_t)len);
 		off += hdr + len + data_len;
 	}
@@ -337,6 +362,9 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		return;
 	}
 	type = file_extent_type(d);
+	if (s->have_item && s->ftype != BTRFS_FT_REG_FILE && s->ftype != BTRFS_FT_SYMLINK && s->ftype != BTRFS_FT_UNKNOWN)
+		report_problem(w->ctx, PR_FILE_EXTENT_NOT_FILE, "root %" PRIu64 " inode %" PRIu64 " (mode 0%o): "
+			       "file extent at %" PRIu64, w->root->objectid, k->objectid, s->mode, k->offset);
 	if (file_extent_compression(d) > BTRFS_COMPRESS_ZSTD)
 		why = "unknown compression";
 	else if (file_extent_encryption(d) || file_extent_other_encoding(d))
@@ -408,6 +436,10 @@ void fs_inode_finish(struct fs_walk *w)
 	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize))
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
+	/* (a subvolume's top directory counts its ".." ref: one name) */
+	if (s->ftype == BTRFS_FT_DIR && (s->nlink > 1 || s->names > 1))
+		report_problem(w->ctx, PR_DIR_HARDLINK, "root %" PRIu64 " dir %" PRIu64 ": nlink %u, %" PRIu64
+			       " name(s)", root, s->ino, s->nlink, s->names);
 	if (s->names == 0 && s->nlink == 0) {
 		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
 		fs_emit_link(w, w->orphans, &r);

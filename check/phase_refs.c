@@ -27,6 +27,7 @@
 #include "check/refs_repair.h"
 #include "common/sizes.h"
 #include "libfs/block.h"
+#include "libfs/csum.h"
 #include "libfs/ebitmap.h"
 #include "libfs/recsort.h"
 #include "libfs/tree.h"
@@ -47,6 +48,7 @@ struct ref_rec {
 };
 #define REF_NEEDS_CSUM 1u
 #define EXTENT_CSUMMED 2u  /* the csum tree covers the whole extent */
+#define EXTENT_REWRITE 4u  /* its inline references are damaged: the repair writes it again */
 
 /* An expected reference (a user of an extent, seen by the tree walk). Tree
  * block refs carry the block's generation in r.c and its level in len. */
@@ -547,6 +549,36 @@ static size_t inline_body_size(uint8_t type)
 	}
 }
 
+/* Why the inline references from cur on are bad, or NULL: the kernel keeps
+ * them sorted by type, and within a type by their offset (a data ref's hash,
+ * else the root or parent) from the largest down; it refuses other types. */
+static const char *inline_refs_bad(const uint8_t *d, uint32_t size, uint32_t cur)
+{
+	uint64_t last_off = 0;
+	uint8_t last_type = 0;
+
+	while (cur < size) {
+		uint8_t type = d[cur];
+		size_t body = inline_body_size(type);
+		const uint8_t *q = d + cur + 1;
+		uint64_t off;
+
+		if (!body || size - cur - 1 < body)
+			return "of an invalid type";
+		off = type == BTRFS_EXTENT_DATA_REF_KEY
+			      ? btrfs_extent_data_ref_hash(data_ref_root(q), data_ref_objectid(q), data_ref_offset(q))
+			      : get_le64(q);
+		/* (a simple-quota owner ref comes first, whatever its type) */
+		if (last_type != BTRFS_EXTENT_OWNER_REF_KEY &&
+		    (type < last_type || (type == last_type && off > last_off)))
+			return "out of order";
+		last_off = off;
+		last_type = type;
+		cur += 1 + (uint32_t)body;
+	}
+	return NULL;
+}
+
 /* An EXTENT_ITEM or METADATA_ITEM: the extent record, its inline references,
  * the checksum walk. */
 static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
@@ -556,6 +588,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	struct ref_rec hdr;
 	uint64_t covered = 0;
 	bool kind_unknown = false;
+	const char *bad;
 	int ret;
 
 	finish_extent(p);
@@ -591,6 +624,10 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		return ret;
 	if (covered >= p->len)
 		hdr.flags |= EXTENT_CSUMMED;
+	if (!kind_unknown && (bad = inline_refs_bad(d, size, cur))) {
+		refs_report(ctx, PR_EXTENT_INLINE_REF_BAD, "extent %" PRIu64 ": inline references %s", p->bytenr, bad);
+		hdr.flags |= EXTENT_REWRITE;
+	}
 	if ((ret = push_declared(p, &hdr)) < 0)
 		return ret;
 	/* without a kind, a tree block's info cannot be told from inline references:
@@ -600,11 +637,8 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		size_t body = inline_body_size(type);
 		const uint8_t *q = d + cur + 1;
 
-		if (!body || size - cur - 1 < body) {
-			refs_report(ctx, PR_ITEM_MALFORMED, "extent %" PRIu64 ": bad inline reference of type %u",
-				    p->bytenr, type);
-			break;
-		}
+		if (!body || size - cur - 1 < body)
+			break;  /* reported above */
 		if (type == BTRFS_EXTENT_DATA_REF_KEY)
 			ret = add_declared(p, type, data_ref_root(q), data_ref_objectid(q), data_ref_offset(q),
 					   data_ref_count(q));
@@ -880,9 +914,11 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
 			    PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
 	/* the kernel finds a skinny item by the level in its key */
-	else if (!data && j->level && e->len + 1 != j->level)
-		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
+	else if (!data && j->level && e->len + 1 != j->level) {
+		refs_report(j->ctx, PR_EXTENT_LEVEL, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
 			    "item says level %u", root, bytenr, e->len, j->level - 1);
+		refs_repair_replace(j->ctx, j->unit);
+	}
 	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
 		int ret = add_need(j, e->need[0], e->need[1]);
 		return ret ? ret : add_need(j, e->need[2], e->need[3]);
@@ -926,6 +962,7 @@ static int note_for_repair(struct join_state *j, const struct recjoin_group *g)
 		v.data_len = 0;
 	}
 	if (any->type == 0) {
+		v.item_rewrite = r->flags & EXTENT_REWRITE;
 		v.item_len = r->a;
 		v.item_flags = r->b;
 		v.item_refs = r->c;

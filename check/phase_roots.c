@@ -9,6 +9,7 @@
 
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
+#include "check/repair_notes.h"
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/endian_access.h"
@@ -74,7 +75,8 @@ static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key
 }
 
 /* An inode item of the root tree (the default directory, free-space cache
- * inodes): what the kernel's tree checker refuses in any leaf. Not repaired. */
+ * inodes): what the kernel's tree checker refuses in any leaf. Only a wrong
+ * mode is repaired. */
 static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	uint64_t gen = ctx->fs->generation;
@@ -93,7 +95,13 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 			       k->objectid, inode_flags(d));
 	/* (the free-space cache inodes, from 256 up, are regular files of mode 0600: the reference
 	 * holds them to it) */
-	if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
+	if (k->objectid >= BTRFS_FIRST_FREE_OBJECTID && mode != (S_IFREG | 0600) && inode_nlink(d) == 1 &&
+	    inode_generation(d) <= gen && inode_transid(d) <= gen) {
+		/* the rest is sound: the repair gives it back the mode of its kind */
+		report_problem(ctx, PR_ROOT_TREE_INODE_MODE, "free-space cache inode %" PRIu64 ": mode 0%o, not "
+			       "0100600", k->objectid, mode);
+		repair_note_inode_problem(ctx, PR_ROOT_TREE_INODE_MODE, BTRFS_ROOT_TREE_OBJECTID, k->objectid);
+	} else if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
 	    (S_ISDIR(mode) && inode_nlink(d) > 1) ||
 	    (k->objectid >= BTRFS_FIRST_FREE_OBJECTID && mode != (S_IFREG | 0600)) ||
 	    inode_generation(d) > gen || inode_transid(d) > gen)

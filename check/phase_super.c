@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check/check.h"
+#include "common/messages.h"
 #include "libfs/block.h"
 #include "libfs/super.h"
 #include "libfs/names.h"
@@ -151,17 +152,26 @@ static void check_backup_roots(struct check_ctx *ctx)
 }
 
 /* Superblock fields the kernel refuses to mount with: flags it does not know
- * (a metadata change in progress among them: btk-tune or btrfstune finishes
- * it) and a stripesize other than the sectorsize. */
+ * and a stripesize other than the sectorsize. A metadata change in progress
+ * (btk-tune or btrfstune finishes it) is a state, not damage: btrfs check
+ * passes it, and so it is only said. */
 static void check_super_fields(struct check_ctx *ctx)
 {
 	const uint8_t *sb = ctx->fs->super;
 	const uint64_t known = BTRFS_HEADER_FLAG_WRITTEN | BTRFS_HEADER_FLAG_RELOC | BTRFS_SUPER_FLAG_ERROR |
 			       BTRFS_SUPER_FLAG_SEEDING | BTRFS_SUPER_FLAG_METADUMP | BTRFS_SUPER_FLAG_METADUMP_V2;
+	/* a conversion btrfstune or btk-tune stopped halfway: a state, not damage (btrfs check passes it) */
+	const uint64_t changing = BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2 |
+				  BTRFS_SUPER_FLAG_CHANGING_BG_TREE | BTRFS_SUPER_FLAG_CHANGING_DATA_CSUM |
+				  BTRFS_SUPER_FLAG_CHANGING_META_CSUM;
 
-	if (super_flags(sb) & ~known)
+	if (super_flags(sb) & ~(known | changing))
 		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 " hold %#" PRIx64 ", which the "
-			       "kernel does not mount with", super_flags(sb), super_flags(sb) & ~known);
+			       "kernel does not mount with", super_flags(sb), super_flags(sb) & ~(known | changing));
+	if (super_flags(sb) & changing)
+		msg_info("superblock flags %#" PRIx64 ": a conversion is in progress (%#" PRIx64 "); the kernel mounts "
+			 "nothing until the tool that began it (btrfstune, btk-tune) finishes it", super_flags(sb),
+			 super_flags(sb) & changing);
 	if (super_stripesize(sb) != super_sectorsize(sb))
 		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock stripesize %u, not the sectorsize %u",
 			       super_stripesize(sb), super_sectorsize(sb));

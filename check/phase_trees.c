@@ -11,6 +11,7 @@
 
 #include "check/check.h"
 #include "check/copy_verify.h"
+#include "check/key_types.h"
 #include "check/phase_fs.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
@@ -160,6 +161,21 @@ static void check_ptr_generations(struct check_ctx *ctx, const struct tree_root_
 				       key_ptr_blockptr(node_key_ptr(b->data, i)));
 }
 
+/* Items of a key type their (global) tree does not hold: the kernel and
+ * btrfs check ignore them, btrfs check says so. */
+static void check_key_types(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
+{
+	struct btrfs_key k;
+
+	for (unsigned i = 0; block_level(b) == 0 && i < block_nritems(b); i++) {
+		block_key(b, i, &k);
+		if (key_type_in_tree(root->objectid, k.type) == 0)
+			report_problem(ctx, PR_ITEM_FOREIGN_TYPE, "tree %" PRIu64 ": block %" PRIu64 " item (%" PRIu64
+				       " %u %" PRIu64 "): a key type this tree does not hold", root->objectid, b->bytenr,
+				       k.objectid, k.type, k.offset);
+	}
+}
+
 static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct tree_visit *v = arg;
@@ -198,6 +214,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 			       ", a tree that does not exist, and no full backrefs", v->root->objectid, b->bytenr,
 			       block_owner(b));
 	check_ptr_generations(ctx, v->root, b);
+	check_key_types(ctx, v->root, b);
 	progress_update(ctx->progress, ctx->stats.tree_bytes + v->shared_bytes);
 	return feed_block(v, b, false);
 }

@@ -22,6 +22,7 @@ struct refs_unit {
 	uint64_t data_len;          /* the data extent's length as file extents say */
 	bool tree, data;            /* kinds of the expected references */
 	bool bad, unfixable, overflow;
+	bool replace;               /* the item is made again whole (refs_repair_replace) */
 	bool full_backref;          /* a tree block with full backrefs */
 	uint64_t level, generation; /* of a tree block */
 	struct extent_fix *exp;     /* the expected references */
@@ -86,7 +87,12 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		return 0;
 	}
 	hdr.c = u->has_item ? EXTENT_FIX_HAS_ITEM : 0;
-	if (u->has_item && u->nexp && !extent_kind_known(u->flags) && u->tree != u->data &&
+	if (u->replace && u->has_item && u->tree && !u->data) {
+		/* a tree block's item that names another level: made again from the block */
+		hdr.a = ctx->fs->nodesize;
+		hdr.b = BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0);
+		hdr.c |= EXTENT_FIX_REPLACE | EXTENT_FIX_TREE;
+	} else if (u->has_item && u->nexp && !extent_kind_known(u->flags) && u->tree != u->data &&
 	    u->len == (u->tree ? ctx->fs->nodesize : u->data_len)) {
 		/* flags of neither (or both) kinds, users of one, the length theirs: made again whole */
 		hdr.a = u->len;
@@ -140,6 +146,7 @@ int refs_repair_group(struct check_ctx *ctx, struct refs_unit **up, const struct
 		u->len = v->item_len;
 		u->flags = v->item_flags;
 		u->refs = v->item_refs;
+		u->bad |= v->item_rewrite;
 		return 0;
 	}
 	if (v->type == BTRFS_EXTENT_OWNER_REF_KEY)
@@ -175,6 +182,12 @@ int refs_repair_group(struct check_ctx *ctx, struct refs_unit **up, const struct
 		u->generation = v->generation;
 	}
 	return 0;
+}
+
+void refs_repair_replace(struct check_ctx *ctx, struct refs_unit *u)
+{
+	if (u && !ctx->infer_full_backref)
+		u->replace = u->bad = true;
 }
 
 void refs_repair_unfixable(struct check_ctx *ctx, struct refs_unit *u)

@@ -16,6 +16,7 @@ struct refs_group_view {
 	uint32_t type;           /* 0: the extent item; else BTRFS_*_REF_KEY */
 	uint64_t a, b, c;        /* the reference's key fields (b, c: data refs only) */
 	uint64_t item_len, item_flags, item_refs; /* type 0 */
+	bool item_rewrite;       /* type 0: its inline references are damaged, write it again */
 	uint64_t expected, declared; /* summed counts */
 	bool has_expected, has_declared;
 	uint64_t data_len;       /* expected data refs: the file extents' disk length */
@@ -41,6 +42,9 @@ static inline bool extent_kind_known(uint64_t flags)
 int refs_repair_group(struct check_ctx *ctx, struct refs_unit **u, const struct refs_group_view *v);
 /* The current bytenr is damaged in a way the repair does not fix. */
 void refs_repair_unfixable(struct check_ctx *ctx, struct refs_unit *u);
+/* The current bytenr's item is wrong in a way only making it again from its
+ * block and users fixes (a tree block's level). */
+void refs_repair_replace(struct check_ctx *ctx, struct refs_unit *u);
 /* The join ended (incomplete: some tree was unreadable, nothing is noted). */
 int refs_repair_finish(struct check_ctx *ctx, struct refs_unit **u, bool incomplete);
 

@@ -54,12 +54,20 @@ static const struct repair_class classes[] = {
 	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 }, true },
 	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
 	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
-	  { 0 }, false, log_forced, repair_clear_log, { 0 }, false },
+	  /* a log whose replay would leave data without checksums: dropped, as btrfs check --repair does */
+	  { PR_LOG_CSUM_MISSING }, false, log_forced, repair_clear_log, { 0 }, false },
 	/* wanted for unreadable subvolume-tree blocks (no problem code of its own): the classes after
 	 * it are chosen from a check run again once it committed (repair_filesystem) */
 	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "
 	  "what other trees say about them is repaired after)",
 	  { 0 }, true, NULL, repair_lost_blocks, { 0 }, false },
+	/* the references of the file extents it deletes go in the check run again after it */
+	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
+	  "cache, file extents of device, fifo and socket inodes",
+	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE }, true, NULL, repair_stray_items, { 0 }, false },
+	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
+	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
+	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -71,15 +79,17 @@ static const struct repair_class classes[] = {
 	  true, extent_forced, repair_rebuild_extent_tree,
 	  /* a subvolume named by root refs but without its root item: its blocks look leaked, and
 	   * dropping their references would free a snapshot that a new root item could give back */
-	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING }, false },
+	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED }, false },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
-	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
-	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING }, false },
+	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
+	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL }, true, NULL,
+	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED }, false },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
-	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES }, true,
+	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES,
+	    PR_SUPER_TOTAL_BYTES_LARGE, PR_DEV_SIZE_UNALIGNED }, true,
 	  NULL,
 	  repair_space_counters,
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
@@ -110,19 +120,24 @@ static const struct repair_class classes[] = {
 	  "remove or clean names holding '/' or NUL "
 	  "(check/repair_names.c)",
 	  { PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH,
-	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID }, true, NULL, repair_names,
+	    PR_DIR_ENTRY_TYPE, PR_DIR_ENTRY_DANGLING, PR_DIR_PARENT_MISSING, PR_NAME_INVALID, PR_NAME_DUPLICATE }, true,
+	  NULL, repair_names,
 	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING,
-	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL }, false },
+	    PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
+	    /* an inode whose mode and items disagree on its type: which one lies is not known */
+	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK }, false },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
-	  "/lost+found, remove stray orphan items",
+	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
-	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD }, true, NULL, repair_inodes,
+	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_INODE_FLAGS_TYPE, PR_ROOT_TREE_INODE_MODE }, true, NULL,
+	  repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
 	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
-	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID }, false },
+	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID,
+	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK }, false },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))
 
@@ -263,7 +278,8 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
  * what it finds then: one that drops blocks, or makes inode items. */
 static bool class_checks_again(const struct repair_class *c)
 {
-	return class_drops_blocks(c) || c->run == repair_inode_items;
+	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
+	       c->run == repair_stray_items;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -290,6 +306,14 @@ static void mark_class_fixed(const struct repair_class *c, const struct check_ct
 		fixed[PR_TREE_BLOCK_UNREADABLE] = fixed[PR_TREE_ROOT_UNREADABLE] = true;
 }
 
+/* The root-items class keeps every block the check found in use without an
+ * extent item from the allocator (they are mostly the stale tree's): those
+ * do not make it unsafe. */
+static bool class_keeps_unallocated(const struct repair_class *c, enum problem_code code)
+{
+	return c->run == repair_root_items && code == PR_TREE_BLOCK_NOT_ALLOCATED;
+}
+
 /* A problem found that makes class c unsafe and that no class before it
  * fixes (fixed[code]: a class that runs earlier repairs every such problem). */
 static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx,
@@ -300,7 +324,7 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 	for (size_t i = 0; !class_on_request_only(c) && i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]);
 	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
-		    !class_fixes(c, transaction_blockers[i]) &&
+		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
 	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)

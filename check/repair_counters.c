@@ -134,6 +134,14 @@ static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
 			dev_item_set_total_bytes(item, size);
 			r->changes++;
 		}
+		if (ret == 0 && dev_item_total_bytes(item) % fs->sectorsize) {
+			/* as btrfs rescue fix-device-size: down to a whole sector */
+			uint64_t size = dev_item_total_bytes(item) / fs->sectorsize * fs->sectorsize;
+			repair_say(r, "device %" PRIu64 ": total_bytes %" PRIu64 " -> %" PRIu64 " (whole sectors)",
+				   key.offset, dev_item_total_bytes(item), size);
+			dev_item_set_total_bytes(item, size);
+			r->changes++;
+		}
 		if (ret == 0) {
 			*total_bytes += dev_item_total_bytes(item);
 			if (dev_item_bytes_used(item) != sum) {
@@ -174,7 +182,8 @@ int repair_space_counters(struct repair_ctx *r)
 	if (ret)
 		return ret;
 	if (!found->counts[PR_DEV_BYTES_USED] && !found->counts[PR_SUPER_TOTAL_BYTES] &&
-	    !found->counts[PR_DEV_TOTAL_BYTES])
+	    !found->counts[PR_DEV_TOTAL_BYTES] && !found->counts[PR_SUPER_TOTAL_BYTES_LARGE] &&
+	    !found->counts[PR_DEV_SIZE_UNALIGNED])
 		return 0;
 	ret = fix_devices(r, &total_bytes);
 	if (ret)

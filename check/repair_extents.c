@@ -242,8 +242,9 @@ static int fix_extent(struct xrepair *x)
 		if ((ret = trans_delete_item(r->t, BTRFS_EXTENT_TREE_OBJECTID, &ikey)))
 			goto out;
 		if (x->said++ < SAY_MAX)
-			repair_say(r, "extent %" PRIu64 ": item with flags %#" PRIx64 " (neither or both data and tree "
-				   "block) removed, made again from its users", ikey.objectid, extent_flags(item));
+			repair_say(r, "extent %" PRIu64 ": item (%" PRIu64 " %u %" PRIu64 ", flags %#" PRIx64 ") removed, made "
+				   "again from its users", ikey.objectid, ikey.objectid, ikey.type, ikey.offset,
+				   extent_flags(item));
 		size = 0;
 	}
 	if (size) {

@@ -288,7 +288,8 @@ int repair_inode_items(struct repair_ctx *r)
 	return 0;
 }
 
-/* Mode without a file type, or a generation from the future: the inode item's fields. */
+/* Mode without a file type, a generation from the future, immutable or
+ * append on a symlink, a free-space cache inode's mode: the inode item's fields. */
 static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
 {
 	struct tree_root_ptr rp;
@@ -306,7 +307,18 @@ static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enu
 		return 0;
 	}
 	ret = link_inode_for_update(r, root, ino, &item, &path);
-	if (ret == 0 && code == PR_INODE_MODE_INVALID) {
+	if (ret == 0 && code == PR_ROOT_TREE_INODE_MODE) {
+		uint32_t from = inode_mode(item);
+		inode_set_mode(item, S_IFREG | 0600);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root tree free-space cache inode %" PRIu64 ": mode 0%o -> 0100600", ino, from);
+	} else if (ret == 0 && code == PR_INODE_FLAGS_TYPE) {
+		uint64_t from = inode_flags(item), to = from & ~(BTRFS_INODE_IMMUTABLE | BTRFS_INODE_APPEND);
+		inode_set_flags(item, to);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " symlink %" PRIu64 ": flags 0x%" PRIx64 " -> 0x%" PRIx64, root, ino,
+				   from, to);
+	} else if (ret == 0 && code == PR_INODE_MODE_INVALID) {
 		uint32_t from = inode_mode(item), to = (from & 07777) | ftype_to_mode(ftype);
 		inode_set_mode(item, to);
 		if (r->changes++ < SAY_MAX)
@@ -362,6 +374,8 @@ static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 		return repair_inode_recount(r, f->root, f->ino, f->code);
 	case PR_INODE_MODE_INVALID:
 	case PR_INODE_GENERATION:
+	case PR_INODE_FLAGS_TYPE:
+	case PR_ROOT_TREE_INODE_MODE:
 		return fix_inode_item(r, f->root, f->ino, f->code);
 	case PR_INODE_UNREACHABLE:
 		return unreachable_link(r, f->root, f->ino);

@@ -204,8 +204,30 @@ static int find_entry(uint8_t type, const uint8_t *buf, uint32_t size, uint64_t 
 	return 0;
 }
 
+/* The dir entry called name that names inode child, when two entries of
+ * one item share the name (a duplicate): 1 and *e, or 0. */
+static int find_dir_entry_of(uint8_t type, const uint8_t *buf, uint32_t size, const uint8_t *name, uint16_t len,
+			     uint64_t child, struct link_entry *e)
+{
+	uint32_t off = 0;
+
+	if (type != BTRFS_DIR_ITEM_KEY && type != BTRFS_DIR_INDEX_KEY)
+		return 0;
+	while (link_entry_next(type, buf, size, &off, e))
+		if (e->len == len && !memcmp(e->name, name, len) && e->loc.type == BTRFS_INODE_ITEM_KEY &&
+		    e->loc.objectid == child)
+			return 1;
+	return 0;
+}
+
 int link_remove(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
 		const uint8_t *name, uint16_t len)
+{
+	return link_remove_of(r, root, key, dir, name, len, 0);
+}
+
+int link_remove_of(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
+		   const uint8_t *name, uint16_t len, uint64_t child)
 {
 	struct link_entry e;
 	uint8_t *buf;
@@ -214,7 +236,8 @@ int link_remove(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key
 
 	if (ret)
 		return ret;
-	if (!find_entry(key->type, buf, size, dir, name, len, &e))
+	if (!(child && find_dir_entry_of(key->type, buf, size, name, len, child, &e)) &&
+	    !find_entry(key->type, buf, size, dir, name, len, &e))
 		ret = -ENOENT;
 	else if (e.size == size)
 		ret = trans_delete_item(r->t, root, key);

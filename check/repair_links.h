@@ -48,6 +48,10 @@ int link_add_extref(struct repair_ctx *r, uint64_t root, uint64_t child, uint64_
  * with its last entry. -ENOENT when there is no such entry. */
 int link_remove(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
 		const uint8_t *name, uint16_t len);
+/* The same, for a dir item or dir index preferring the entry that names
+ * inode child (of two entries with one name). */
+int link_remove_of(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
+		   const uint8_t *name, uint16_t len, uint64_t child);
 /* Set the index of name in the inode ref or extref item at key. */
 int link_set_ref_index(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t dir,
 		       const uint8_t *name, uint16_t len, uint64_t index);

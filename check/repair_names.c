@@ -231,7 +231,7 @@ static int remove_nent(struct ndir *d, const struct nent *e, uint64_t child, con
 	static const char *const what[] = { "dir item", "dir index", "inode ref", "inode extref" };
 	struct btrfs_key key = nent_key(d, e);
 	char msg[120];
-	int ret = link_remove(d->r, d->rootid, &key, d->dir, e->name, e->len);
+	int ret = link_remove_of(d->r, d->rootid, &key, d->dir, e->name, e->len, e->child);
 
 	if (ret == -ENOENT)
 		return 0;

@@ -53,7 +53,9 @@ int check_run(struct check_ctx *ctx)
 		{ "extent references and checksums", check_refs },
 		{ "filesystem trees", check_fs_trees },
 		{ "subvolumes", check_subvolumes },
+		{ "root items", check_root_items },
 		{ "quota groups", check_qgroups },
+		{ "log trees", check_log_trees },
 		{ "data checksums", check_data_csums },
 	};
 

@@ -6,6 +6,12 @@
 
 int csum_tree_open(struct csum_tree_cursor *c, struct fs_info *fs, uint64_t start, uint64_t end)
 {
+	return csum_tree_open_in(c, fs, &fs->csum_root, start, end);
+}
+
+int csum_tree_open_in(struct csum_tree_cursor *c, struct fs_info *fs, const struct tree_root_ptr *root,
+		      uint64_t start, uint64_t end)
+{
 	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, start };
 	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, end ? end - 1 : 0 }, k;
 	struct tree_path path;
@@ -15,13 +21,13 @@ int csum_tree_open(struct csum_tree_cursor *c, struct fs_info *fs, uint64_t star
 	c->fs = fs;
 	c->end = end;
 	c->pos = start;
-	if (!fs->csum_root.bytenr || !fs->csum_size || !fs->sectorsize || start >= end) {
+	if (!root->bytenr || !fs->csum_size || !fs->sectorsize || start >= end) {
 		c->done = true;
 		return 0;
 	}
 	/* the item at or before start may cover it */
 	tree_path_init(&path);
-	ret = tree_search_le(fs, &fs->csum_root, &min, &path);
+	ret = tree_search_le(fs, root, &min, &path);
 	if (ret == 0) {
 		tree_item_key(&path, &k);
 		if (k.objectid == min.objectid && k.type == min.type)
@@ -30,7 +36,7 @@ int csum_tree_open(struct csum_tree_cursor *c, struct fs_info *fs, uint64_t star
 	tree_path_release(fs, &path);
 	if (ret < 0)
 		return ret;
-	tree_iter_init(&c->it, fs, &fs->csum_root, &min, &max);
+	tree_iter_init(&c->it, fs, root, &min, &max);
 	c->open = true;
 	return 0;
 }

@@ -26,6 +26,9 @@ struct csum_tree_cursor {
 /* Position before the checksums of [start, end) (an item that begins
  * before start counts for its part inside). 0 or -errno. */
 int csum_tree_open(struct csum_tree_cursor *c, struct fs_info *fs, uint64_t start, uint64_t end);
+/* The same over the checksum items of another tree (a log tree holds its own). */
+int csum_tree_open_in(struct csum_tree_cursor *c, struct fs_info *fs, const struct tree_root_ptr *root,
+		      uint64_t start, uint64_t end);
 /* The next run of checksummed sectors [*lo, *hi) within the range, above
  * every run returned before (overlapping items count once), with *csums the
  * checksum of sector *lo: 1, 0 at the end, or -errno. */

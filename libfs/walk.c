@@ -153,18 +153,22 @@ static int tree_list_push(struct fs_tree_list *list, const struct tree_root_ptr 
 	return tree_list_push_dropping(list, root, NULL);
 }
 
+bool root_ptr_from_item(uint64_t objectid, const uint8_t *data, uint32_t size, struct tree_root_ptr *out)
+{
+	if (size < BTRFS_ROOT_ITEM_V1_SIZE)
+		return false;
+	*out = (struct tree_root_ptr){ objectid, root_item_bytenr(data), root_item_generation(data),
+				       root_item_level(data) };
+	return out->bytenr && out->level < BTRFS_MAX_LEVEL;
+}
+
 /* A root item's tree, with its drop progress, onto the list when it has a root block. */
 static int push_root_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
-	struct tree_root_ptr r = { key->objectid, 0, 0, 0 };
+	struct tree_root_ptr r;
 	struct tree_drop_progress drop;
 
-	if (key->type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
-		return 0;
-	r.bytenr = root_item_bytenr(data);
-	r.generation = root_item_generation(data);
-	r.level = root_item_level(data);
-	if (!r.bytenr || r.level >= BTRFS_MAX_LEVEL)
+	if (key->type != BTRFS_ROOT_ITEM_KEY || !root_ptr_from_item(key->objectid, data, size, &r))
 		return 0;
 	drop = root_item_drop_progress(data, size);
 	return tree_list_push_dropping(arg, &r, &drop);

@@ -52,6 +52,9 @@ struct tree_drop_progress root_item_drop_progress(const uint8_t *item, uint32_t 
 /* Whether child slot of node (a node of the dropping tree) was dropped. */
 bool tree_child_dropped(const struct tree_drop_progress *drop, const struct tree_block *node, unsigned slot);
 
+/* The tree a root item (of any tree of roots) points at, as objectid: true
+ * when it has a root block of a valid level, false otherwise. */
+bool root_ptr_from_item(uint64_t objectid, const uint8_t *data, uint32_t size, struct tree_root_ptr *out);
 /* Every tree of the filesystem, in the order dump-tree prints them: root
  * tree, chunk tree, then each ROOT_ITEM of the root tree, then the log tree.
  * drops[i] is the drop progress of roots[i]. */

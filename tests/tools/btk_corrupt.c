@@ -20,6 +20,7 @@
 
 #include "libfs/block.h"
 #include "libfs/csum.h"
+#include "libfs/ctree_ops.h"
 #include "libfs/fs.h"
 #include "libfs/names.h"
 #include "libfs/super.h"
@@ -33,7 +34,7 @@ struct corrupt {
 	char **paths;
 	unsigned npaths;
 	/* target */
-	bool super, delete, get, no_csum, have_block, have_key;
+	bool super, delete, get, no_csum, have_block, have_key, insert, append;
 	const char *raw, *tree, *batch;
 	const char *split; /* --split-csum N: checksums kept by the first half */
 	uint64_t bytenr;
@@ -66,6 +67,9 @@ static void usage(FILE *f)
 		"  -o, --offset OFF -B, --bytes HEX\n"
 		"                            raw bytes at an offset in the block, item data or superblock\n"
 		"  -d, --delete              delete the item (the parent keys follow a new first item)\n"
+		"  -I, --insert -B HEX       insert a new item with data HEX into the leaf where its key\n"
+		"                            goes (in place: it must fit; the parent keys follow)\n"
+		"  -A, --append -B HEX       append HEX to the item's data (in place: it must fit)\n"
 		"  -P, --split-csum N        split an EXTENT_CSUM item after N checksums into two\n"
 		"                            contiguous items (a valid layout the kernel leaves at times)\n"
 		"  -g, --get                 print the field's value and change nothing\n"
@@ -499,6 +503,64 @@ static int find_tree(struct corrupt *c, struct tree_root_ptr *root)
 	return 0;
 }
 
+/* --insert: a new item in the leaf its key belongs to, written in place. */
+static int insert_item(struct corrupt *c, struct tree_root_ptr *root)
+{
+	struct fs_info *fs = c->fs;
+	struct tree_path path;
+	uint8_t data[4096], *leaf = NULL;
+	size_t n;
+	unsigned slot;
+	uint32_t size;
+	int ret;
+
+	if (!c->bytes || parse_hex(c->bytes, data, sizeof(data), &n)) {
+		fprintf(stderr, "btk-corrupt: --insert needs --bytes HEX (at most %zu bytes)\n", sizeof(data));
+		return 2;
+	}
+	size = (uint32_t)n;
+	tree_path_init(&path);
+	ret = tree_search(fs, root, &c->key, &path);
+	if (ret == 0) {
+		struct btrfs_key found;
+		tree_item_key(&path, &found);
+		if (!key_compare(&found, &c->key))
+			ret = -EEXIST;
+	} else if (ret == 1) {
+		/* beyond the last item: after it */
+		tree_path_release(fs, &path);
+		ret = tree_search_le(fs, root, &c->key, &path);
+		path.slots[0]++;
+	}
+	if (ret) {
+		fprintf(stderr, "btk-corrupt: tree %s: %s\n", c->tree, ret == -EEXIST ? "the key exists" : fs->errmsg);
+		ret = 1;
+		goto out;
+	}
+	slot = (unsigned)path.slots[0];
+	if (!(leaf = malloc(fs->nodesize))) {
+		ret = 1;
+		goto out;
+	}
+	memcpy(leaf, path.nodes[0]->data, fs->nodesize);
+	if ((ret = leaf_insert_items(leaf, fs->nodesize, slot, &c->key, &size, 1)) != 0) {
+		fprintf(stderr, "btk-corrupt: cannot insert into leaf %" PRIu64 ": %s\n", path.nodes[0]->bytenr,
+			strerror(-ret));
+		ret = 1;
+		goto out;
+	}
+	memcpy(leaf_item_data(leaf, slot), data, size);
+	printf("tree %s item (%" PRIu64 " %u %" PRIu64 ") inserted in block %" PRIu64 " slot %u (%u bytes)\n",
+	       c->tree, c->key.objectid, c->key.type, c->key.offset, path.nodes[0]->bytenr, slot, size);
+	ret = write_block(c, path.nodes[0]->bytenr, leaf);
+	if (!ret && slot == 0)
+		ret = fix_parent_keys(c, &path, item_key_ptr(leaf + sizeof(struct btrfs_header)));
+out:
+	free(leaf);
+	tree_path_release(fs, &path);
+	return ret;
+}
+
 static int corrupt_item(struct corrupt *c)
 {
 	struct fs_info *fs = c->fs;
@@ -514,6 +576,8 @@ static int corrupt_item(struct corrupt *c)
 
 	if ((ret = find_tree(c, &root)) != 0)
 		return ret;
+	if (c->insert)
+		return insert_item(c, &root);
 	tree_path_init(&path);
 	ret = tree_search(fs, &root, &c->key, &path);
 	if (ret == 0)
@@ -545,6 +609,18 @@ static int corrupt_item(struct corrupt *c)
 		}
 		printf("%s deleted\n", what);
 		leaf_delete_item(leaf, slot);
+	} else if (c->append) {
+		uint8_t data[4096];
+		size_t n;
+		uint32_t size = item_size(leaf + sizeof(struct btrfs_header) + slot * sizeof(struct btrfs_item));
+		if (parse_hex(c->bytes, data, sizeof(data), &n) ||
+		    leaf_resize_item(leaf, fs->nodesize, slot, size + (uint32_t)n)) {
+			fprintf(stderr, "btk-corrupt: cannot append to %s\n", what);
+			ret = 2;
+			goto out;
+		}
+		memcpy(leaf_item_data(leaf, slot) + size, data, n);
+		printf("%s: %zu bytes appended\n", what, n);
 	} else if (c->split) {
 		uint64_t n;
 		uint32_t size = item_size(leaf + sizeof(struct btrfs_header) + slot * sizeof(struct btrfs_item));
@@ -639,7 +715,8 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 		{ "raw", required_argument, NULL, 'r' }, { "field", required_argument, NULL, 'f' },
 		{ "value", required_argument, NULL, 'v' }, { "offset", required_argument, NULL, 'o' },
 		{ "bytes", required_argument, NULL, 'B' }, { "delete", no_argument, NULL, 'd' },
-		{ "split-csum", required_argument, NULL, 'P' },
+		{ "split-csum", required_argument, NULL, 'P' }, { "insert", no_argument, NULL, 'I' },
+		{ "append", no_argument, NULL, 'A' },
 		{ "get", no_argument, NULL, 'g' }, { "copy", required_argument, NULL, 'c' },
 		{ "super-copy", required_argument, NULL, 's' }, { "device", required_argument, NULL, 'D' },
 		{ "no-csum", no_argument, NULL, 'n' }, { "list-fields", no_argument, NULL, 'l' },
@@ -649,7 +726,7 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 	uint64_t v;
 
 	c->copy = c->super_copy = c->device = ALL;
-	while ((o = getopt_long(argc, argv, "Sb:t:k:r:f:v:o:B:dP:gc:s:D:nlh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "Sb:t:k:r:f:v:o:B:dP:IAgc:s:D:nlh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'S': c->super = true; break;
 		case 'b':
@@ -669,6 +746,8 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 		case 'o': c->offset = optarg; break;
 		case 'B': c->bytes = optarg; break;
 		case 'd': c->delete = true; break;
+		case 'I': c->insert = true; break;
+		case 'A': c->append = true; break;
 		case 'P': c->split = optarg; break;
 		case 'g': c->get = true; break;
 		case 'c': if (parse_copy(optarg, &c->copy)) return -1; break;
@@ -695,9 +774,12 @@ static int parse_args(struct corrupt *c, int argc, char **argv)
 	if (c->device != ALL && (unsigned)c->device >= c->npaths)
 		return -1;
 	/* exactly one kind of change */
-	if (!c->raw && (!!c->field + !!c->bytes + c->delete + !!c->split) != 1)
+	if (!c->raw && (!!c->field + (!!c->bytes && !c->insert && !c->append) + c->delete + !!c->split +
+			c->insert + c->append) != 1)
 		return -1;
-	if ((c->delete || c->split) && !c->tree)
+	if ((c->delete || c->split || c->insert || c->append) && !c->tree)
+		return -1;
+	if ((c->insert || c->append) && !c->bytes)
 		return -1;
 	return 0;
 }

@@ -1,0 +1,92 @@
+/* Log trees: a regular file extent a subvolume's log tree holds for an
+ * inode with checksums must find its checksums in that log tree, which the
+ * kernel copies into the csum tree when it replays the log (without them
+ * the replayed data reads back as checksum errors). btrfs check reports the
+ * same ("csum missing in log"). Nothing else of a log tree is checked here;
+ * its blocks are verified by the tree-block walk. */
+#include <errno.h>
+#include <inttypes.h>
+
+#include "check/check.h"
+#include "libfs/csum_tree.h"
+#include "libfs/tree.h"
+#include "libfs/walk.h"
+
+struct log_walk {
+	struct check_ctx *ctx;
+	const struct tree_root_ptr *log;
+	uint64_t fs_root;       /* the subvolume the log tree belongs to */
+	uint64_t csum_ino;      /* the last inode item seen, when it has checksums */
+};
+
+/* Whether the log tree's checksum items cover [start, start + len): 1, 0 or -errno. */
+static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
+{
+	struct csum_tree_cursor c;
+	uint64_t lo, hi, pos = start;
+	const uint8_t *csums;
+	int ret = csum_tree_open_in(&c, w->ctx->fs, w->log, start, start + len);
+
+	while (ret == 0 && pos < start + len && (ret = csum_tree_next(&c, &lo, &hi, &csums)) == 1)
+		ret = lo > pos ? 0 : (pos = hi, 0);
+	csum_tree_close(&c);
+	return ret < 0 ? ret : pos >= start + len;
+}
+
+static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct log_walk *w = arg;
+	uint64_t start, len;
+	int ret;
+
+	if (k->type == BTRFS_INODE_ITEM_KEY) {
+		w->csum_ino = size >= sizeof(struct btrfs_inode_item) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
+				      ? k->objectid : 0;
+		return 0;
+	}
+	if (k->type != BTRFS_EXTENT_DATA_KEY || k->objectid != w->csum_ino ||
+	    size < sizeof(struct btrfs_file_extent_item) || file_extent_type(d) != BTRFS_FILE_EXTENT_REG ||
+	    !file_extent_disk_bytenr(d))
+		return 0;   /* inline, preallocated, holes, inodes without checksums */
+	if (file_extent_compression(d) != BTRFS_COMPRESS_NONE) {
+		start = file_extent_disk_bytenr(d);
+		len = file_extent_disk_num_bytes(d);
+	} else {
+		start = file_extent_disk_bytenr(d) + file_extent_offset(d);
+		len = file_extent_num_bytes(d);
+	}
+	ret = log_covers(w, start, len);
+	if (ret == 0)
+		report_problem(w->ctx, PR_LOG_CSUM_MISSING, "log tree of root %" PRIu64 ": inode %" PRIu64 " extent at %"
+			       PRIu64 " (disk %" PRIu64 "+%" PRIu64 ") has no checksums in the log", w->fs_root,
+			       k->objectid, k->offset, start, len);
+	return ret < 0 ? ret : 0;
+}
+
+/* One root item of the log root tree: its subvolume's log tree. */
+static int log_root_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct check_ctx *ctx = arg;
+	struct tree_root_ptr log;
+	struct log_walk w = { .ctx = ctx, .log = &log, .fs_root = k->offset };
+	int ret;
+
+	if (k->objectid != BTRFS_TREE_LOG_OBJECTID || k->type != BTRFS_ROOT_ITEM_KEY ||
+	    !root_ptr_from_item(BTRFS_TREE_LOG_OBJECTID, d, size, &log))
+		return 0;
+	ret = tree_each_item(ctx->fs, &log, log_item, &w);
+	/* an unreadable log block: the tree-block walk reported it */
+	return ret < 0 && ret != -ENOMEM ? 0 : ret;
+}
+
+int check_log_trees(struct check_ctx *ctx)
+{
+	struct tree_root_ptr root = { BTRFS_TREE_LOG_OBJECTID, super_log_root(ctx->fs->super), 0,
+				      super_log_root_level(ctx->fs->super) };
+	int ret;
+
+	if (!root.bytenr)
+		return 0;
+	ret = tree_each_item(ctx->fs, &root, log_root_item, ctx);
+	return ret < 0 && ret != -ENOMEM ? 0 : ret;
+}

@@ -1,0 +1,100 @@
+/* The stray-items repair class: items of a subvolume tree that nothing
+ * reads are deleted, in one transaction: items of a key type no subvolume
+ * tree holds (the kernel ignores them), the deprecated free-inode cache
+ * (its inode, extents and free-space items, as btrfs check --repair and
+ * btrfs rescue clear-ino-cache remove them), and file extents of device,
+ * fifo and socket inodes (the kernel never reads them; a directory's are
+ * left: a directory's mode is as likely the damage). The check runs again
+ * after it, so the extents those file extents used lose their references
+ * in the extent-refs class. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "check/key_types.h"
+#include "check/repair.h"
+#include "common/grow.h"
+#include "libfs/trans.h"
+#include "libfs/walk.h"
+
+#define SAY_MAX 100
+
+struct stray {
+	uint64_t root;
+	struct btrfs_key key;
+	const char *why;
+};
+
+struct stray_scan {
+	struct fs_info *fs;
+	struct stray *v;
+	size_t n, cap;
+	uint64_t root;
+	uint64_t ino;       /* the last inode item seen */
+	uint32_t mode;
+};
+
+static int add_stray(struct stray_scan *s, const struct btrfs_key *k, const char *why)
+{
+	struct stray *v = grow_array(s->v, &s->cap, s->n, sizeof(*v), 64);
+
+	if (!v)
+		return -ENOMEM;
+	s->v = v;
+	s->v[s->n++] = (struct stray){ s->root, *k, why };
+	return 0;
+}
+
+static bool special_mode(uint32_t mode)
+{
+	return S_ISCHR(mode) || S_ISBLK(mode) || S_ISFIFO(mode) || S_ISSOCK(mode);
+}
+
+static int scan_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct stray_scan *s = arg;
+
+	if (!key_type_in_subvolume(k->type))
+		return add_stray(s, k, "a key type no subvolume tree holds");
+	if (k->objectid == BTRFS_FREE_INO_OBJECTID || k->objectid == BTRFS_FREE_SPACE_OBJECTID)
+		return add_stray(s, k, "the deprecated free-inode cache");
+	if (k->type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+		s->ino = k->objectid;
+		s->mode = inode_mode(d);
+	} else if (k->type == BTRFS_EXTENT_DATA_KEY && k->objectid == s->ino && special_mode(s->mode)) {
+		return add_stray(s, k, "a file extent of a device, fifo or socket inode");
+	}
+	return 0;
+}
+
+static int scan_tree(void *arg, const struct tree_root_ptr *root, const uint8_t *item, uint32_t size)
+{
+	struct stray_scan *s = arg;
+
+	(void)item, (void)size;
+	s->root = root->objectid;
+	s->ino = 0;
+	return tree_each_item(s->fs, root, scan_item, s);
+}
+
+int repair_stray_items(struct repair_ctx *r)
+{
+	struct stray_scan s = { .fs = r->fs };
+	int ret = fs_each_live_subvolume(r->fs, &r->fs->tree_root, SUBVOLS_DATA_RELOC | SUBVOLS_WALKABLE, scan_tree,
+					 &s);
+
+	for (size_t i = 0; !ret && i < s.n; i++) {
+		const struct stray *st = &s.v[i];
+		ret = trans_delete_item(r->t, st->root, &st->key);
+		if (ret == -ENOENT)
+			ret = 0;
+		else if (!ret && r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " item (%" PRIu64 " %u %" PRIu64 ") deleted: %s", st->root,
+				   st->key.objectid, st->key.type, st->key.offset, st->why);
+	}
+	if (!ret && r->changes > SAY_MAX)
+		repair_say(r, "... %" PRIu64 " more", r->changes - SAY_MAX);
+	free(s.v);
+	return ret;
+}
