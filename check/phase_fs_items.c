@@ -324,6 +324,15 @@ static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, cons
 			       ram);
 }
 
+/* An inode with no names and nlink 0 is deleted and waits for (or is in the
+ * middle of) its eviction: the kernel drops its items from the end without
+ * updating nbytes or the size, so sums and holes say nothing (the orphan join
+ * still wants its orphan item). */
+static bool inode_being_dropped(const struct inode_state *s)
+{
+	return s->have_item && s->nlink == 0 && s->names == 0;
+}
+
 void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct inode_state *s = &w->ino;
@@ -377,7 +386,8 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
 			       s->extent_end);
-	else if (!w->no_holes && k->offset > s->extent_end && !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
+	else if (!w->no_holes && k->offset > s->extent_end && !inode_being_dropped(s) &&
+		 !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", w->root->objectid, k->objectid, s->extent_end, k->offset);
 	if (end > s->extent_end)
@@ -392,6 +402,11 @@ void fs_inode_finish(struct fs_walk *w)
 	/* some of its items are in an unreadable block: the sums are unknown */
 	if (!s->have_item || fs_lost_inode(w->lost, root, s->ino))
 		return;
+	if (inode_being_dropped(s)) {
+		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
+		fs_emit_link(w, w->orphans, &r);
+		return;
+	}
 	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size) {
 		report_problem(w->ctx, PR_DIR_ISIZE, "root %" PRIu64 " dir %" PRIu64 ": size %" PRIu64
 			       ", its entries add up to %" PRIu64, root, s->ino, s->isize, s->dir_size);
