@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Corpus cases that need the kernel (or layouts it no longer writes): images
+like those other tools' test suites carry, clean ones btk-check must accept
+and damaged ones it must find (see README.md here for the expect format).
+
+  sudo BTK_BUILD_DIR=$PWD/build tests/images/corrupt/make-kernel-cases.py [--list] [NAME...]
+
+Needs root (loop mounts), mkfs.btrfs (btrfs-progs 7.3 from
+/opt/btrfs-progs-latest when present: older mkfs leaves free-space entries of
+its temporary chunks, which btrfs check 7.3 reports), xz, and btk-craft /
+btk-corrupt (make test-tools). Each case writes <name>.img.xz and
+<name>.expect; the expectations are declared here, not copied from btk-check.
+"""
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+BUILD = Path(os.environ.get("BTK_BUILD_DIR") or REPO / "build")
+CRAFT = BUILD / "tests" / "tools" / "btk-craft"
+CORRUPT = BUILD / "tests" / "tools" / "btk-corrupt"
+LATEST = Path("/opt/btrfs-progs-latest/bin")
+MKFS = str(LATEST / "mkfs.btrfs") if (LATEST / "mkfs.btrfs").exists() else "mkfs.btrfs"
+REF7 = str(LATEST / "btrfs") if (LATEST / "btrfs").exists() else None
+SIZE = 128 << 20
+FSID = "6b746b2d-636f-7270-7573-000000000001"
+
+
+def run(cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
+    return p
+
+
+def mkfs(img: Path, *opts: str):
+    img.unlink(missing_ok=True)
+    with open(img, "wb") as f:
+        f.truncate(SIZE)
+    run([MKFS, "-f", "-q", "-U", FSID, *opts, img])
+
+
+class Mounted:
+    """img loop-mounted at a temporary directory (.path)."""
+
+    def __init__(self, img: Path, opts: str = ""):
+        self.img, self.opts = img, opts
+
+    def __enter__(self):
+        self.loop = run(["losetup", "-f", "--show", self.img]).stdout.strip()
+        self.path = Path(tempfile.mkdtemp(prefix="btk-kc-"))
+        run(["mount", *(["-o", self.opts] if self.opts else []), self.loop, self.path])
+        return self
+
+    def __exit__(self, *exc):
+        for _ in range(50):  # a killed holder may still be closing its file
+            if run(["umount", self.path], check=False).returncode == 0:
+                break
+            time.sleep(0.1)
+        run(["losetup", "-d", self.loop], check=False)
+        self.path.rmdir()
+
+
+def craft(img: Path, edits: list[str]):
+    run([CRAFT, img], input="\n".join(edits) + "\n")
+
+
+def corrupt(img: Path, *args: str):
+    run([CORRUPT, *args, img])
+
+
+def items(img: Path, *args: str) -> list[dict]:
+    import json
+    out = run([BUILD / "btk-inspect", "tree", "-f", "jsonl", *args, img]).stdout
+    return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+
+def pattern(n: int, seed: int) -> bytes:
+    """Compressible, not constant: each 4 KiB block names itself."""
+    return b"".join((b"%08d-%06d " % (seed, i)) * 256 for i in range((n + 4095) // 4096))[:n]
+
+
+# ---------------------------------------------------------------- cases
+
+
+def half_dropped(work: Path) -> Path:
+    """A deleted file caught in the middle of its eviction: an orphan item, the
+    inode item still saying the old size and nbytes, the file extents past some
+    point already gone (no-holes off: its hole extents too)."""
+    for attempt in range(8):
+        img = work / "hd.img"
+        mkfs(img, "-O", "^no-holes", "-m", "single")
+        with Mounted(img) as m:
+            fd = os.open(m.path / "victim", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+            buf = mmap.mmap(-1, 4096)
+            for i in range(9000):
+                buf.seek(0)
+                buf.write(b"%08d" % i * 512)
+                os.pwritev(fd, [buf], i * 8192)  # every other block: an extent, then a hole
+            os.close(fd)
+            os.sync()
+            holder = subprocess.Popen(["sleep", "1000"], stdin=open(m.path / "victim"))
+            os.unlink(m.path / "victim")
+            os.sync()
+            # the exiting holder evicts the file; freeze (a commit) while it does
+            holder.send_signal(signal.SIGKILL)
+            time.sleep(0.003 * attempt)
+            run(["fsfreeze", "-f", m.path])
+            out = work / "hd-copy.img"
+            run(["cp", "--sparse=always", img, out])
+            run(["fsfreeze", "-u", m.path])
+            holder.wait()
+        n = sum(1 for r in items(out, "-t", "5") if r.get("type") == "EXTENT_DATA")
+        orphan = any(r.get("type") == "ORPHAN_ITEM" for r in items(out, "-t", "5"))
+        if orphan and 0 < n < 2 * 9000 - 10:
+            return out
+    raise RuntimeError("the eviction was never caught halfway")
+
+
+def orphans(work: Path) -> Path:
+    """A file and a directory deleted while open: both nlink 0 with orphan items,
+    every item still there (the file keeps its extents)."""
+    img = work / "or.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        (m.path / "victim").write_bytes(pattern(300000, 1))
+        (m.path / "d").mkdir()
+        for i in range(20):
+            (m.path / "d" / f"c{i}").write_bytes(pattern(100 * i + 10, i))
+        os.sync()
+        holder = subprocess.Popen(["sleep", "1000"], stdin=open(m.path / "victim"), cwd=m.path / "d")
+        os.unlink(m.path / "victim")
+        for i in range(20):
+            os.unlink(m.path / "d" / f"c{i}")
+        os.rmdir(m.path / "d")
+        os.sync()
+        out = work / "or-copy.img"
+        run(["cp", "--sparse=always", img, out])
+        holder.kill()
+        holder.wait()
+    return out
+
+
+def log_csums(work: Path) -> Path:
+    """fsynced data in a log tree not yet replayed, whose checksums are already
+    in the csum tree while no subvolume refers to the data (the kernel writes
+    them there at fsync time; the image is the log copied before a commit, the
+    csum items added beside it the way the kernel would)."""
+    img = work / "lg.img"
+    mkfs(img)
+    with Mounted(img, "commit=300") as m:
+        (m.path / "old").write_bytes(pattern(300000, 2))
+        os.sync()
+        for name, data, off in (("old", pattern(50000, 3), 100000), ("new", pattern(70000, 4), 0)):
+            fd = os.open(m.path / name, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.pwrite(fd, data, off)
+            os.fsync(fd)
+            os.close(fd)
+        out = work / "lg-copy.img"
+        run(["cp", "--sparse=always", img, out])
+    sup = {l.split()[0]: l.split()[1] for l in run(["btrfs", "inspect-internal", "dump-super", out]).stdout.splitlines()
+           if len(l.split()) >= 2}
+    log_root, gen = int(sup["log_root"]), int(sup["generation"])
+    roots = [r for r in items(out, "-b", str(log_root)) if r.get("type") == "ROOT_ITEM"]
+    assert all(r["fields"]["level"] == 0 for r in roots), "a log tree of more than one leaf"
+    log_items = [x for r in roots for x in items(out, "-b", str(r["fields"]["bytenr"]))]
+    edits = [f"ins 7 -10,EXTENT_CSUM,{r['key'][2]} {''.join(r['fields']['csums'])}"
+             for r in log_items if r.get("type") == "EXTENT_CSUM"]
+    assert edits, "the log has no checksums"
+    # btk-craft writes no filesystem with a log: hide it, commit, then give the log the new transid
+    corrupt(out, "-S", "-f", "log_root", "-v", "0")
+    craft(out, edits)
+    corrupt(out, "-S", "-f", "log_root", "-v", str(log_root))
+    blocks = sorted({r["block"] for r in log_items if "block" in r} | {log_root})
+    for b in blocks:
+        corrupt(out, "-b", str(b), "-f", "header.generation", "-v", str(gen + 2))
+    fix_log_root_items(out, log_root, gen + 2)
+    return out
+
+
+def fix_log_root_items(img: Path, log_root: int, gen: int):
+    """The root items of the log root tree carry their tree's generation twice."""
+    for r in items(img, "-b", str(log_root)):
+        if r.get("type") != "ROOT_ITEM":
+            continue
+        base = 101 + int(corrupt_get(img, log_root, f"item{r['slot']}.offset"))
+        for field_off in (160, 239):  # generation, generation_v2
+            corrupt(img, "-b", str(log_root), "-o", str(base + field_off), "-B", gen.to_bytes(8, "little").hex())
+
+
+def corrupt_get(img: Path, block: int, field: str) -> str:
+    out = run([CORRUPT, "-b", block, "-f", field, "-g", img]).stdout
+    return out.split(":")[-1].split()[0]
+
+
+def inline_regular(work: Path) -> Path:
+    """Files whose first extent is inline and later ones regular, as old kernels
+    left them (no-holes off: an inline extent covers its whole first sector)."""
+    img = work / "ir.img"
+    mkfs(img, "-O", "^no-holes")
+    with Mounted(img) as m:
+        for name in ("a", "b"):
+            with open(m.path / name, "wb") as f:
+                f.seek(8192 if name == "b" else 4096)
+                f.write(pattern(4096, 5))
+        os.sync()
+    out = work / "ir-copy.img"
+    shutil.copy(img, out)
+    edits = []
+    for r in items(out, "-t", "5"):
+        if r.get("type") == "INODE_ITEM" and r["key"][0] >= 257:
+            ino = r["key"][0]
+            inline = 100 if ino == 257 else 3000
+            hole = [x for x in items(out, "-t", "5") if x["key"][0] == ino and x.get("type") == "EXTENT_DATA"
+                    and x["key"][2] == 0]
+            gen = hole[0]["fields"]["generation"]
+            head = gen.to_bytes(8, "little") + inline.to_bytes(8, "little") + bytes(5)
+            edits += [f"del 5 {ino},EXTENT_DATA,0", f"ins 5 {ino},EXTENT_DATA,0 {(head + pattern(inline, 6)).hex()}"]
+            if ino == 258:  # its hole went up to 8192: the inline extent covers [0, 4096)
+                edits += [f"ins 5 {ino},EXTENT_DATA,4096 "
+                          f"{(gen.to_bytes(8, 'little') + (4096).to_bytes(8, 'little') + bytes([0, 0, 0, 0, 1]) + bytes(16) + bytes(8) + (4096).to_bytes(8, 'little')).hex()}"]
+    craft(out, edits)
+    for ino, inline in ((257, 100), (258, 3000)):
+        corrupt(out, "-t", "5", "-k", f"{ino},INODE_ITEM,0", "-f", "nbytes", "-v", str(4096 + inline))
+    return out
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    make: Callable[[Path], Path]
+    why: str
+    problems: tuple[str, ...] = ()
+    exit: int = 0
+    repair: str = "none"
+
+
+CASES = [
+    Case("clean-half-dropped-inode", half_dropped, "a deleted file evicted halfway (orphan item, items partly gone)"),
+    Case("clean-orphan-inodes", orphans, "a file and a directory deleted while open (orphan items)"),
+    Case("clean-log-csums", log_csums, "an unreplayed log whose data's checksums are already in the csum tree"),
+    Case("clean-inline-then-regular", inline_regular, "files with an inline extent followed by regular ones"),
+]
+
+
+def reference(img: Path, prog: str) -> str:
+    return "passes" if run([prog, "check", "--readonly", img], check=False).returncode == 0 else "fails"
+
+
+def main(argv: list[str]) -> int:
+    if "--list" in argv:
+        for c in CASES:
+            print(f"{c.name}: {c.why}")
+        return 0
+    want = set(argv)
+    for c in CASES:
+        if want and c.name not in want:
+            continue
+        with tempfile.TemporaryDirectory(prefix="btk-kc-") as d:
+            img = c.make(Path(d))
+            ref = reference(img, "btrfs")
+            ref7 = reference(img, REF7) if REF7 else "unknown"
+            run(["sh", "-c", f"xz -9 -T1 -c '{img}' > '{HERE / (c.name + '.img.xz')}'"])
+            chk = run([BUILD / "btk-check", img], check=False)
+        lines = [f"# {c.why}", "# how: tests/images/corrupt/make-kernel-cases.py " + c.name, "base: kernel",
+                 f"exit: {c.exit}", f"problems: {' '.join(sorted(c.problems))}".rstrip(),
+                 f"btrfs-check: {ref}", f"btrfs-check-7.3: {ref7}", f"repair: {c.repair}"]
+        (HERE / f"{c.name}.expect").write_text("\n".join(lines) + "\n")
+        print(f"{c.name}: btk-check exit {chk.returncode}, btrfs check {ref}, 7.3 {ref7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
