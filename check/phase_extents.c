@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/fst_orphans.h"
 #include "check/check.h"
 #include "libfs/blockgroups.h"
 #include "libfs/ebitmap.h"
@@ -354,6 +355,8 @@ int check_extents(struct check_ctx *ctx)
 	check_log_blocks(&s);
 	compare_block_group_used(&s);
 	ret = compare_free_space_tree(&s);
+	if (!ret)
+		ret = check_fst_orphans(ctx, &s.bgs);
 out:
 	free(s.bg_sum);
 	ebitmap_destroy(s.allocated);

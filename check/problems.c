@@ -176,6 +176,10 @@ static const struct problem_def table[] = {
 	  "outdated)" },
 	{ PR_SUPER_FIELD_BAD, "super-field-bad", SEV_ERROR, FIX_NONE,
 	  "the superblock has flags or a stripesize the kernel does not mount with" },
+	{ PR_FREE_SPACE_ORPHAN, "free-space-orphan", SEV_ERROR, FIX_RECOMPUTE,
+	  "the free-space tree has an item for space in no block group" },
+	{ PR_FILE_EXTENT_COMPRESSED_NODATASUM, "file-extent-compressed-nodatasum", SEV_ERROR, FIX_NONE,
+	  "a file without data checksums (nodatasum) has a compressed extent" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

@@ -79,7 +79,8 @@ static const struct repair_class classes[] = {
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
 	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE } },
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
-	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 } },
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN }, true, fst_forced,
+	  repair_free_space_tree, { 0 } },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
 	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
 	  "from the data (a csum tree with unreadable blocks is dropped whole first)",

@@ -236,6 +236,47 @@ def inline_regular(work: Path) -> Path:
     return out
 
 
+def populated(work: Path, *mkfs_opts: str, mount: str = "compress=zstd") -> Path:
+    """A small kernel-written filesystem: compressed, plain, sparse and inline files."""
+    img = work / "base.img"
+    mkfs(img, *mkfs_opts)
+    with Mounted(img, mount) as m:
+        (m.path / "small").write_bytes(b"hello world\n" * 5)
+        (m.path / "comp").write_bytes(pattern(320000, 7))
+        with open(m.path / "sparse", "wb") as f:
+            f.write(pattern(8192, 8))
+            f.seek(65536)
+            f.write(pattern(8192, 9))
+        (m.path / "plain").write_bytes(os.urandom(100000))
+        os.sync()
+    return img
+
+
+def ino_of(img: Path, size: int) -> int:
+    """The inode of the file of that size in the top-level subvolume."""
+    return next(r["key"][0] for r in items(img, "-t", "5")
+                if r.get("type") == "INODE_ITEM" and r["fields"]["size"] == size)
+
+
+def fst_orphans(work: Path) -> Path:
+    """Free-space tree items (an extent and a bitmap, each with its info item)
+    for space past the last block group."""
+    img = populated(work)
+    bitmap = (16 * 4096 // 4096 // 8) * b"\xff"  # 16 sectors, all free
+    craft(img, ["ins 10 100663296,FREE_SPACE_INFO,1048576 0100000000000000",
+                "ins 10 100663296,FREE_SPACE_EXTENT,1048576 -",
+                "ins 10 110100480,FREE_SPACE_INFO,65536 0100000001000000",
+                f"ins 10 110100480,FREE_SPACE_BITMAP,65536 {bitmap.hex()}"])
+    return img
+
+
+def compressed_nodatasum(work: Path) -> Path:
+    """A zstd-compressed file whose inode says nodatasum (its checksums stay)."""
+    img = populated(work)
+    corrupt(img, "-t", "5", "-k", f"{ino_of(img, 320000)},INODE_ITEM,0", "-f", "flags", "-v", "1")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -244,6 +285,7 @@ class Case:
     problems: tuple[str, ...] = ()
     exit: int = 0
     repair: str = "none"
+    repair_exit: int | None = None
 
 
 CASES = [
@@ -251,6 +293,10 @@ CASES = [
     Case("clean-orphan-inodes", orphans, "a file and a directory deleted while open (orphan items)"),
     Case("clean-log-csums", log_csums, "an unreplayed log whose data's checksums are already in the csum tree"),
     Case("clean-inline-then-regular", inline_regular, "files with an inline extent followed by regular ones"),
+    Case("fst-orphan", fst_orphans, "free-space tree items (extent and bitmap) for space in no block group",
+         ("free-space-orphan",), 4, "free-space-tree", 1),
+    Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
+         ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
 
 
@@ -276,6 +322,8 @@ def main(argv: list[str]) -> int:
         lines = [f"# {c.why}", "# how: tests/images/corrupt/make-kernel-cases.py " + c.name, "base: kernel",
                  f"exit: {c.exit}", f"problems: {' '.join(sorted(c.problems))}".rstrip(),
                  f"btrfs-check: {ref}", f"btrfs-check-7.3: {ref7}", f"repair: {c.repair}"]
+        if c.repair_exit is not None:
+            lines.append(f"repair-exit: {c.repair_exit}")
         (HERE / f"{c.name}.expect").write_text("\n".join(lines) + "\n")
         print(f"{c.name}: btk-check exit {chk.returncode}, btrfs check {ref}, 7.3 {ref7}")
     return 0
