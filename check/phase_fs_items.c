@@ -395,9 +395,11 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
 			       s->extent_end);
 	else if (!w->no_holes && k->offset > s->extent_end && !inode_being_dropped(s) &&
-		 !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
+		 !fs_lost_inode(w->lost, w->root->objectid, k->objectid)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", w->root->objectid, k->objectid, s->extent_end, k->offset);
+		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, w->root->objectid, k->objectid);
+	}
 	if (end > s->extent_end)
 		s->extent_end = end;
 }
@@ -428,9 +430,11 @@ void fs_inode_finish(struct fs_walk *w)
 	/* (a size within a sector of 2^64 rounds up to 0: compared unrounded, the
 	 * extents' end being sector aligned) */
 	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
-	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize))
+	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
+		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, root, s->ino);
+	}
 	if (s->names == 0 && s->nlink == 0) {
 		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
 		fs_emit_link(w, w->orphans, &r);

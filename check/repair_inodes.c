@@ -367,6 +367,8 @@ static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 		return unreachable_link(r, f->root, f->ino);
 	case PR_ORPHAN_ITEM_BAD:
 		return fix_orphan_item(r, f->root, f->ino);
+	case PR_FILE_EXTENT_HOLE:
+		return repair_inode_holes(r, f->root, f->ino);
 	default:
 		return 0;
 	}

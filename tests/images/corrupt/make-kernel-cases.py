@@ -277,6 +277,27 @@ def compressed_nodatasum(work: Path) -> Path:
     return img
 
 
+def missing_extents(work: Path) -> Path:
+    """No-holes off: a file's explicit hole in the middle, another's whole first
+    extent (item and data extent) and a third's last extent are gone."""
+    img = populated(work, "-O", "^no-holes", mount="")
+    with Mounted(img) as m:
+        for name in ("mid", "first", "last"):
+            with open(m.path / name, "wb") as f:
+                f.write(pattern(8192, 10))
+                f.seek(131072)
+                f.write(pattern(8192, 11))
+        os.sync()
+    recs = items(img, "-t", "5")
+    ino = {r["key"][0]: r["fields"]["size"] for r in recs if r.get("type") == "INODE_ITEM"}
+    files = sorted(i for i, size in ino.items() if size == 131072 + 8192)
+    mid, first, last = files
+    corrupt(img, "-t", "5", "-k", f"{mid},EXTENT_DATA,8192", "-d")
+    for ino_, off in ((first, 0), (last, 131072)):  # their data extents are left unused
+        corrupt(img, "-t", "5", "-k", f"{ino_},EXTENT_DATA,{off}", "-d")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -295,6 +316,9 @@ CASES = [
     Case("clean-inline-then-regular", inline_regular, "files with an inline extent followed by regular ones"),
     Case("fst-orphan", fst_orphans, "free-space tree items (extent and bitmap) for space in no block group",
          ("free-space-orphan",), 4, "free-space-tree", 1),
+    Case("file-extents-missing", missing_extents, "no-holes off: file extents missing at the start, in the "
+         "middle and at the end of files", ("file-extent-hole", "inode-nbytes", "extent-ref-unused"),
+         4, "extent-refs inodes", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
