@@ -87,6 +87,11 @@ static const struct repair_class classes[] = {
 	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	/* the numbers come from the check's accounting of the extents as they were */
+	{ "qgroups", "Set each quota group's referenced and exclusive bytes to what the extents give",
+	  { PR_QGROUP_MISMATCH }, true, NULL, repair_qgroups,
+	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
+	    PR_QGROUP_ITEM_BAD } },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
 	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 } },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",

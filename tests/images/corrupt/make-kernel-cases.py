@@ -298,6 +298,40 @@ def missing_extents(work: Path) -> Path:
     return img
 
 
+def quota_base(work: Path, simple: bool) -> Path:
+    img = work / "q.img"
+    mkfs(img, *(["-O", "squota"] if simple else []))
+    with Mounted(img) as m:
+        if not simple:
+            run(["btrfs", "quota", "enable", m.path])
+        run(["btrfs", "subvolume", "create", m.path / "sv"])
+        (m.path / "sv" / "f").write_bytes(pattern(300000, 12))
+        (m.path / "g").write_bytes(pattern(100000, 13))
+        if not simple:
+            run(["btrfs", "subvolume", "snapshot", m.path / "sv", m.path / "snap"])
+            (m.path / "snap" / "only").write_bytes(pattern(50000, 14))
+            run(["btrfs", "quota", "rescan", "-w", m.path])
+        os.sync()
+    return img
+
+
+def qgroup_numbers(work: Path) -> Path:
+    """Traditional qgroups: one group's referenced bytes and another's exclusive
+    bytes are off."""
+    img = quota_base(work, False)
+    corrupt(img, "-t", "8", "-k", "0,QGROUP_INFO,256", "-f", "rfer", "-v", "+4096")
+    corrupt(img, "-t", "8", "-k", "0,QGROUP_INFO,5", "-f", "excl", "-v", "-8192")
+    return img
+
+
+def squota_numbers(work: Path) -> Path:
+    """Simple quotas: a subvolume's numbers are off."""
+    img = quota_base(work, True)
+    corrupt(img, "-t", "8", "-k", "0,QGROUP_INFO,256", "-f", "rfer", "-v", "+4096")
+    corrupt(img, "-t", "8", "-k", "0,QGROUP_INFO,256", "-f", "excl", "-v", "+4096")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -319,6 +353,10 @@ CASES = [
     Case("file-extents-missing", missing_extents, "no-holes off: file extents missing at the start, in the "
          "middle and at the end of files", ("file-extent-hole", "inode-nbytes", "extent-ref-unused"),
          4, "extent-refs inodes", 1),
+    Case("qgroup-numbers", qgroup_numbers, "qgroups: referenced and exclusive bytes that the extents do not give",
+         ("qgroup-mismatch",), 4, "qgroups", 1),
+    Case("squota-numbers", squota_numbers, "simple quotas: a subvolume's numbers are off",
+         ("qgroup-mismatch",), 4, "qgroups", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
