@@ -387,7 +387,7 @@ static void judge_liveness(struct roots_scan *s, const struct root_rec *g, size_
 	bool orphan = find_kind(g, n, ROOTREC_ROOT_ORPHAN), named = find_kind(g, n, ROOTREC_ROOT_NAMED);
 
 	if (dead && !orphan)
-		report_problem(s->ctx, PR_ROOT_UNREFERENCED, "subvolume %" PRIu64 " has refs 0 but no orphan item",
+		report_problem(s->ctx, PR_ROOT_ORPHAN_MISSING, "subvolume %" PRIu64 " has refs 0 but no orphan item",
 			       g->b);
 	if (live && !named && g->b != BTRFS_FS_TREE_OBJECTID)
 		report_problem(s->ctx, PR_ROOT_UNREFERENCED, "subvolume %" PRIu64 " has no root ref or backref", g->b);

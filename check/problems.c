@@ -180,6 +180,8 @@ static const struct problem_def table[] = {
 	  "the free-space tree has an item for space in no block group" },
 	{ PR_FILE_EXTENT_COMPRESSED_NODATASUM, "file-extent-compressed-nodatasum", SEV_ERROR, FIX_NONE,
 	  "a file without data checksums (nodatasum) has a compressed extent" },
+	{ PR_ROOT_ORPHAN_MISSING, "root-orphan-missing", SEV_ERROR, FIX_RECOMPUTE,
+	  "a deleted subvolume (root item refs 0) has no orphan item: the kernel never drops it" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

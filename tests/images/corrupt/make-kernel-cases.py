@@ -332,6 +332,28 @@ def squota_numbers(work: Path) -> Path:
     return img
 
 
+def subvol_orphan_missing(work: Path) -> Path:
+    """Two deleted subvolumes awaiting the cleaner (refs 0) whose orphan items
+    are gone: the kernel would never drop them."""
+    img = work / "so.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        (m.path / "kept").write_bytes(pattern(5000, 15))
+        for name in ("a", "b"):
+            run(["btrfs", "subvolume", "create", m.path / name])
+            for i in range(40):
+                (m.path / name / f"f{i}").write_bytes(pattern(3000 + i, i))
+        os.sync()
+        run(["btrfs", "subvolume", "delete", m.path / "a", m.path / "b"])
+        run(["fsfreeze", "-f", m.path])  # commits the deletion; the cleaner waits
+        out = work / "so-copy.img"
+        run(["cp", "--sparse=always", img, out])
+        run(["fsfreeze", "-u", m.path])
+    for sv in (256, 257):
+        corrupt(out, "-t", "1", "-k", f"-5,ORPHAN_ITEM,{sv}", "-d")
+    return out
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -357,6 +379,8 @@ CASES = [
          ("qgroup-mismatch",), 4, "qgroups", 1),
     Case("squota-numbers", squota_numbers, "simple quotas: a subvolume's numbers are off",
          ("qgroup-mismatch",), 4, "qgroups", 1),
+    Case("subvol-orphan-missing", subvol_orphan_missing, "deleted subvolumes whose orphan items are missing",
+         ("root-orphan-missing",), 4, "root-orphans", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
