@@ -74,8 +74,8 @@ static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool
 static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *data)
 {
 	if (extent_generation(data) > ctx->fs->generation)
-		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %" PRIu64
-			       " is newer than the filesystem's %" PRIu64, k->objectid, k->type, k->offset,
+		report_problem(ctx, PR_EXTENT_ITEM_GENERATION, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %"
+			       PRIu64 " is newer than the filesystem's %" PRIu64, k->objectid, k->type, k->offset,
 			       extent_generation(data), ctx->fs->generation);
 }
 

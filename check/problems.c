@@ -182,6 +182,8 @@ static const struct problem_def table[] = {
 	  "a file without data checksums (nodatasum) has a compressed extent" },
 	{ PR_ROOT_ORPHAN_MISSING, "root-orphan-missing", SEV_ERROR, FIX_RECOMPUTE,
 	  "a deleted subvolume (root item refs 0) has no orphan item: the kernel never drops it" },
+	{ PR_EXTENT_ITEM_GENERATION, "extent-item-generation", SEV_ERROR, FIX_RECOMPUTE,
+	  "an extent item is from a generation after the filesystem's (the kernel refuses its leaf)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

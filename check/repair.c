@@ -87,6 +87,9 @@ static const struct repair_class classes[] = {
 	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL } },
+	{ "extent-generations", "Bring extent items' generations from the future back (a tree block's own "
+	  "generation, else the filesystem's)", { PR_EXTENT_ITEM_GENERATION }, true, NULL, repair_extent_generations,
+	  { 0 } },
 	{ "root-orphans", "Add the orphan item a deleted subvolume lacks, so that the kernel drops it",
 	  { PR_ROOT_ORPHAN_MISSING }, true, NULL, repair_subvol_orphans, { 0 } },
 	/* the numbers come from the check's accounting of the extents as they were */

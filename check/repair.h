@@ -69,6 +69,7 @@ int repair_csums(struct repair_ctx *r);      /* check/repair_csums.c */
 int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
 int repair_qgroups(struct repair_ctx *r);    /* check/repair_qgroups.c */
 int repair_subvol_orphans(struct repair_ctx *r); /* check/repair_subvol_orphans.c */
+int repair_extent_generations(struct repair_ctx *r); /* check/repair_extent_gens.c */
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);

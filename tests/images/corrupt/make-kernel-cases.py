@@ -354,6 +354,18 @@ def subvol_orphan_missing(work: Path) -> Path:
     return out
 
 
+def extent_generations(work: Path) -> Path:
+    """Extent items from generations after the filesystem's: a data extent's
+    and the csum tree root block's (a skinny metadata item)."""
+    img = populated(work)
+    data = next(r for r in items(img, "-t", "2") if r.get("type") == "EXTENT_ITEM")
+    csum_root = next(r for r in items(img, "-t", "1") if r.get("type") == "ROOT_ITEM" and r["key"][0] == 7)
+    corrupt(img, "-t", "2", "-k", f"{data['key'][0]},EXTENT_ITEM,{data['key'][2]}", "-f", "generation", "-v", "+50")
+    corrupt(img, "-t", "2", "-k", f"{csum_root['fields']['bytenr']},METADATA_ITEM,0", "-f", "generation",
+            "-v", "+7")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -381,6 +393,8 @@ CASES = [
          ("qgroup-mismatch",), 4, "qgroups", 1),
     Case("subvol-orphan-missing", subvol_orphan_missing, "deleted subvolumes whose orphan items are missing",
          ("root-orphan-missing",), 4, "root-orphans", 1),
+    Case("extent-item-generation", extent_generations, "extent items (data, tree block) from the future",
+         ("extent-item-generation",), 4, "extent-generations", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
