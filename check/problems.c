@@ -184,6 +184,8 @@ static const struct problem_def table[] = {
 	  "a deleted subvolume (root item refs 0) has no orphan item: the kernel never drops it" },
 	{ PR_EXTENT_ITEM_GENERATION, "extent-item-generation", SEV_ERROR, FIX_RECOMPUTE,
 	  "an extent item is from a generation after the filesystem's (the kernel refuses its leaf)" },
+	{ PR_SUPER_NUM_DEVICES, "super-num-devices", SEV_ERROR, FIX_RECOMPUTE,
+	  "the superblock's num_devices differs from the number of dev items (the kernel mounts nothing)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

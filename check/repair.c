@@ -71,6 +71,12 @@ static const struct repair_class classes[] = {
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
+	/* the commit writes the superblock with the count */
+	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
+	  NULL, repair_num_devices, { PR_DEVICE_MISSING } },
+	/* before space-counters, which then counts the devices' bytes without them */
+	{ "dev-extents", "Remove dev extents that no chunk accounts for", { PR_DEV_EXTENT_NO_CHUNK }, true, NULL,
+	  repair_dev_extents, { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH } },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES }, true,

@@ -13,8 +13,7 @@
 
 struct future_items {
 	struct fs_info *fs;
-	struct btrfs_key *keys;
-	size_t n, cap;
+	struct repair_keys l;
 };
 
 static int note_future(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
@@ -24,16 +23,7 @@ static int note_future(void *arg, const struct btrfs_key *k, const uint8_t *d, u
 	if ((k->type != BTRFS_EXTENT_ITEM_KEY && k->type != BTRFS_METADATA_ITEM_KEY) ||
 	    size < sizeof(struct btrfs_extent_item) || extent_generation(d) <= s->fs->generation)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 8;
-		struct btrfs_key *v = realloc(s->keys, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->keys = v;
-		s->cap = cap;
-	}
-	s->keys[s->n++] = *k;
-	return 0;
+	return repair_keys_push(&s->l, k);
 }
 
 /* What the item should say: a tree block's own generation when it reads and is not newer. */
@@ -60,21 +50,21 @@ int repair_extent_generations(struct repair_ctx *r)
 
 	if (!ret)
 		ret = tree_each_item(r->fs, &rp, note_future, &s);
-	for (size_t i = 0; ret >= 0 && i < s.n; i++) {
+	for (size_t i = 0; ret >= 0 && i < s.l.n; i++) {
 		struct tree_path path;
 		uint8_t *item;
 		uint32_t size;
 		tree_path_init(&path);
-		ret = trans_item_for_update(r->t, BTRFS_EXTENT_TREE_OBJECTID, &s.keys[i], &item, &size, &path);
+		ret = trans_item_for_update(r->t, BTRFS_EXTENT_TREE_OBJECTID, &s.l.keys[i], &item, &size, &path);
 		if (ret == 0) {
-			uint64_t from = extent_generation(item), to = wanted_generation(r, &s.keys[i], extent_flags(item));
+			uint64_t from = extent_generation(item), to = wanted_generation(r, &s.l.keys[i], extent_flags(item));
 			extent_set_generation(item, to);
 			r->changes++;
 			repair_say(r, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %" PRIu64 " -> %" PRIu64,
-				   s.keys[i].objectid, s.keys[i].type, s.keys[i].offset, from, to);
+				   s.l.keys[i].objectid, s.l.keys[i].type, s.l.keys[i].offset, from, to);
 		}
 		tree_path_release(r->fs, &path);
 	}
-	free(s.keys);
+	free(s.l.keys);
 	return ret < 0 ? ret : 0;
 }

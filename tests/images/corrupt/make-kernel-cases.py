@@ -366,6 +366,27 @@ def extent_generations(work: Path) -> Path:
     return img
 
 
+def le64(*vals: int) -> str:
+    return "".join(v.to_bytes(8, "little").hex() for v in vals)
+
+
+def dev_extent_stray(work: Path) -> Path:
+    """Two dev extents no chunk accounts for (their chunks gone, the device's
+    bytes_used still counting one of them)."""
+    img = populated(work)
+    craft(img, [f"ins 4 1,DEV_EXTENT,{110 << 20} {le64(3, 256, 200 << 20, 1 << 20)}{'00' * 16}",
+                f"ins 4 1,DEV_EXTENT,{115 << 20} {le64(3, 256, 300 << 20, 2 << 20)}{'00' * 16}"])
+    corrupt(img, "-t", "3", "-k", "1,DEV_ITEM,1", "-f", "bytes_used", "-v", f"+{1 << 20}")
+    return img
+
+
+def num_devices(work: Path) -> Path:
+    """The superblock counts a device that has no dev item."""
+    img = populated(work)
+    corrupt(img, "-S", "-f", "num_devices", "-v", "2")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -395,6 +416,10 @@ CASES = [
          ("root-orphan-missing",), 4, "root-orphans", 1),
     Case("extent-item-generation", extent_generations, "extent items (data, tree block) from the future",
          ("extent-item-generation",), 4, "extent-generations", 1),
+    Case("dev-extent-stray", dev_extent_stray, "dev extents that belong to no chunk",
+         ("dev-extent-no-chunk", "dev-bytes-used"), 4, "dev-extents space-counters", 1),
+    Case("super-num-devices", num_devices, "the superblock's num_devices is one too many",
+         ("super-num-devices",), 4, "num-devices", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
