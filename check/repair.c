@@ -66,6 +66,10 @@ static const struct repair_class classes[] = {
 	  /* a subvolume named by root refs but without its root item: its blocks look leaked, and
 	   * dropping their references would free a snapshot that a new root item could give back */
 	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING } },
+	/* before extent-refs, which would otherwise drop the extent and make one where the bytenr points;
+	 * the check runs again after it */
+	{ "file-extent-bytenr", "Point file extents whose disk bytenr lost its extent back at the extent that "
+	  "names them", { PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL, repair_file_extent_bytenrs, { 0 } },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
@@ -243,7 +247,7 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
  * what it finds then: one that drops blocks, or makes inode items. */
 static bool class_checks_again(const struct repair_class *c)
 {
-	return class_drops_blocks(c) || c->run == repair_inode_items;
+	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_file_extent_bytenrs;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -437,6 +441,9 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		if (!problems && !(c->forced && c->forced(o)) && !class_wanted_for_unreadable(c, ctx))
 			continue;
 		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
+			continue;
+		/* a bytenr pointed back needs an extent that declares an unused reference */
+		if (c->run == repair_file_extent_bytenrs && !ctx->counts[PR_EXTENT_REF_UNUSED])
 			continue;
 		if (c->transaction && parity_meta) {
 			msg_warning("not repairing %s: the metadata is %s, and this version writes no parity "

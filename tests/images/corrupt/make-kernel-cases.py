@@ -387,6 +387,18 @@ def num_devices(work: Path) -> Path:
     return img
 
 
+def bad_disk_bytenr(work: Path) -> Path:
+    """File extents whose disk bytenr points at nothing: one into free space of
+    the data block group, one past every chunk (1 TiB)."""
+    img = populated(work, mount="")
+    recs = items(img, "-t", "5")
+    ino = {r["key"][0]: r["fields"]["size"] for r in recs if r.get("type") == "INODE_ITEM"}
+    plain, comp = (next(i for i, size in ino.items() if size == want) for want in (100000, 320000))
+    corrupt(img, "-t", "5", "-k", f"{plain},EXTENT_DATA,0", "-f", "disk_bytenr", "-v", str(20 << 20))
+    corrupt(img, "-t", "5", "-k", f"{comp},EXTENT_DATA,0", "-f", "disk_bytenr", "-v", str(1 << 40))
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -420,6 +432,8 @@ CASES = [
          ("dev-extent-no-chunk", "dev-bytes-used"), 4, "dev-extents space-counters", 1),
     Case("super-num-devices", num_devices, "the superblock's num_devices is one too many",
          ("super-num-devices",), 4, "num-devices", 1),
+    Case("file-extent-bytenr", bad_disk_bytenr, "file extents whose disk bytenr points where no extent is",
+         ("data-extent-not-allocated", "extent-ref-unused"), 4, "file-extent-bytenr", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
