@@ -132,11 +132,12 @@ static const struct repair_class classes[] = {
 	  "modes their file type, bring generations from the future back, link inodes without names into "
 	  "/lost+found, remove stray orphan items, make holes explicit where files without no-holes lack extents",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
-	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_FILE_EXTENT_HOLE }, true, NULL, repair_inodes,
+	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE }, true, NULL,
+	  repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
-	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
+	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_DIR_PARENT_MISSING,
 	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID } },
 };
 #define NCLASSES (sizeof(classes) / sizeof(classes[0]))

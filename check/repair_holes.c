@@ -1,5 +1,6 @@
 /* Explicit holes where a file without the no-holes feature lacks file
- * extents (check/repair_links.h: repair_inode_holes). */
+ * extents, and an uncompressed inline extent's ram_bytes from its data
+ * (check/repair_links.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -89,6 +90,31 @@ static int insert_hole(struct repair_ctx *r, uint64_t root, uint64_t ino, const 
 	file_extent_set_type(fe, BTRFS_FILE_EXTENT_REG);
 	file_extent_set_num_bytes(fe, gap->len);
 	return trans_insert_item(r->t, root, &key, fe, sizeof(fe));
+}
+
+int repair_inline_ram_bytes(struct repair_ctx *r, uint64_t root, uint64_t ino)
+{
+	struct btrfs_key key = { ino, BTRFS_EXTENT_DATA_KEY, 0 };
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t size;
+	int ret;
+
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, root, &key, &item, &size, &path);
+	if (!ret && size > BTRFS_FILE_EXTENT_INLINE_DATA_START && file_extent_type(item) == BTRFS_FILE_EXTENT_INLINE &&
+	    file_extent_compression(item) == BTRFS_COMPRESS_NONE) {
+		uint64_t from = file_extent_ram_bytes(item), to = size - BTRFS_FILE_EXTENT_INLINE_DATA_START;
+		file_extent_set_ram_bytes(item, to);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": inline extent ram_bytes %" PRIu64 " -> %" PRIu64
+				   " (its data)", root, ino, from, to);
+	} else if (!ret || ret == -ENOENT) {
+		r->left++;
+		ret = 0;
+	}
+	tree_path_release(r->fs, &path);
+	return ret;
 }
 
 int repair_inode_holes(struct repair_ctx *r, uint64_t root, uint64_t ino)

@@ -91,5 +91,8 @@ int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum
  * up to the size (rounded up to a sector) that no file extent covers, as the
  * kernel would have written. check/repair_holes.c. */
 int repair_inode_holes(struct repair_ctx *r, uint64_t root, uint64_t ino);
+/* An uncompressed inline extent's ram_bytes becomes the size of its data (the
+ * nbytes recount counts that size already). check/repair_holes.c. */
+int repair_inline_ram_bytes(struct repair_ctx *r, uint64_t root, uint64_t ino);
 
 #endif

@@ -399,6 +399,20 @@ def bad_disk_bytenr(work: Path) -> Path:
     return img
 
 
+def inline_ram_bytes(work: Path) -> Path:
+    """Uncompressed inline extents whose ram_bytes is one too many, and far too
+    many (beyond a sector)."""
+    img = populated(work, mount="")
+    with Mounted(img) as m:
+        (m.path / "tiny").write_bytes(b"tiny inline file\n")
+        os.sync()
+    recs = items(img, "-t", "5")
+    inl = [r["key"][0] for r in recs if r.get("type") == "EXTENT_DATA" and r["fields"]["type"] == 0]
+    for ino_, delta in zip(sorted(inl), ("+1", "+5000")):
+        corrupt(img, "-t", "5", "-k", f"{ino_},EXTENT_DATA,0", "-f", "ram_bytes", "-v", delta)
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -434,6 +448,8 @@ CASES = [
          ("super-num-devices",), 4, "num-devices", 1),
     Case("file-extent-bytenr", bad_disk_bytenr, "file extents whose disk bytenr points where no extent is",
          ("data-extent-not-allocated", "extent-ref-unused"), 4, "file-extent-bytenr", 1),
+    Case("inline-ram-bytes", inline_ram_bytes, "uncompressed inline extents whose ram_bytes is off",
+         ("file-extent-inline", "inode-nbytes"), 4, "inodes", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
