@@ -186,6 +186,8 @@ static const struct problem_def table[] = {
 	  "an extent item is from a generation after the filesystem's (the kernel refuses its leaf)" },
 	{ PR_SUPER_NUM_DEVICES, "super-num-devices", SEV_ERROR, FIX_RECOMPUTE,
 	  "the superblock's num_devices differs from the number of dev items (the kernel mounts nothing)" },
+	{ PR_ROOT_ITEM_GENERATION, "root-item-generation", SEV_ERROR, FIX_RECOMPUTE,
+	  "a root item's generation is newer than the filesystem's (its tree cannot be read)" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

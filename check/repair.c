@@ -75,6 +75,9 @@ static const struct repair_class classes[] = {
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
+	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */
+	{ "root-generations", "Give root items from the future their root block's generation",
+	  { PR_ROOT_ITEM_GENERATION }, true, NULL, repair_root_generations, { 0 } },
 	/* the commit writes the superblock with the count */
 	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING } },
@@ -248,7 +251,8 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
  * what it finds then: one that drops blocks, or makes inode items. */
 static bool class_checks_again(const struct repair_class *c)
 {
-	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_file_extent_bytenrs;
+	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_file_extent_bytenrs ||
+	       c->run == repair_root_generations;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -286,6 +290,7 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
 		    !class_fixes(c, transaction_blockers[i]) &&
+		    !(c->run == repair_root_generations && transaction_blockers[i] == PR_TREE_ROOT_UNREADABLE) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
 	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)

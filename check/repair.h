@@ -80,6 +80,7 @@ int repair_extent_generations(struct repair_ctx *r); /* check/repair_extent_gens
 int repair_dev_extents(struct repair_ctx *r); /* check/repair_dev_extents.c */
 int repair_num_devices(struct repair_ctx *r); /* check/repair_num_devices.c */
 int repair_file_extent_bytenrs(struct repair_ctx *r); /* check/repair_bytenrs.c */
+int repair_root_generations(struct repair_ctx *r); /* check/repair_root_gens.c */
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);

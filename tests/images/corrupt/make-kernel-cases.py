@@ -413,6 +413,21 @@ def inline_ram_bytes(work: Path) -> Path:
     return img
 
 
+def root_generations(work: Path) -> Path:
+    """Root items (a subvolume's and the top level's) from generations after
+    the filesystem's: their trees fail the transid check."""
+    img = work / "rg.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        (m.path / "top").write_bytes(pattern(20000, 16))
+        run(["btrfs", "subvolume", "create", m.path / "sv"])
+        (m.path / "sv" / "f").write_bytes(pattern(70000, 17))
+        os.sync()
+    corrupt(img, "-t", "1", "-k", "256,ROOT_ITEM,0", "-f", "generation", "-v", "+20")
+    corrupt(img, "-t", "1", "-k", "5,ROOT_ITEM,0", "-f", "generation", "-v", "+3")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -450,6 +465,8 @@ CASES = [
          ("data-extent-not-allocated", "extent-ref-unused"), 4, "file-extent-bytenr", 1),
     Case("inline-ram-bytes", inline_ram_bytes, "uncompressed inline extents whose ram_bytes is off",
          ("file-extent-inline", "inode-nbytes"), 4, "inodes", 1),
+    Case("root-item-generation-future", root_generations, "root items newer than the filesystem",
+         ("root-item-generation", "tree-root-unreadable"), 4, "lost-blocks root-generations", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
