@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check/fst_orphans.h"
+#include "check/repair.h"
 #include "check/check.h"
 #include "libfs/blockgroups.h"
 #include "libfs/ebitmap.h"
@@ -58,6 +59,9 @@ static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool
 		report_problem(ctx, PR_EXTENT_OUTSIDE_CHUNK, "extent %" PRIu64 "+%" PRIu64, start, len);
 		return 0;
 	}
+	if (tree_block && tree_block_crosses_stripe(start, len))
+		report_problem(ctx, PR_TREE_BLOCK_CROSSES_STRIPE, "tree block %" PRIu64 "+%" PRIu64 " crosses a %llu KiB "
+			       "stripe boundary", start, len, BTRFS_STRIPE_LEN / 1024);
 	s->bg_sum[idx] += len;
 	s->total += len;
 	if (!tree_block)

@@ -188,6 +188,8 @@ static const struct problem_def table[] = {
 	  "the superblock's num_devices differs from the number of dev items (the kernel mounts nothing)" },
 	{ PR_ROOT_ITEM_GENERATION, "root-item-generation", SEV_ERROR, FIX_RECOMPUTE,
 	  "a root item's generation is newer than the filesystem's (its tree cannot be read)" },
+	{ PR_TREE_BLOCK_CROSSES_STRIPE, "tree-block-crosses-stripe", SEV_ERROR, FIX_RECOMPUTE,
+	  "a tree block crosses a 64 KiB stripe boundary" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

@@ -75,6 +75,8 @@ static const struct repair_class classes[] = {
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING } },
+	{ "stripe-crossing", "Copy tree blocks that cross a 64 KiB stripe boundary to aligned places",
+	  { PR_TREE_BLOCK_CROSSES_STRIPE }, true, NULL, repair_stripe_crossing, { 0 } },
 	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */
 	{ "root-generations", "Give root items from the future their root block's generation",
 	  { PR_ROOT_ITEM_GENERATION }, true, NULL, repair_root_generations, { 0 } },

@@ -428,6 +428,45 @@ def root_generations(work: Path) -> Path:
     return img
 
 
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def stripe_crossing(work: Path) -> Path:
+    """The csum tree's root leaf moved to a place across a 64 KiB stripe
+    boundary, as old kernels could allocate (single metadata: logical =
+    physical here): its header, checksum, root item and extent item follow it;
+    the free-space tree is cleared (btrfs rescue clear-space-cache v2)."""
+    img = work / "sc.img"
+    mkfs(img, "-m", "single", "-d", "single", "-O", "^block-group-tree")
+    with Mounted(img) as m:
+        (m.path / "a").write_bytes(pattern(200000, 18))
+        os.sync()
+    root = next(r for r in items(img, "-t", "1") if r.get("type") == "ROOT_ITEM" and r["key"][0] == 7)
+    old, gen = root["fields"]["bytenr"], root["fields"]["generation"]
+    meta = next(c for c in items(img, "-t", "3") if c.get("type") == "CHUNK_ITEM" and c["fields"]["type"] & 4)
+    end = meta["key"][2] + meta["fields"]["length"]
+    new = end - 65536 - 8192                    # 8 KiB before a stripe boundary
+    with open(img, "r+b") as f:
+        f.seek(old)
+        b = bytearray(f.read(16384))
+        b[48:56] = new.to_bytes(8, "little")
+        b[0:32] = crc32c(bytes(b[32:])).to_bytes(4, "little") + bytes(28)
+        f.seek(new)
+        f.write(b)
+    corrupt(img, "-t", "1", "-k", "7,ROOT_ITEM,0", "-f", "bytenr", "-v", str(new))
+    item = le64(1, gen, 2) + "b0" + le64(7)     # refs, generation, TREE_BLOCK; TREE_BLOCK_REF root 7
+    craft(img, [f"del 2 {old},METADATA_ITEM,0", f"ins 2 {new},METADATA_ITEM,0 {item}"])
+    # the free-space tree would need the same move: it is dropped instead (the kernel makes it again)
+    run([REF7 or "btrfs", "rescue", "clear-space-cache", "v2", img])
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -467,6 +506,8 @@ CASES = [
          ("file-extent-inline", "inode-nbytes"), 4, "inodes", 1),
     Case("root-item-generation-future", root_generations, "root items newer than the filesystem",
          ("root-item-generation", "tree-root-unreadable"), 4, "lost-blocks root-generations", 1),
+    Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
+         ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
