@@ -308,15 +308,19 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
  * a sector: checked before); lzo is not built in and is not checked. */
 static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	uint64_t ram = file_extent_ram_bytes(d);
-	uint8_t *out = malloc(ram + 1);
+	uint64_t ram = file_extent_ram_bytes(d), cap = (uint64_t)w->ctx->fs->sectorsize + 1;
+	uint8_t *out = malloc(cap);
 	long got;
 
 	if (!out)
 		return;
+	/* room for a sector and one byte: the stream's own length when it is a sector or less */
 	got = inline_extent_decompress(file_extent_compression(d), d + BTRFS_FILE_EXTENT_INLINE_DATA_START,
-				       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, ram + 1);
+				       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, cap);
 	free(out);
+	/* a whole stream of another length: only ram_bytes is wrong (the inodes class sets it) */
+	if (got > 0 && (uint64_t)got != ram && (uint64_t)got <= w->ctx->fs->sectorsize)
+		repair_note_inode_problem(w->ctx, PR_INLINE_EXTENT_CORRUPT, w->root->objectid, k->objectid);
 	if (got == -EUCLEAN || (got >= 0 && (uint64_t)got != ram))
 		report_problem(w->ctx, PR_INLINE_EXTENT_CORRUPT, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
 			       "(%s, %u bytes) %s %" PRIu64, w->root->objectid, k->objectid,

@@ -137,7 +137,8 @@ static const struct repair_class classes[] = {
 	  "modes their file type, bring generations from the future back, link inodes without names into "
 	  "/lost+found, remove stray orphan items, make holes explicit where files without no-holes lack extents",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
-	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE }, true, NULL,
+	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE,
+	    PR_INLINE_EXTENT_CORRUPT }, true, NULL,
 	  repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,

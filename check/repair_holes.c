@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/inline_extent.h"
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include "libfs/format.h"
@@ -115,6 +116,39 @@ int repair_inline_ram_bytes(struct repair_ctx *r, uint64_t root, uint64_t ino)
 	}
 	tree_path_release(r->fs, &path);
 	return ret;
+}
+
+int repair_inline_compressed_ram(struct repair_ctx *r, uint64_t root, uint64_t ino)
+{
+	struct btrfs_key key = { ino, BTRFS_EXTENT_DATA_KEY, 0 };
+	uint32_t cap = r->fs->sectorsize + 1, size;
+	uint8_t *out = malloc(cap), *item;
+	struct tree_path path;
+	long got = -1;
+	int ret;
+
+	if (!out)
+		return -ENOMEM;
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, root, &key, &item, &size, &path);
+	if (!ret && size > BTRFS_FILE_EXTENT_INLINE_DATA_START && file_extent_type(item) == BTRFS_FILE_EXTENT_INLINE &&
+	    file_extent_compression(item) != BTRFS_COMPRESS_NONE)
+		got = inline_extent_decompress(file_extent_compression(item), item + BTRFS_FILE_EXTENT_INLINE_DATA_START,
+					       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, cap);
+	if (!ret && got > 0 && (uint64_t)got < cap) {
+		uint64_t from = file_extent_ram_bytes(item);
+		file_extent_set_ram_bytes(item, (uint64_t)got);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": compressed inline extent ram_bytes %" PRIu64
+				   " -> %ld (what it decompresses to)", root, ino, from, got);
+	} else if (!ret || ret == -ENOENT) {
+		r->left++;
+		ret = 0;
+	}
+	tree_path_release(r->fs, &path);
+	free(out);
+	/* nbytes counts ram_bytes: count it again */
+	return ret ? ret : repair_inode_recount(r, root, ino, PR_INODE_NBYTES);
 }
 
 int repair_inode_holes(struct repair_ctx *r, uint64_t root, uint64_t ino)

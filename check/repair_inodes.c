@@ -374,6 +374,8 @@ static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 		return repair_inode_holes(r, f->root, f->ino);
 	case PR_FILE_EXTENT_INLINE:
 		return repair_inline_ram_bytes(r, f->root, f->ino);
+	case PR_INLINE_EXTENT_CORRUPT:
+		return repair_inline_compressed_ram(r, f->root, f->ino);
 	default:
 		return 0;
 	}

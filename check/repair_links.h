@@ -94,5 +94,8 @@ int repair_inode_holes(struct repair_ctx *r, uint64_t root, uint64_t ino);
 /* An uncompressed inline extent's ram_bytes becomes the size of its data (the
  * nbytes recount counts that size already). check/repair_holes.c. */
 int repair_inline_ram_bytes(struct repair_ctx *r, uint64_t root, uint64_t ino);
+/* A compressed inline extent's ram_bytes becomes the length its data
+ * decompresses to (a sector at most), and nbytes is counted again. */
+int repair_inline_compressed_ram(struct repair_ctx *r, uint64_t root, uint64_t ino);
 
 #endif

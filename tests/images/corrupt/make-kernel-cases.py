@@ -467,6 +467,16 @@ def stripe_crossing(work: Path) -> Path:
     return img
 
 
+def inline_ram_compressed(work: Path) -> Path:
+    """A zstd-compressed inline extent whose ram_bytes says 1000 bytes more than
+    its stream gives."""
+    img = populated(work)
+    ino_ = next(r["key"][0] for r in items(img, "-t", "5") if r.get("type") == "EXTENT_DATA" and
+                r["fields"]["type"] == 0 and r["fields"]["compression"] == 3)
+    corrupt(img, "-t", "5", "-k", f"{ino_},EXTENT_DATA,0", "-f", "ram_bytes", "-v", "+1000")
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -508,6 +518,8 @@ CASES = [
          ("root-item-generation", "tree-root-unreadable"), 4, "lost-blocks root-generations", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
+    Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
+         ("inline-extent-corrupt", "inode-nbytes"), 4, "inodes", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "none", 4),
 ]
