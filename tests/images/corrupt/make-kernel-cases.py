@@ -477,6 +477,26 @@ def inline_ram_compressed(work: Path) -> Path:
     return img
 
 
+def old_format(work: Path) -> Path:
+    """The features of old filesystems off (no-holes, skinny metadata, extrefs,
+    free-space tree), mixed block groups: holes, hard links, xattrs, compression."""
+    img = work / "old.img"
+    mkfs(img, "-M", "-O", "^no-holes,^skinny-metadata,^extref,^free-space-tree,^block-group-tree")
+    with Mounted(img, "compress=zlib") as m:
+        (m.path / "d").mkdir()
+        for i in range(30):
+            (m.path / "d" / f"f{i}").write_bytes(pattern(997 * i + 1, i))
+        with open(m.path / "sparse", "wb") as f:
+            f.write(pattern(8192, 30))
+            f.seek(1 << 20)
+            f.write(pattern(4096, 31))
+        for i in range(5):
+            os.link(m.path / "d" / "f3", m.path / f"link{i}")
+        os.setxattr(m.path / "d" / "f4", "user.big", b"x" * 3000)
+        os.sync()
+    return img
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -493,6 +513,7 @@ CASES = [
     Case("clean-orphan-inodes", orphans, "a file and a directory deleted while open (orphan items)"),
     Case("clean-log-csums", log_csums, "an unreplayed log whose data's checksums are already in the csum tree"),
     Case("clean-inline-then-regular", inline_regular, "files with an inline extent followed by regular ones"),
+    Case("clean-old-format", old_format, "old-format features off, mixed block groups"),
     Case("fst-orphan", fst_orphans, "free-space tree items (extent and bitmap) for space in no block group",
          ("free-space-orphan",), 4, "free-space-tree", 1),
     Case("file-extents-missing", missing_extents, "no-holes off: file extents missing at the start, in the "
