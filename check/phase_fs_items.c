@@ -330,9 +330,10 @@ static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, cons
 }
 
 /* An inode with no names and nlink 0 is deleted and waits for (or is in the
- * middle of) its eviction: the kernel drops its items from the end without
- * updating nbytes or the size, so sums and holes say nothing (the orphan join
- * still wants its orphan item). */
+ * middle of) its eviction: the kernel drops a file's extents from the end
+ * without updating nbytes or the size, so its sums and holes say nothing (the
+ * orphan join still wants its orphan item; a directory's size is still
+ * checked, as btrfs check does). */
 static bool inode_being_dropped(const struct inode_state *s)
 {
 	return s->have_item && s->nlink == 0 && s->names == 0;
@@ -420,15 +421,15 @@ void fs_inode_finish(struct fs_walk *w)
 	/* some of its items are in an unreadable block: the sums are unknown */
 	if (!s->have_item || fs_lost_inode(w->lost, root, s->ino))
 		return;
-	if (inode_being_dropped(s)) {
-		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
-		fs_emit_link(w, w->orphans, &r);
-		return;
-	}
 	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size) {
 		report_problem(w->ctx, PR_DIR_ISIZE, "root %" PRIu64 " dir %" PRIu64 ": size %" PRIu64
 			       ", its entries add up to %" PRIu64, root, s->ino, s->isize, s->dir_size);
 		repair_note_inode_problem(w->ctx, PR_DIR_ISIZE, root, s->ino);
+	}
+	if (inode_being_dropped(s)) {
+		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
+		fs_emit_link(w, w->orphans, &r);
+		return;
 	}
 	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && s->nbytes != s->found_bytes) {
 		report_problem(w->ctx, PR_INODE_NBYTES, "root %" PRIu64 " inode %" PRIu64 ": nbytes %" PRIu64
