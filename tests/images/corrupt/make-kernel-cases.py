@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -205,12 +206,13 @@ def corrupt_get(img: Path, block: int, field: str) -> str:
 
 
 def inline_regular(work: Path) -> Path:
-    """Files whose first extent is inline and later ones regular, as old kernels
-    left them (no-holes off: an inline extent covers its whole first sector)."""
+    """Files whose first extent is inline (one zlib-compressed) and later ones
+    regular, as old kernels left them (no-holes off: an inline extent covers its
+    whole first sector)."""
     img = work / "ir.img"
     mkfs(img, "-O", "^no-holes")
     with Mounted(img) as m:
-        for name in ("a", "b"):
+        for name in ("a", "b", "c"):
             with open(m.path / name, "wb") as f:
                 f.seek(8192 if name == "b" else 4096)
                 f.write(pattern(4096, 5))
@@ -221,17 +223,19 @@ def inline_regular(work: Path) -> Path:
     for r in items(out, "-t", "5"):
         if r.get("type") == "INODE_ITEM" and r["key"][0] >= 257:
             ino = r["key"][0]
-            inline = 100 if ino == 257 else 3000
+            inline = {257: 100, 258: 3000}.get(ino, 2000)
             hole = [x for x in items(out, "-t", "5") if x["key"][0] == ino and x.get("type") == "EXTENT_DATA"
                     and x["key"][2] == 0]
             gen = hole[0]["fields"]["generation"]
-            head = gen.to_bytes(8, "little") + inline.to_bytes(8, "little") + bytes(5)
-            edits += [f"del 5 {ino},EXTENT_DATA,0", f"ins 5 {ino},EXTENT_DATA,0 {(head + pattern(inline, 6)).hex()}"]
+            # the third file's inline extent is zlib-compressed
+            comp, data = (1, zlib.compress(pattern(inline, 6))) if ino == 259 else (0, pattern(inline, 6))
+            head = gen.to_bytes(8, "little") + inline.to_bytes(8, "little") + bytes([comp]) + bytes(4)
+            edits += [f"del 5 {ino},EXTENT_DATA,0", f"ins 5 {ino},EXTENT_DATA,0 {(head + data).hex()}"]
             if ino == 258:  # its hole went up to 8192: the inline extent covers [0, 4096)
                 edits += [f"ins 5 {ino},EXTENT_DATA,4096 "
                           f"{(gen.to_bytes(8, 'little') + (4096).to_bytes(8, 'little') + bytes([0, 0, 0, 0, 1]) + bytes(16) + bytes(8) + (4096).to_bytes(8, 'little')).hex()}"]
     craft(out, edits)
-    for ino, inline in ((257, 100), (258, 3000)):
+    for ino, inline in ((257, 100), (258, 3000), (259, 2000)):
         corrupt(out, "-t", "5", "-k", f"{ino},INODE_ITEM,0", "-f", "nbytes", "-v", str(4096 + inline))
     return out
 
