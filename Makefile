@@ -222,7 +222,9 @@ check-fuzz-regress: fuzz-replay
 #   btk-wlog-replay   count / replay crash states of a write log (libfs/wlog.h)
 #   btk-corrupt       damage an image on purpose (tests/images/corrupt/README.md)
 #   btk-trans-xattr   add xattrs to a file through libfs transactions
-TEST_TOOLS := $(B)/tests/tools/btk-wlog-replay $(B)/tests/tools/btk-corrupt $(B)/tests/tools/btk-trans-xattr
+#   btk-craft         insert/replace/delete raw items (layouts the kernel no longer writes)
+TEST_TOOLS := $(B)/tests/tools/btk-wlog-replay $(B)/tests/tools/btk-corrupt $(B)/tests/tools/btk-trans-xattr \
+	$(B)/tests/tools/btk-craft
 
 $(B)/tests/tools/btk-corrupt: $(B)/tests/tools/btk_corrupt.o $(B)/tests/tools/btk_corrupt_fields.o \
 		$(COMMON_A) $(LIBFS_A)
@@ -232,6 +234,9 @@ $(B)/tests/tools/btk-wlog-replay: $(B)/tests/tools/wlog_replay.o $(COMMON_A) $(L
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(B)/tests/tools/btk-trans-xattr: $(B)/tests/tools/trans_xattr.o $(COMMON_A) $(LIBFS_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(B)/tests/tools/btk-craft: $(B)/tests/tools/craft.o $(COMMON_A) $(LIBFS_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test-tools: $(TEST_TOOLS)

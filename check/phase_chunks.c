@@ -217,7 +217,7 @@ static void check_dev_items(struct check_ctx *ctx, const struct dev_rec *devs, s
 	const struct fs_info *fs = ctx->fs;
 
 	if (ndev != super_num_devices(fs->super))
-		report_problem(ctx, PR_DEV_ITEM_MISSING, "the chunk tree has %zu dev item(s), the superblock says %"
+		report_problem(ctx, PR_SUPER_NUM_DEVICES, "the chunk tree has %zu dev item(s), the superblock says %"
 			       PRIu64 " device(s)", ndev, super_num_devices(fs->super));
 	for (unsigned i = 0; i < fs->num_devices; i++)
 		if (fs->devices[i].io && !has_dev_item(devs, ndev, fs->devices[i].devid))

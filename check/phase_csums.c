@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "check/log_data.h"
 #include "check/refs.h"
 #include "libfs/csum_tree.h"
 #include "libfs/tree.h"
@@ -20,6 +21,7 @@ struct csum_cursor {
 	uint64_t pos;               /* bytes before pos are classified */
 	uint64_t outside;           /* bytes of the current item outside every data extent */
 	uint64_t outside_from;
+	struct ebitmap *log_data;   /* what the log trees refer to: its checksums may precede their extents */
 };
 
 int csum_cursor_create(struct check_ctx *ctx, struct csum_cursor **out)
@@ -33,7 +35,7 @@ int csum_cursor_create(struct check_ctx *ctx, struct csum_cursor **out)
 		return -ENOMEM;
 	c->ctx = ctx;
 	tree_iter_init(&c->it, ctx->fs, &ctx->fs->csum_root, &min, &max);
-	return 0;
+	return log_data_ranges(ctx->fs, &c->log_data);
 }
 
 /* The current item is classified to its end. */
@@ -88,15 +90,26 @@ static int next_item(struct csum_cursor *c)
 	return 1;
 }
 
-/* Bytes [pos, to) of the current item are outside every data extent. */
+/* Bytes [pos, to) of the current item are outside every data extent (but
+ * those a log tree refers to). */
 static void mark_outside(struct csum_cursor *c, uint64_t to)
 {
-	if (to <= c->pos)
-		return;
-	if (!c->outside)
-		c->outside_from = c->pos;
-	c->outside += to - c->pos;
-	c->pos = to;
+	uint64_t s, l;
+
+	while (c->pos < to) {
+		uint64_t gap_end = to;
+		if (c->log_data && ebitmap_next_set(c->log_data, c->pos, &s, &l) == 1 && s < to) {
+			if (s <= c->pos) { /* logged data: skip it */
+				c->pos = s + l < to ? s + l : to;
+				continue;
+			}
+			gap_end = s;
+		}
+		if (!c->outside)
+			c->outside_from = c->pos;
+		c->outside += gap_end - c->pos;
+		c->pos = gap_end;
+	}
 }
 
 int csum_cursor_extent(struct csum_cursor *c, uint64_t start, uint64_t len, uint64_t *covered)
@@ -143,6 +156,7 @@ void csum_cursor_destroy(struct csum_cursor *c)
 	if (!c)
 		return;
 	tree_iter_release(&c->it);
+	ebitmap_destroy(c->log_data);
 	free(c);
 }
 

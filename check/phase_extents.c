@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/fst_orphans.h"
+#include "check/repair.h"
 #include "check/check.h"
 #include "libfs/blockgroups.h"
 #include "libfs/ebitmap.h"
@@ -57,6 +59,9 @@ static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool
 		report_problem(ctx, PR_EXTENT_OUTSIDE_CHUNK, "extent %" PRIu64 "+%" PRIu64, start, len);
 		return 0;
 	}
+	if (tree_block && tree_block_crosses_stripe(start, len))
+		report_problem(ctx, PR_TREE_BLOCK_CROSSES_STRIPE, "tree block %" PRIu64 "+%" PRIu64 " crosses a %llu KiB "
+			       "stripe boundary", start, len, BTRFS_STRIPE_LEN / 1024);
 	s->bg_sum[idx] += len;
 	s->total += len;
 	if (!tree_block)
@@ -73,8 +78,8 @@ static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool
 static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *data)
 {
 	if (extent_generation(data) > ctx->fs->generation)
-		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %" PRIu64
-			       " is newer than the filesystem's %" PRIu64, k->objectid, k->type, k->offset,
+		report_problem(ctx, PR_EXTENT_ITEM_GENERATION, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %"
+			       PRIu64 " is newer than the filesystem's %" PRIu64, k->objectid, k->type, k->offset,
 			       extent_generation(data), ctx->fs->generation);
 }
 
@@ -354,6 +359,8 @@ int check_extents(struct check_ctx *ctx)
 	check_log_blocks(&s);
 	compare_block_group_used(&s);
 	ret = compare_free_space_tree(&s);
+	if (!ret)
+		ret = check_fst_orphans(ctx, &s.bgs);
 out:
 	free(s.bg_sum);
 	ebitmap_destroy(s.allocated);

@@ -16,6 +16,7 @@ struct inode_state {
 	uint32_t mode, nlink;
 	uint8_t ftype;
 	uint64_t isize, nbytes;
+	uint64_t flags;           /* the inode item's (BTRFS_INODE_*) */
 	uint64_t names;          /* inode refs + extrefs */
 	uint64_t dir_size;       /* name lengths of its dir items and dir indexes */
 	uint64_t found_bytes;    /* what nbytes should be, from the file extents */

@@ -52,6 +52,7 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 	s->nlink = inode_nlink(d);
 	s->isize = inode_size(d);
 	s->nbytes = inode_nbytes(d);
+	s->flags = inode_flags(d);
 	s->ftype = mode_to_ftype(mode);
 	/* bits beyond the file type and permissions: the kernel refuses the leaf */
 	if (s->ftype == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777))) {
@@ -332,21 +333,35 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
  * a sector: checked before); lzo is not built in and is not checked. */
 static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	uint64_t ram = file_extent_ram_bytes(d);
-	uint8_t *out = malloc(ram + 1);
+	uint64_t ram = file_extent_ram_bytes(d), cap = (uint64_t)w->ctx->fs->sectorsize + 1;
+	uint8_t *out = malloc(cap);
 	long got;
 
 	if (!out)
 		return;
+	/* room for a sector and one byte: the stream's own length when it is a sector or less */
 	got = inline_extent_decompress(file_extent_compression(d), d + BTRFS_FILE_EXTENT_INLINE_DATA_START,
-				       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, ram + 1);
+				       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, cap);
 	free(out);
+	/* a whole stream of another length: only ram_bytes is wrong (the inodes class sets it) */
+	if (got > 0 && (uint64_t)got != ram && (uint64_t)got <= w->ctx->fs->sectorsize)
+		repair_note_inode_problem(w->ctx, PR_INLINE_EXTENT_CORRUPT, w->root->objectid, k->objectid);
 	if (got == -EUCLEAN || (got >= 0 && (uint64_t)got != ram))
 		report_problem(w->ctx, PR_INLINE_EXTENT_CORRUPT, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
 			       "(%s, %u bytes) %s %" PRIu64, w->root->objectid, k->objectid,
 			       compression_name(file_extent_compression(d)), (unsigned)(size - BTRFS_FILE_EXTENT_INLINE_DATA_START),
 			       got < 0 ? "does not decompress; ram_bytes" : "decompresses to a length other than",
 			       ram);
+}
+
+/* An inode with no names and nlink 0 is deleted and waits for (or is in the
+ * middle of) its eviction: the kernel drops a file's extents from the end
+ * without updating nbytes or the size, so its sums and holes say nothing (the
+ * orphan join still wants its orphan item; a directory's size is still
+ * checked, as btrfs check does). */
+static bool inode_being_dropped(const struct inode_state *s)
+{
+	return s->have_item && s->nlink == 0 && s->names == 0;
 }
 
 void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
@@ -373,11 +388,15 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		uint64_t ram = file_extent_ram_bytes(d);
 		if (k->offset != 0 || ram > ss || ram == 0 ||
 		    (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
-		     size != BTRFS_FILE_EXTENT_INLINE_DATA_START + ram))
+		     size != BTRFS_FILE_EXTENT_INLINE_DATA_START + ram)) {
 			report_problem(w->ctx, PR_FILE_EXTENT_INLINE, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
 				       "at %" PRIu64 ", %" PRIu64 " bytes (item %u bytes)", w->root->objectid,
 				       k->objectid, k->offset, ram, size);
-		else if (file_extent_compression(d) != BTRFS_COMPRESS_NONE && !why)
+			/* only ram_bytes is wrong: the item's data says what it is */
+			if (k->offset == 0 && file_extent_compression(d) == BTRFS_COMPRESS_NONE && !why &&
+			    size > BTRFS_FILE_EXTENT_INLINE_DATA_START && size - BTRFS_FILE_EXTENT_INLINE_DATA_START <= ss)
+				repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_INLINE, w->root->objectid, k->objectid);
+		} else if (file_extent_compression(d) != BTRFS_COMPRESS_NONE && !why)
 			check_inline_data(w, k, d, size);
 		s->found_bytes += ram;
 		end = k->offset + round_up(ram, ss);
@@ -388,6 +407,13 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (!why)
 			regular_extent_ok(w, k, d, &why);
+		/* nothing would catch bad compressed data: the kernel's decompression trusts checksums */
+		if (file_extent_disk_bytenr(d) && file_extent_compression(d) != BTRFS_COMPRESS_NONE &&
+		    (s->flags & BTRFS_INODE_NODATASUM))
+			report_problem(w->ctx, PR_FILE_EXTENT_COMPRESSED_NODATASUM, "root %" PRIu64 " inode %" PRIu64
+				       ": extent at %" PRIu64 " is compressed (%s), the inode has no data checksums",
+				       w->root->objectid, k->objectid, k->offset,
+				       compression_name(file_extent_compression(d)));
 		if (file_extent_disk_bytenr(d))
 			s->found_bytes += file_extent_num_bytes(d);
 		end = k->offset + file_extent_num_bytes(d);
@@ -405,9 +431,12 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
 			       s->extent_end);
-	else if (!w->no_holes && k->offset > s->extent_end && !fs_lost_inode(w->lost, w->root->objectid, k->objectid))
+	else if (!w->no_holes && k->offset > s->extent_end && !inode_being_dropped(s) &&
+		 !fs_lost_inode(w->lost, w->root->objectid, k->objectid)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", w->root->objectid, k->objectid, s->extent_end, k->offset);
+		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, w->root->objectid, k->objectid);
+	}
 	if (end > s->extent_end)
 		s->extent_end = end;
 }
@@ -425,6 +454,11 @@ void fs_inode_finish(struct fs_walk *w)
 			       ", its entries add up to %" PRIu64, root, s->ino, s->isize, s->dir_size);
 		repair_note_inode_problem(w->ctx, PR_DIR_ISIZE, root, s->ino);
 	}
+	if (inode_being_dropped(s)) {
+		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
+		fs_emit_link(w, w->orphans, &r);
+		return;
+	}
 	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && s->nbytes != s->found_bytes) {
 		report_problem(w->ctx, PR_INODE_NBYTES, "root %" PRIu64 " inode %" PRIu64 ": nbytes %" PRIu64
 			       ", its extents add up to %" PRIu64, root, s->ino, s->nbytes, s->found_bytes);
@@ -433,9 +467,11 @@ void fs_inode_finish(struct fs_walk *w)
 	/* (a size within a sector of 2^64 rounds up to 0: compared unrounded, the
 	 * extents' end being sector aligned) */
 	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
-	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize))
+	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
+		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, root, s->ino);
+	}
 	/* (a subvolume's top directory counts its ".." ref: one name) */
 	if (s->ftype == BTRFS_FT_DIR && (s->nlink > 1 || s->names > 1))
 		report_problem(w->ctx, PR_DIR_HARDLINK, "root %" PRIu64 " dir %" PRIu64 ": nlink %u, %" PRIu64

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "check/qgroups.h"
+#include "check/repair_notes.h"
 #include "check/refs.h"
 #include "common/messages.h"
 #include "libfs/block.h"
@@ -497,9 +498,10 @@ static int account_simple(struct check_ctx *ctx, struct qgroup_state *st, struct
 
 /* ---- the comparison ------------------------------------------------------ */
 
-static void compare(struct check_ctx *ctx, struct qgroup_table *t)
+static int compare(struct check_ctx *ctx, struct qgroup_table *t)
 {
 	char id[48];
+	int ret;
 
 	for (size_t i = 0; i < t->n; i++) {
 		const struct qgroup *g = &t->g[i];
@@ -512,7 +514,10 @@ static void compare(struct check_ctx *ctx, struct qgroup_table *t)
 		refs_report(ctx, PR_QGROUP_MISMATCH, "qgroup %s: referenced %" PRIu64 " (extents give %" PRIu64
 			    "), exclusive %" PRIu64 " (extents give %" PRIu64 ")", id, g->disk_rfer, g->rfer,
 			    g->disk_excl, g->excl);
+		if ((ret = repair_note_qgroup(ctx, g->id, g->rfer, g->excl)) < 0)
+			return ret;
 	}
+	return 0;
 }
 
 int check_qgroups(struct check_ctx *ctx)
@@ -546,7 +551,7 @@ int check_qgroups(struct check_ctx *ctx)
 	}
 	ret = qs.simple ? account_simple(ctx, st, &t) : qgroups_reach_account(ctx, st, &t);
 	if (ret == 0 && !cli_cancelled())
-		compare(ctx, &t);
+		ret = compare(ctx, &t);
 	if (ret > 0)
 		ret = 0;
 out:

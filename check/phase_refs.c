@@ -25,12 +25,14 @@
 
 #include "check/refs.h"
 #include "check/refs_repair.h"
+#include "check/repair_notes.h"
 #include "common/sizes.h"
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
 #include "libfs/recsort.h"
 #include "libfs/tree.h"
+#include "libfs/volumes.h"
 #include "libfs/walk.h"
 
 /* A reference, or (type 0, declared side only) the extent itself. Key
@@ -874,6 +876,15 @@ static void user_of(const struct ref_rec *r, uint64_t *root, uint64_t *where)
 	*where = r->type == BTRFS_SHARED_DATA_REF_KEY ? r->c : r->type == BTRFS_SHARED_BLOCK_REF_KEY ? r->a : r->b;
 }
 
+/* Whether [bytenr, +len) lies in one chunk that holds data. */
+static bool data_chunk_holds(struct fs_info *fs, uint64_t bytenr, uint64_t len)
+{
+	const struct chunk *c = chunk_map_lookup(fs->chunks, bytenr);
+
+	return c && (c->type & BTRFS_BLOCK_GROUP_DATA) && bytenr - c->logical <= c->length &&
+	       len <= c->length - (bytenr - c->logical);
+}
+
 /* An expected reference (left) against the extent it names. */
 static int check_user(struct join_state *j, const struct exp_rec *e)
 {
@@ -888,14 +899,22 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		j->not_alloc_reported = bytenr + 1;
 		if (j->have && bytenr < j->bytenr + j->len)
 			refs_repair_unfixable(j->ctx, j->unit);
+		/* an extent item can only be made inside a data block group */
+		else if (!data_chunk_holds(j->ctx->fs, bytenr, e->len))
+			refs_repair_unfixable(j->ctx, j->unit);
 		if (j->have && bytenr < j->bytenr + j->len)
 			refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk bytenr %"
 				    PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64, root, where, bytenr, j->bytenr,
 				    j->len);
-		else
+		else {
 			refs_report(j->ctx, PR_DATA_EXTENT_NOT_ALLOCATED, "tree %" PRIu64 " inode %" PRIu64
 				    ": disk bytenr %" PRIu64 "+%" PRIu32 " has no extent item", root, where, bytenr,
 				    e->len);
+			if (e->r.type == BTRFS_EXTENT_DATA_REF_KEY) {
+				struct bytenr_fix f = { e->r.a, e->r.b, e->r.c, bytenr, e->len, 0, 0 };
+				return repair_note_bytenr(j->ctx, &f);
+			}
+		}
 		return 0;
 	}
 	/* users of the other kind than the item's flags say; flags of no (or both)
@@ -1030,6 +1049,11 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		describe(what, sizeof(what), any);
 		refs_report(ctx, PR_EXTENT_REF_UNUSED, "extent %" PRIu64 ": %s (count %" PRIu64 ") has no user",
 			    any->bytenr, what, sum_declared(r, g->nright));
+		if (any->type == BTRFS_EXTENT_DATA_REF_KEY && j->have && j->bytenr == any->bytenr) {
+			struct bytenr_fix f = { any->a, any->b, any->c, any->bytenr, j->len, 1, 0 };
+			if ((ret = repair_note_bytenr(ctx, &f)) < 0)
+				return ret;
+		}
 		break;
 	case RECJOIN_BOTH: {
 		uint64_t want = sum_expected(l, g->nleft), have = sum_declared(r, g->nright);

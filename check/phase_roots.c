@@ -247,12 +247,16 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 		report_problem(ctx, PR_ITEM_MALFORMED, "root item %" PRIu64 " is %u bytes", k->objectid, size);
 		return;
 	}
-	if (root_item_generation(d) > ctx->fs->generation)
-		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": generation %" PRIu64 " is newer than the "
-			       "filesystem's %" PRIu64, k->objectid, root_item_generation(d), ctx->fs->generation);
+	bool future = root_item_generation(d) > ctx->fs->generation;
+
+	if (future)
+		report_problem(ctx, PR_ROOT_ITEM_GENERATION, "root %" PRIu64 ": generation %" PRIu64 " is newer than "
+			       "the filesystem's %" PRIu64, k->objectid, root_item_generation(d), ctx->fs->generation);
 	check_root_item_fields(ctx, k, d, size);
 	if (root_item_bytenr(d) && block_read(ctx->fs, root_item_bytenr(d), &any, &b) == 0) {
-		if (block_generation(b) != root_item_generation(d) || block_level(b) != root_item_level(d))
+		/* a generation from the future against a sound block: that one problem (the block's is right) */
+		bool explained = future && block_generation(b) <= ctx->fs->generation && block_level(b) == root_item_level(d);
+		if (!explained && (block_generation(b) != root_item_generation(d) || block_level(b) != root_item_level(d)))
 			report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": item says generation %" PRIu64
 				       " level %u, block %" PRIu64 " has generation %" PRIu64 " level %u",
 				       k->objectid, root_item_generation(d), root_item_level(d), b->bytenr,
@@ -395,7 +399,7 @@ static void judge_liveness(struct roots_scan *s, const struct root_rec *g, size_
 	bool orphan = find_kind(g, n, ROOTREC_ROOT_ORPHAN), named = find_kind(g, n, ROOTREC_ROOT_NAMED);
 
 	if (dead && !orphan)
-		report_problem(s->ctx, PR_ROOT_UNREFERENCED, "subvolume %" PRIu64 " has refs 0 but no orphan item",
+		report_problem(s->ctx, PR_ROOT_ORPHAN_MISSING, "subvolume %" PRIu64 " has refs 0 but no orphan item",
 			       g->b);
 	if (live && !named && g->b != BTRFS_FS_TREE_OBJECTID)
 		report_problem(s->ctx, PR_ROOT_UNREFERENCED, "subvolume %" PRIu64 " has no root ref or backref", g->b);

@@ -80,12 +80,27 @@ static const struct repair_class classes[] = {
 	  /* a subvolume named by root refs but without its root item: its blocks look leaked, and
 	   * dropping their references would free a snapshot that a new root item could give back */
 	  { PR_DEVICE_MISSING, PR_DEV_EXTENT_OVERLAP, PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED }, false },
+	/* before extent-refs, which would otherwise drop the extent and make one where the bytenr points;
+	 * the check runs again after it */
+	{ "file-extent-bytenr", "Point file extents whose disk bytenr lost its extent back at the extent that "
+	  "names them", { PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL, repair_file_extent_bytenrs, { 0 }, false },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
 	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL }, true, NULL,
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED }, false },
+	{ "stripe-crossing", "Copy tree blocks that cross a 64 KiB stripe boundary to aligned places",
+	  { PR_TREE_BLOCK_CROSSES_STRIPE }, true, NULL, repair_stripe_crossing, { 0 }, false },
+	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */
+	{ "root-generations", "Give root items from the future their root block's generation",
+	  { PR_ROOT_ITEM_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
+	/* the commit writes the superblock with the count */
+	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
+	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },
+	/* before space-counters, which then counts the devices' bytes without them */
+	{ "dev-extents", "Remove dev extents that no chunk accounts for", { PR_DEV_EXTENT_NO_CHUNK }, true, NULL,
+	  repair_dev_extents, { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, false },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES,
@@ -95,13 +110,24 @@ static const struct repair_class classes[] = {
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
 	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE }, true },
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
-	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT }, true, fst_forced, repair_free_space_tree, { 0 }, true },
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN }, true, fst_forced,
+	  repair_free_space_tree, { 0 }, true },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
 	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
 	  "from the data (a csum tree with unreadable blocks is dropped whole first)",
 	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL }, false },
+	{ "extent-generations", "Bring extent items' generations from the future back (a tree block's own "
+	  "generation, else the filesystem's)", { PR_EXTENT_ITEM_GENERATION }, true, NULL, repair_extent_generations,
+	  { 0 }, false },
+	{ "root-orphans", "Add the orphan item a deleted subvolume lacks, so that the kernel drops it",
+	  { PR_ROOT_ORPHAN_MISSING }, true, NULL, repair_subvol_orphans, { 0 }, false },
+	/* the numbers come from the check's accounting of the extents as they were */
+	{ "qgroups", "Set each quota group's referenced and exclusive bytes to what the extents give",
+	  { PR_QGROUP_MISMATCH }, true, NULL, repair_qgroups,
+	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
+	    PR_QGROUP_ITEM_BAD }, false },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
 	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 }, false },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
@@ -128,14 +154,16 @@ static const struct repair_class classes[] = {
 	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK }, false },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
-	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks",
+	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks, make holes explicit where "
+	  "files without no-holes lack extents",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
-	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_INODE_FLAGS_TYPE, PR_ROOT_TREE_INODE_MODE }, true, NULL,
+	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_INODE_FLAGS_TYPE, PR_ROOT_TREE_INODE_MODE,
+	    PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE, PR_INLINE_EXTENT_CORRUPT }, true, NULL,
 	  repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
 	    PR_DIR_ENTRY_DANGLING, PR_DIR_ITEM_INDEX_MISMATCH, PR_NAME_HASH, PR_ITEM_MALFORMED,
-	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_INLINE, PR_DIR_PARENT_MISSING,
+	    PR_FILE_EXTENT_OVERLAP, PR_FILE_EXTENT_BAD, PR_DIR_PARENT_MISSING,
 	    PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL, PR_NAME_INVALID,
 	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK }, false },
 };
@@ -279,7 +307,8 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
 static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
-	       c->run == repair_stray_items;
+	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
+	       c->run == repair_root_generations;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -325,6 +354,7 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
 		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
+		    !(c->run == repair_root_generations && transaction_blockers[i] == PR_TREE_ROOT_UNREADABLE) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
 	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)
@@ -480,6 +510,9 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		if (!problems && !(c->forced && c->forced(o)) && !class_wanted_for_unreadable(c, ctx))
 			continue;
 		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
+			continue;
+		/* a bytenr pointed back needs an extent that declares an unused reference */
+		if (c->run == repair_file_extent_bytenrs && !ctx->counts[PR_EXTENT_REF_UNUSED])
 			continue;
 		if (c->transaction && parity_meta) {
 			msg_warning("not repairing %s: the metadata is %s, and this version writes no parity "

@@ -50,6 +50,13 @@ struct repair_ctx {
 	struct json_object *actions;     /* with --format json */
 };
 
+/* Keys a class collects in one walk and changes after (check/repair_keys.c). */
+struct repair_keys {
+	struct btrfs_key *keys;
+	size_t n, cap;
+};
+int repair_keys_push(struct repair_keys *l, const struct btrfs_key *k);
+
 /* One line of what a class changes (or, in a dry run, would change). */
 void repair_say(struct repair_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -71,6 +78,16 @@ int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 int repair_clear_log(struct repair_ctx *r);
 int repair_csums(struct repair_ctx *r);      /* check/repair_csums.c */
 int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
+int repair_qgroups(struct repair_ctx *r);    /* check/repair_qgroups.c */
+int repair_subvol_orphans(struct repair_ctx *r); /* check/repair_subvol_orphans.c */
+int repair_extent_generations(struct repair_ctx *r); /* check/repair_extent_gens.c */
+int repair_dev_extents(struct repair_ctx *r); /* check/repair_dev_extents.c */
+int repair_num_devices(struct repair_ctx *r); /* check/repair_num_devices.c */
+int repair_file_extent_bytenrs(struct repair_ctx *r); /* check/repair_bytenrs.c */
+int repair_root_generations(struct repair_ctx *r); /* check/repair_root_gens.c */
+int repair_stripe_crossing(struct repair_ctx *r); /* check/repair_stripe_cross.c */
+/* A tree block of len bytes at bytenr lies across a 64 KiB stripe boundary. */
+bool tree_block_crosses_stripe(uint64_t bytenr, uint64_t len);
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);

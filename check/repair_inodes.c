@@ -60,8 +60,11 @@ static void count_extent(uint64_t offset, const uint8_t *d, uint32_t size, struc
 	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
 		return;
 	if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE) {
-		c->bytes += file_extent_ram_bytes(d);
-		c->end = offset + file_extent_ram_bytes(d);
+		/* uncompressed, the data is what counts (a wrong ram_bytes is made right from it) */
+		uint64_t ram = file_extent_compression(d) == BTRFS_COMPRESS_NONE
+				       ? size - BTRFS_FILE_EXTENT_INLINE_DATA_START : file_extent_ram_bytes(d);
+		c->bytes += ram;
+		c->end = offset + ram;
 	} else if (size >= sizeof(struct btrfs_file_extent_item)) {
 		if (file_extent_disk_bytenr(d))
 			c->bytes += file_extent_num_bytes(d);
@@ -381,6 +384,12 @@ static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 		return unreachable_link(r, f->root, f->ino);
 	case PR_ORPHAN_ITEM_BAD:
 		return fix_orphan_item(r, f->root, f->ino);
+	case PR_FILE_EXTENT_HOLE:
+		return repair_inode_holes(r, f->root, f->ino);
+	case PR_FILE_EXTENT_INLINE:
+		return repair_inline_ram_bytes(r, f->root, f->ino);
+	case PR_INLINE_EXTENT_CORRUPT:
+		return repair_inline_compressed_ram(r, f->root, f->ino);
 	default:
 		return 0;
 	}

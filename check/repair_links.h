@@ -91,4 +91,15 @@ int names_parent_missing(struct repair_ctx *r, uint64_t root, uint64_t dir);
  * that has no name left is linked into /lost+found. check/repair_inodes.c. */
 int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code);
 
+/* Without the no-holes feature: an explicit hole file extent for each range
+ * up to the size (rounded up to a sector) that no file extent covers, as the
+ * kernel would have written. check/repair_holes.c. */
+int repair_inode_holes(struct repair_ctx *r, uint64_t root, uint64_t ino);
+/* An uncompressed inline extent's ram_bytes becomes the size of its data (the
+ * nbytes recount counts that size already). check/repair_holes.c. */
+int repair_inline_ram_bytes(struct repair_ctx *r, uint64_t root, uint64_t ino);
+/* A compressed inline extent's ram_bytes becomes the length its data
+ * decompresses to (a sector at most), and nbytes is counted again. */
+int repair_inline_compressed_ram(struct repair_ctx *r, uint64_t root, uint64_t ino);
+
 #endif

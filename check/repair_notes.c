@@ -61,6 +61,24 @@ static int name_fix_cmp(const void *x, const void *y, void *arg)
 	return cmp_u64(p->code, q->code);
 }
 
+static int qgroup_fix_cmp(const void *x, const void *y, void *arg)
+{
+	(void)arg;
+	return cmp_u64(((const struct qgroup_fix *)x)->id, ((const struct qgroup_fix *)y)->id);
+}
+
+static int bytenr_fix_cmp(const void *x, const void *y, void *arg)
+{
+	const struct bytenr_fix *p = x, *q = y;
+	int r;
+
+	(void)arg;
+	if ((r = cmp_u64(p->root, q->root)) || (r = cmp_u64(p->ino, q->ino)) || (r = cmp_u64(p->offset, q->offset)) ||
+	    (r = cmp_u64(p->kind, q->kind)))
+		return r;
+	return cmp_u64(p->bytenr, q->bytenr);
+}
+
 static struct repair_notes *notes_get(struct check_ctx *ctx)
 {
 	static const struct {
@@ -71,6 +89,8 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_CLAIMS] = { sizeof(struct extent_claim), claim_cmp },
 		[NOTES_INODES] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_NAMES] = { sizeof(struct name_fix), name_fix_cmp },
+		[NOTES_QGROUPS] = { sizeof(struct qgroup_fix), qgroup_fix_cmp },
+		[NOTES_BYTENRS] = { sizeof(struct bytenr_fix), bytenr_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
 	size_t budget = check_sort_budget(ctx, 16);
@@ -113,6 +133,18 @@ static int note_add(struct check_ctx *ctx, enum repair_note_list which, const vo
 int repair_note_extent(struct check_ctx *ctx, const struct extent_fix *f)
 {
 	return note_add(ctx, NOTES_EXTENTS, f);
+}
+
+int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64_t excl)
+{
+	struct qgroup_fix f = { id, rfer, excl };
+
+	return note_add(ctx, NOTES_QGROUPS, &f);
+}
+
+int repair_note_bytenr(struct check_ctx *ctx, const struct bytenr_fix *f)
+{
+	return note_add(ctx, NOTES_BYTENRS, f);
 }
 
 int repair_note_claim(struct check_ctx *ctx, uint64_t bytenr, uint64_t len)

@@ -53,6 +53,22 @@ struct name_fix {
 	uint32_t pad;
 };
 
+/* A quota group's numbers as the extents give them (PR_QGROUP_MISMATCH). */
+struct qgroup_fix {
+	uint64_t id, rfer, excl;
+};
+
+/* A data reference by (root, inode, offset) whose extent is not where the
+ * file extent says (kind 0: the file extent's disk bytenr, no extent item
+ * there) or that an extent declares without a user (kind 1): a pair of the
+ * two is a file extent whose disk bytenr went wrong. Sorted by (root, ino,
+ * offset, kind, bytenr). */
+struct bytenr_fix {
+	uint64_t root, ino, offset, bytenr, len;
+	uint32_t kind;
+	uint32_t pad;
+};
+
 struct repair_notes;
 
 /* Each returns 0 or -errno; nothing is noted unless ctx->opts->repair. */
@@ -66,11 +82,15 @@ void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, ui
 /* From the name detectors (check/phase_fs_join.c, phase_fs_items.c), with
  * --repair: a name between dir and child the names class reconciles. */
 void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child);
+/* From the reference join (check/phase_refs.c), with --repair. */
+int repair_note_bytenr(struct check_ctx *ctx, const struct bytenr_fix *f);
+/* From the qgroup comparison (check/phase_qgroups.c), with --repair. */
+int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64_t excl);
 /* An extent that needs a repair but cannot have one (its references are too
  * many to hold, or it is damaged in a way only reported). */
 void repair_note_unfixable(struct check_ctx *ctx);
 
-enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES__COUNT };
+enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES_QGROUPS, NOTES_BYTENRS, NOTES__COUNT };
 /* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
 int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
 uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);

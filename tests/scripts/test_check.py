@@ -124,6 +124,22 @@ def test_corpus_reference_also_fails(expect, corpus_images):
     assert p.returncode != 0, f"btrfs check passes on {expect.stem}, the expect file says it fails"
 
 
+# btrfs-progs 7.3 beside the Debian package (../shared/tools/ref-progs-latest), a second judge
+LATEST_BTRFS = Path("/opt/btrfs-progs-latest/bin/btrfs")
+
+
+@pytest.mark.parametrize("expect", [e for e in EXPECTS if parse_expect(e).get("btrfs-check-7.3") in ("fails", "passes")],
+                         ids=lambda e: e.stem)
+def test_corpus_reference_latest(expect, corpus_images):
+    """Where the expect file records btrfs check 7.3's verdict, 7.3 (when installed) still gives it."""
+    if not LATEST_BTRFS.exists():
+        pytest.skip("btrfs-progs 7.3 is not installed")
+    want = parse_expect(expect)["btrfs-check-7.3"]
+    p = fsbuild.run([LATEST_BTRFS, "check", "--readonly", corpus_images[expect.stem]], check=False, timeout=300)
+    assert (p.returncode == 0) == (want == "passes"), f"btrfs check 7.3 on {expect.stem}: exit {p.returncode}, " \
+        f"the expect file says it {want}\n{p.stdout[-2000:]}{p.stderr[-2000:]}"
+
+
 # ---------------------------------------------------------------- command line
 
 def test_exit_clean_and_json_summary():

@@ -22,7 +22,7 @@ FS_IDS = {
     "file-extent-overlap", "file-extent-hole", "file-extent-inline", "file-extent-bad", "orphan-item-bad",
     "dir-parent-missing", "root-item-bad", "root-backref-missing", "root-ref-missing", "root-ref-mismatch",
     "root-dir-entry-missing", "root-dir-entry-dangling", "root-unreferenced", "uuid-tree-missing",
-    "uuid-tree-extra", "name-invalid",
+    "uuid-tree-extra", "name-invalid", "root-orphan-missing", "root-item-generation",
 }
 # single device, no-holes, extrefs (the links directory), xattrs, a subvolume,
 # a read-only snapshot of it and a snapshot of the top level

@@ -94,7 +94,7 @@ def test_extent_item_generation(tmp_path):
     needs(SIMPLE)
     key = first_item(built(SIMPLE).devices, "extent", "METADATA_ITEM")
     devs = damaged(tmp_path, ("-t", "extent", "-k", key_arg(key), "-f", "generation", "-v", "+1000"))
-    expect_found(devs, "item-malformed")
+    expect_found(devs, "extent-item-generation")
 
 
 def test_pristine_still_clean():

@@ -1,0 +1,61 @@
+/* The dev-extents class: a dev extent that no chunk accounts for (no chunk at
+ * its chunk offset, no stripe of any chunk starting where it starts) only
+ * keeps device space from being allocated; it is removed (the space-counters
+ * class then recomputes the device's bytes_used). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "check/repair.h"
+#include "libfs/format.h"
+#include "libfs/tree.h"
+#include "libfs/volumes.h"
+
+struct strays {
+	struct fs_info *fs;
+	struct repair_keys l;
+};
+
+static bool stripe_starts_at(const struct chunk_map *map, uint64_t devid, uint64_t physical)
+{
+	for (size_t i = 0; i < map->count; i++)
+		for (unsigned s = 0; s < map->chunks[i]->num_stripes; s++)
+			if (map->chunks[i]->stripes[s].devid == devid && map->chunks[i]->stripes[s].physical == physical)
+				return true;
+	return false;
+}
+
+static int note_stray(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct strays *s = arg;
+	const struct chunk *c;
+
+	if (k->type != BTRFS_DEV_EXTENT_KEY || size < sizeof(struct btrfs_dev_extent))
+		return 0;
+	c = chunk_map_lookup(s->fs->chunks, dev_extent_chunk_offset(d));
+	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs->chunks, k->objectid, k->offset))
+		return 0;
+	return repair_keys_push(&s->l, k);
+}
+
+int repair_dev_extents(struct repair_ctx *r)
+{
+	struct strays s = { .fs = r->fs };
+	struct tree_root_ptr rp;
+	int ret = trans_get_root(r->t, BTRFS_DEV_TREE_OBJECTID, &rp);
+
+	if (!ret)
+		ret = tree_each_item(r->fs, &rp, note_stray, &s);
+	for (size_t i = 0; ret >= 0 && i < s.l.n; i++) {
+		ret = trans_delete_item(r->t, BTRFS_DEV_TREE_OBJECTID, &s.l.keys[i]);
+		if (!ret) {
+			r->changes++;
+			repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " belongs to no chunk: removed",
+				   s.l.keys[i].objectid, s.l.keys[i].offset);
+		}
+	}
+	if (ret >= 0 && s.l.n < r->found->counts[PR_DEV_EXTENT_NO_CHUNK])
+		r->left += r->found->counts[PR_DEV_EXTENT_NO_CHUNK] - s.l.n;
+	free(s.l.keys);
+	return ret < 0 ? ret : 0;
+}

@@ -1,0 +1,51 @@
+/* The num-devices class: the superblock's num_devices becomes the number of
+ * dev items in the chunk tree, when every one of them names a device that
+ * was found (the kernel mounts a filesystem only when the two agree). */
+#include <inttypes.h>
+
+#include "check/repair.h"
+#include "libfs/format.h"
+#include "libfs/super.h"
+#include "libfs/volumes.h"
+
+struct dev_count {
+	struct fs_info *fs;
+	uint64_t items, absent;
+};
+
+static int count_dev_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct dev_count *c = arg;
+	bool found = false;
+
+	(void)d;
+	if (size < sizeof(struct btrfs_dev_item))
+		return 0;
+	c->items++;
+	for (unsigned i = 0; i < c->fs->num_devices; i++)
+		found |= c->fs->devices[i].devid == k->offset && c->fs->devices[i].io;
+	c->absent += !found;
+	return 0;
+}
+
+int repair_num_devices(struct repair_ctx *r)
+{
+	struct dev_count c = { .fs = r->fs };
+	uint64_t was = super_num_devices(r->fs->super);
+	int ret = volumes_each_dev_item(r->fs, count_dev_item, &c);
+
+	if (ret < 0)
+		return ret;
+	if (c.absent || !c.items) {
+		r->left++;
+		repair_say(r, "%" PRIu64 " of %" PRIu64 " dev items name no device found: num_devices left at %" PRIu64,
+			   c.absent, c.items, was);
+		return 0;
+	}
+	if (c.items == was)
+		return 0;
+	super_set_num_devices(trans_super(r->t), c.items);
+	r->changes++;
+	repair_say(r, "superblock num_devices %" PRIu64 " -> %" PRIu64 " (the dev items)", was, c.items);
+	return 0;
+}
