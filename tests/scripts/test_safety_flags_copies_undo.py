@@ -349,6 +349,7 @@ def test_undo_dir_that_cannot_be_made_is_refused_before_the_check(tmp_path):
     rc, objs, p = check(devs, "--repair", "--yes", env=env)
     assert rc == 8 and refused(objs, 8), p.stdout
     assert str(blocker / "undo") in p.stderr and "--undo-file" in p.stderr and "--no-undo" in p.stderr, p.stderr
+    assert str(blocker / "undo") in objs[0]["error"] and "--no-undo" in objs[0]["error"], objs[0]
     assert sha1(devs) == before
     # --undo-file names one: the directory does not matter then
     rc, objs, p = check(devs, "--repair", "--yes", "--undo-file", str(tmp_path / "named.undo"), env=env)
