@@ -268,8 +268,9 @@ int main(int argc, char **argv)
 		fs_close(ctx.fs);
 		return FSCK_EXIT_ERROR;
 	}
-	if (a.repair.enabled && (ret = repair_preflight(ctx.fs, &a.repair))) {
-		check_output_end(&ctx, ret, "the repair cannot start (see the message above)");
+	if (a.repair.enabled && (ret = repair_preflight(ctx.fs, &a.repair, msg, sizeof(msg)))) {
+		msg_error("%s", msg);
+		check_output_end(&ctx, ret, msg);
 		fs_close(ctx.fs);
 		return ret;
 	}

@@ -403,17 +403,18 @@ static bool ask(const char *question, uint64_t problems)
 	return line[0] == 'y' || line[0] == 'Y';
 }
 
-int repair_preflight(const struct fs_info *fs, struct repair_options *o)
+int repair_preflight(const struct fs_info *fs, struct repair_options *o, char *why, size_t why_len)
 {
-	char why[400];
+	char gate[400];
 
-	if (features_check_write(fs->incompat, fs->compat_ro, why, sizeof(why))) {
-		msg_error("cannot repair: %s", why);
+	if (features_check_write(fs->incompat, fs->compat_ro, gate, sizeof(gate))) {
+		snprintf(why, why_len, "cannot repair: %s", gate);
 		return FSCK_EXIT_ERROR;
 	}
 	if (o->dry_run || o->no_undo || o->undo_path)
 		return 0;
-	if (undo_default_path("btk-check", fs->fsid, fs->generation, o->default_undo, sizeof(o->default_undo)))
+	if (undo_default_path("btk-check", fs->fsid, fs->generation, o->default_undo, sizeof(o->default_undo),
+			      why, why_len))
 		return FSCK_EXIT_ERROR;
 	o->undo_path = o->default_undo;
 	return 0;

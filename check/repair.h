@@ -110,9 +110,9 @@ const char *repair_class_of(enum problem_code code, bool *unattended);
 int repair_block_groups_used(struct repair_ctx *r, const int64_t *adjust);
 
 /* Before any check work: whether a repair may write this filesystem at all
- * (the feature gate) and where its undo file goes. 0, or the exit status
- * after the reason was printed. */
-int repair_preflight(const struct fs_info *fs, struct repair_options *o);
+ * (the feature gate) and where its undo file goes. 0, or the exit status with
+ * the reason in why (the caller prints it and puts it in the JSON document). */
+int repair_preflight(const struct fs_info *fs, struct repair_options *o, char *why, size_t why_len);
 
 /* Repair what ctx found on the filesystem of paths (opened again writable
  * with fo's settings), then check again with hooks->detect on a fresh

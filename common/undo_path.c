@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/messages.h"
 #include "common/undo_path.h"
 #include "libfs/names.h"
 
@@ -66,18 +65,20 @@ int undo_path_in(const char *dir, const char *prog, const uint8_t *fsid, uint64_
 	return -EEXIST;
 }
 
-int undo_default_path(const char *prog, const uint8_t *fsid, uint64_t generation, char *out, size_t len)
+int undo_default_path(const char *prog, const uint8_t *fsid, uint64_t generation, char *out, size_t len,
+		      char *why, size_t why_len)
 {
 	const char *dir = undo_dir();
 	int ret = undo_dir_make(dir);
 
 	if (ret) {
-		msg_error("cannot create the undo directory %s: %s: give --undo-file FILE (or --no-undo to "
-			  "write none, or set BTK_UNDO_DIR)", dir, strerror(-ret));
+		snprintf(why, why_len, "cannot create the undo directory %s: %s: give --undo-file FILE (or "
+			 "--no-undo to write none, or set BTK_UNDO_DIR)", dir, strerror(-ret));
 		return ret;
 	}
 	ret = undo_path_in(dir, prog, fsid, generation, out, len);
 	if (ret)
-		msg_error("no free undo file name in %s: give --undo-file FILE (or --no-undo to write none)", dir);
+		snprintf(why, why_len, "no free undo file name in %s: give --undo-file FILE (or --no-undo to "
+			 "write none)", dir);
 	return ret;
 }

@@ -19,8 +19,9 @@ int undo_dir_make(const char *dir);
 int undo_path_in(const char *dir, const char *prog, const uint8_t *fsid, uint64_t generation, char *out,
 		 size_t len);
 /* Both, before any work starts: the default undo file path into out, or the
- * reason it cannot be made printed (naming --undo-file and --no-undo) and
- * -errno returned. */
-int undo_default_path(const char *prog, const uint8_t *fsid, uint64_t generation, char *out, size_t len);
+ * reason it cannot be made into why (naming --undo-file and --no-undo, for the
+ * caller to show) and -errno returned. */
+int undo_default_path(const char *prog, const uint8_t *fsid, uint64_t generation, char *out, size_t len,
+		      char *why, size_t why_len);
 
 #endif

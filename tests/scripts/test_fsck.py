@@ -35,7 +35,14 @@ def digest(img) -> str:
 
 
 def bad_super_copy(img):
-    """A bad superblock copy: its repair (a copy of the good one) needs no decision."""
+    """A bad primary superblock (copy 0, the only one the kernel and btrfs check read; btk opens
+    copy 1): an error whose repair (a copy of the good one) needs no decision. A bad secondary
+    copy alone is only a warning (super-copy-missing, exit 0; see lost_super_copy)."""
+    corrupt(img, "-S", "-s", "0", "-o", "300", "-B", "ffff", "-n")
+
+
+def lost_super_copy(img):
+    """A bad secondary copy (copy 1), as btrfs-image -r leaves: a warning the kernel repairs itself."""
     corrupt(img, "-S", "-s", "1", "-o", "300", "-B", "ffff", "-n")
 
 
@@ -97,21 +104,25 @@ def test_no_answers_no(sample):
 
 def test_yes_repairs(sample, tmp_path, monkeypatch):
     wrong_nlink(sample)
-    monkeypatch.chdir(tmp_path)  # the default undo file goes to the current directory
+    cwd, undo_dir = tmp_path / "cwd", tmp_path / "undo"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("BTK_UNDO_DIR", str(undo_dir))  # the default undo file goes there, not to the cwd
     p = run_btk("btk-check", "-y", sample)
     assert p.returncode == 1, p.stdout + p.stderr
     assert run_btk("btk-check", sample).returncode == 0
-    assert list(tmp_path.glob("btk-check-*.undo"))
+    assert list(undo_dir.glob("btk-check-*.undo")) and not list(cwd.iterdir())
 
 
 @pytest.mark.parametrize("flag", ["-p", "-a"])
 def test_preen_repairs_what_needs_no_decision(sample, tmp_path, flag, monkeypatch):
     bad_super_copy(sample)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BTK_UNDO_DIR", str(tmp_path / "undo"))
     p = run_btk("btk-check", flag, sample)
     assert p.returncode == 1, p.stdout + p.stderr
     assert run_btk("btk-check", sample).returncode == 0
-    assert not list(tmp_path.glob("*.undo")), "preen writes no undo file unless asked"
+    assert not list(tmp_path.rglob("*.undo")), "preen writes no undo file unless asked"
 
 
 def test_preen_leaves_decisions_and_exits_4(sample):
@@ -195,6 +206,10 @@ def test_fsck_calls_btk_check_through_the_symlink(sample, tmp_path):
     assert digest(sample) == before
     p = fsck(tmp_path, "-a", sample)
     assert p.returncode == 1, p.stdout + p.stderr
+    # a lost secondary copy (every btrfs-image -r restore) does not fail the boot: a warning, exit 0
+    lost_super_copy(sample)
+    p = fsck(tmp_path, "-n", sample)
+    assert p.returncode == 0 and "warning [super-copy-missing]" in p.stdout, p.stdout + p.stderr
     wrong_nlink(sample)
     p = fsck(tmp_path, "-a", sample)
     assert p.returncode == 4, p.stdout + p.stderr

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -21,8 +20,8 @@ import pytest
 
 import fsbuild
 from test_repair import content_digest
-from conftest import btk_path, built, require_btk, require_kernel, require_reference_tools, run_btk, \
-    skip_or_fail
+from conftest import btk_path, built, check_runs, require_btk, require_kernel, require_reference_tools, \
+    run_btk, skip_or_fail, super_json
 
 BASE = "mkfs-single"
 SUPER_OFFSETS = (64 << 10, 64 << 20, 256 << 30)
@@ -58,11 +57,16 @@ def copy_of(name: str, tmp_path: Path) -> list[Path]:
 
 
 def check(devs, *args, env=None):
+    """btk-check --format json: (exit, [check, repair, after_repair] as the run has them, process)."""
     p = run_btk("btk-check", "--format", "json", *args, *map(str, devs)) if env is None else \
         subprocess.run([str(require_btk("btk-check")), "--format", "json", *args, *map(str, devs)],
                        capture_output=True, text=True, env=env)
-    objs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
-    return p.returncode, objs, p
+    return p.returncode, check_runs(p.stdout), p
+
+
+def refused(objs: list[dict], rc: int) -> bool:
+    """The run's one document says it stopped before checking anything: an error, no problems."""
+    return len(objs) == 1 and objs[0]["error"] and "problems" not in objs[0] and objs[0]["exit_status"] == rc
 
 
 def ids_of(summary: dict) -> set[str]:
@@ -91,10 +95,10 @@ def test_unknown_incompat_bit_opens_nothing(tmp_path):
     devs = copy_of(BASE, tmp_path)
     set_bits(devs, "incompat_flags", UNKNOWN_INCOMPAT)
     before = sha1(devs)
-    rc, _, p = check(devs)
+    rc, objs, p = check(devs)
     assert rc == 8, p.stderr
     assert "unsupported incompat feature flags 0x10000040000" in p.stderr, p.stderr
-    assert not p.stdout.strip(), "nothing is checked"
+    assert refused(objs, 8) and "filesystem" not in objs[0], f"nothing is checked: {p.stdout}"
     for name, cmd in writers(devs, tmp_path).items():
         q = run_btk(*cmd)
         assert q.returncode != 0 and "0x10000040000" in q.stderr, f"{name}: {q.returncode} {q.stderr}"
@@ -222,7 +226,7 @@ def test_inspect_super_names_flags_like_dump_super(field, bits, tmp_path):
         set_bits(devs, field, bits)
     p = run_btk("btk-inspect", "super", "--format", "json", str(devs[0]))
     assert p.returncode == 0, p.stderr
-    got = json.loads(p.stdout)
+    got = super_json(p.stdout)
     ref = dump_super_flag_names(devs[0])
     for f in ("compat_flags", "compat_ro_flags", "incompat_flags"):
         assert got[f + "_names"] == ref[f], f"{f}: btk {got[f + '_names']}, dump-super {ref[f]}"
@@ -241,7 +245,7 @@ def zero_copy(dev: Path, m: int):
 def copy_generations(dev: Path) -> dict[int, int | None]:
     """Generation of each valid copy (None: invalid) per btk-inspect super --all-copies."""
     p = run_btk("btk-inspect", "super", "--all-copies", "--format", "json", str(dev))
-    return {c["mirror"]: (c.get("generation") if c["valid"] else None) for c in json.loads(p.stdout)}
+    return {c["mirror"]: (c.get("generation") if c["valid"] else None) for c in super_json(p.stdout)}
 
 
 DAMAGE = {
@@ -343,8 +347,9 @@ def test_undo_dir_that_cannot_be_made_is_refused_before_the_check(tmp_path):
     blocker.write_text("")
     env = dict(os.environ, BTK_UNDO_DIR=str(blocker / "undo"))
     rc, objs, p = check(devs, "--repair", "--yes", env=env)
-    assert rc == 8 and objs == [], p.stdout
+    assert rc == 8 and refused(objs, 8), p.stdout
     assert str(blocker / "undo") in p.stderr and "--undo-file" in p.stderr and "--no-undo" in p.stderr, p.stderr
+    assert str(blocker / "undo") in objs[0]["error"] and "--no-undo" in objs[0]["error"], objs[0]
     assert sha1(devs) == before
     # --undo-file names one: the directory does not matter then
     rc, objs, p = check(devs, "--repair", "--yes", "--undo-file", str(tmp_path / "named.undo"), env=env)
