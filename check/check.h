@@ -79,6 +79,13 @@ struct check_ctx {
 	/* --rebuild-extent-tree: the references are derived from the trees alone
 	 * (which blocks have full backrefs too), not from the extent tree */
 	bool infer_full_backref;
+	/* set: report_problem hands each problem to it first; true: taken (held
+	 * to be reported later, or dropped) -- snapshots' shared verdicts (snap_*.c) */
+	bool (*report_hook)(void *arg, enum problem_code code, const char *detail);
+	void *report_hook_arg;
+	/* the roots the problem being reported holds for (n > 1: snapshots sharing it) */
+	const uint64_t *report_roots;
+	size_t n_report_roots;
 };
 
 /* Forget the results of a run (counts, statistics, per-run state) before
