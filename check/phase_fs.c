@@ -152,6 +152,8 @@ void fs_walk_set_root(struct fs_walk *w, const struct tree_root_ptr *root, size_
 {
 	w->root = root;
 	w->root_dirid = BTRFS_FIRST_FREE_OBJECTID;
+	w->root_idx = i;
+	w->root_inodes0 = w->inodes;
 	w->lineage = w->plan->lineage[i];
 	w->seq = w->plan->seq[i];
 	w->held = w->plan->lin[w->lineage].n > 1;
@@ -162,6 +164,7 @@ void fs_walk_set_root(struct fs_walk *w, const struct tree_root_ptr *root, size_
 static int tree_end(struct fs_walk *w, const struct tree_root_ptr *root, int ret)
 {
 	fs_walk_finish(w);
+	w->plan->inodes[w->root_idx] = w->inodes - w->root_inodes0;
 	if (ret < 0 && ret != -ENOMEM) {
 		/* an unreadable root block: the tree-block phase reported it; go on */
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",

@@ -40,6 +40,8 @@ struct fs_walk {
 	int err;                     /* first operational error (recsort) */
 	struct snap_plan *plan;      /* the snapshot lineages (snap_plan.h) */
 	uint32_t lineage, seq;       /* root's place in them, put in every join record */
+	size_t root_idx;             /* root's index in the roots */
+	uint64_t root_inodes0;       /* inodes counted when root was started */
 	bool held;                   /* its lineage has other members: per-inode problems are held */
 	uint64_t mark_root;          /* nonzero: a delta reads the tree before it: gone records for this root */
 	/* a delta: the key ranges of the leaves the tree has alone; only dir

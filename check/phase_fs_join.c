@@ -73,20 +73,34 @@ static int same_inode(const void *a, const void *b)
 	return x->lineage == y->lineage && x->key == y->key && x->seq == y->seq;
 }
 
+#define JOIN_LOOKUPS_MAX 8
+
 struct join {
 	struct check_ctx *ctx;
 	const struct snap_plan *plan;
 	const struct fs_roots *roots;
 	const struct fs_lost *lost;   /* unreadable key ranges: what they may hold is not judged */
 	uint64_t done;                /* bytes of records joined, progress from the start of the phase */
+	/* the inodes a judgment looked up (its verdict holds while they are unchanged) */
+	uint64_t looked[JOIN_LOOKUPS_MAX];
+	unsigned nlooked;             /* past JOIN_LOOKUPS_MAX: judged again in every member */
 };
 
 /* 1 when inode ino of root exists (and is a directory, if want_dir), else 0. */
+static void note_lookup(struct join *j, uint64_t ino)
+{
+	if (j->nlooked < JOIN_LOOKUPS_MAX)
+		j->looked[j->nlooked] = ino;
+	if (j->nlooked <= JOIN_LOOKUPS_MAX)
+		j->nlooked++;
+}
+
 static int inode_exists(struct join *j, uint64_t root, uint64_t ino, bool want_dir)
 {
 	uint32_t mode = 0, nlink = 0;
 	int ret = fs_lookup_inode(j->ctx, fs_roots_find(j->roots, root), ino, &mode, &nlink);
 
+	note_lookup(j, ino);
 	if (ret < 0)
 		return 1;   /* unreadable: do not pile a second verdict on it */
 	return ret == 1 && (!want_dir || S_ISDIR(mode));
@@ -234,6 +248,7 @@ static void judge_orphan(struct join *j, const struct link_rec *g, size_t n)
 	if (need || !orphan)
 		return;
 	ret = fs_lookup_inode(j->ctx, fs_roots_find(j->roots, g->root), g->key, &mode, &nlink);
+	note_lookup(j, g->key);
 	if (ret == 0)
 		report_problem(j->ctx, PR_ORPHAN_ITEM_BAD, "root %" PRIu64 ": orphan item for inode %" PRIu64
 			       ", which does not exist", g->root, g->key);
@@ -263,6 +278,9 @@ struct versions {
 	size_t n;
 	struct snap_held *held;
 	size_t nheld, capheld;
+	uint64_t looked[JOIN_LOOKUPS_MAX];   /* what judging the last version looked up */
+	unsigned nlooked;
+	bool more;
 	int err;
 };
 
@@ -312,18 +330,101 @@ static bool same_record(const struct link_rec *a, const struct link_rec *b)
 	       (a->flags & ~LINK_F_GONE) == (b->flags & ~LINK_F_GONE);
 }
 
+/* The same records, in any order (at most FS_GROUP_MAX + 1 each). */
+static bool same_records(const struct link_rec *a, size_t na, const struct link_rec *b, size_t nb)
+{
+	bool used[FS_GROUP_MAX + 1] = { false };
+
+	if (na != nb)
+		return false;
+	for (size_t i = 0; i < na; i++) {
+		size_t k = 0;
+		while (k < nb && (used[k] || !same_record(&a[i], &b[k])))
+			k++;
+		if (k == nb)
+			return false;
+		used[k] = true;
+	}
+	return true;
+}
+
+/* An inode the last version looked up is dirty in member seq. */
+static bool looked_dirty(const struct join *j, const struct versions *v, uint32_t seq)
+{
+	for (unsigned i = 0; i < v->nlooked && i < JOIN_LOOKUPS_MAX; i++)
+		if (snap_plan_dirty(j->plan, v->last[0].lineage, seq, v->looked[i]))
+			return true;
+	return false;
+}
+
+/* Judge the last version with its problems held. */
+static void judge_last(struct join *j, struct versions *v, enum join_kind kind)
+{
+	j->nlooked = 0;
+	j->ctx->report_hook = hold_version_problem;
+	j->ctx->report_hook_arg = v;
+	judge_group(j, v->last, v->n, v->more, kind);
+	j->ctx->report_hook = NULL;
+	j->ctx->report_hook_arg = NULL;
+	memcpy(v->looked, j->looked, sizeof(v->looked));
+	v->nlooked = j->nlooked;
+}
+
+/* The last version's records as member seq's. */
+static void set_member(struct versions *v, const struct snap_lineage *l, uint32_t seq)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		v->last[i].root = l->ids[seq];
+		v->last[i].seq = seq;
+	}
+}
+
+/* The last version's verdict holds while the inodes it looked up do not
+ * change: judged again, with the same records, in the members before until
+ * where one does. */
+static void catch_up(struct join *j, struct versions *v, enum join_kind kind, uint32_t until)
+{
+	while (v->have && v->n && v->nlooked) {
+		uint32_t seq = v->last[0].seq, s = seq + 1;
+		const struct snap_lineage *l = &j->plan->lin[v->last[0].lineage];
+		if (v->nlooked <= JOIN_LOOKUPS_MAX) {
+			s = (uint32_t)l->n;
+			for (unsigned i = 0; i < v->nlooked; i++) {
+				uint32_t d = snap_plan_next_dirty(j->plan, v->last[0].lineage, seq, v->looked[i]);
+				s = d < s ? d : s;
+			}
+		}
+		if (s >= until)
+			return;
+		flush_version(j, v, s);
+		set_member(v, l, s);
+		judge_last(j, v, kind);
+	}
+}
+
+/* The group's versions are done: the last one holds to the end of the lineage. */
+static void end_versions(struct join *j, struct versions *v, enum join_kind kind)
+{
+	if (!v->have)
+		return;
+	catch_up(j, v, kind, (uint32_t)j->plan->lin[v->last[0].lineage].n);
+	flush_version(j, v, (uint32_t)j->plan->lin[v->last[0].lineage].n);
+	v->have = false;
+}
+
 /* One member's version of a group in a lineage of several: the version
  * before it without the records its delta found gone, with those it added. */
 static void judge_version(struct join *j, struct versions *v, const struct link_rec *g, size_t n, bool more,
 			  enum join_kind kind)
 {
 	const struct snap_lineage *l = &j->plan->lin[g->lineage];
+	bool same_group = v->have && same_versioned_group(&v->last[0], g, kind);
 	struct link_rec next[FS_GROUP_MAX + 1];
 	size_t m = 0;
 
-	if (v->have && same_versioned_group(&v->last[0], g, kind)) {
+	if (same_group) {
 		bool gone[FS_GROUP_MAX + 1] = { false };
-		flush_version(j, v, g->seq);
+		catch_up(j, v, kind, g->seq);
 		for (size_t i = 0; i < n; i++)
 			for (size_t k = 0; (g[i].flags & LINK_F_GONE) && k < v->n; k++)
 				if (!gone[k] && same_record(&g[i], &v->last[k])) {
@@ -334,33 +435,32 @@ static void judge_version(struct join *j, struct versions *v, const struct link_
 			if (!gone[k] && m < FS_GROUP_MAX + 1)
 				next[m++] = v->last[k];
 	} else {
-		if (v->have)
-			flush_version(j, v, (uint32_t)j->plan->lin[v->last[0].lineage].n);
-		v->have = false;
+		end_versions(j, v, kind);
 	}
 	for (size_t i = 0; i < n; i++)
 		if (!(g[i].flags & LINK_F_GONE) && m < FS_GROUP_MAX + 1)
 			next[m++] = g[i];
-	more |= m > FS_GROUP_MAX;
+	/* the same records (and what their judgment looked up unchanged): the version before goes on */
+	if (same_group && same_records(next, m, v->last, v->n) &&
+	    (!v->nlooked || (v->nlooked <= JOIN_LOOKUPS_MAX && !looked_dirty(j, v, g->seq))))
+		return;
+	if (same_group)
+		flush_version(j, v, g->seq);
+	v->more = more || m > FS_GROUP_MAX;
 	if (m > FS_GROUP_MAX)
 		m = FS_GROUP_MAX;
-	for (size_t i = 0; i < m; i++) {
-		next[i].root = l->ids[g->seq];
-		next[i].seq = g->seq;
-		next[i].lineage = g->lineage;
-	}
 	memcpy(v->last, next, m * sizeof(*next));
 	v->n = m;
 	v->have = true;
+	v->nlooked = 0;
 	if (!m) {   /* an empty version: nothing to judge, but it ends the one before */
 		v->last[0] = *g;
 		return;
 	}
-	j->ctx->report_hook = hold_version_problem;
-	j->ctx->report_hook_arg = v;
-	judge_group(j, v->last, m, more, kind);
-	j->ctx->report_hook = NULL;
-	j->ctx->report_hook_arg = NULL;
+	for (size_t i = 0; i < m; i++)
+		v->last[i].lineage = g->lineage;
+	set_member(v, l, g->seq);
+	judge_last(j, v, kind);
 }
 
 static int run_join(struct join *j, struct recsort *rs, enum join_kind kind)
@@ -384,15 +484,13 @@ static int run_join(struct join *j, struct recsort *rs, enum join_kind kind)
 		if (j->plan->lin[recs->lineage].n > 1) {
 			judge_version(j, v, recs, n, more, kind);
 		} else {
-			if (v->have)
-				flush_version(j, v, (uint32_t)j->plan->lin[v->last[0].lineage].n);
-			v->have = false;
+			end_versions(j, v, kind);
 			judge_group(j, recs, n, more, kind);
 		}
 		ret = v->err ? v->err : cli_cancelled() ? 1 : 0;
 	}
-	if (v->have && ret >= 0)
-		flush_version(j, v, (uint32_t)j->plan->lin[v->last[0].lineage].n);
+	if (ret >= 0)
+		end_versions(j, v, kind);
 	for (size_t h = 0; h < v->nheld; h++)
 		free(v->held[h].detail);
 	free(v->held);
@@ -405,7 +503,7 @@ static int run_join(struct join *j, struct recsort *rs, enum join_kind kind)
 
 int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots, uint64_t done)
 {
-	struct join j = { ctx, w->plan, roots, w->lost, done };
+	struct join j = { .ctx = ctx, .plan = w->plan, .roots = roots, .lost = w->lost, .done = done };
 	int ret;
 
 	if ((ret = run_join(&j, w->by_index, JOIN_INDEX)) ||

@@ -138,13 +138,15 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 	w->changed = &c->leaves[0];
 	ret = walk_dirty(w, r, l->dirty[seq], l->ndirty[seq]);
 	if (!ret) {
+		/* its inodes: the tree before's, but the dirty ones as found here */
 		inodes = w->inodes;
 		w->root = prev;
 		w->mark_root = r->objectid;
 		w->changed = &c->leaves[1];
 		ret = walk_dirty(w, prev, l->dirty[seq], l->ndirty[seq]);
 		w->mark_root = 0;
-		w->inodes = inodes;
+		w->inodes = inodes + w->plan->inodes[l->members[seq - 1]] - (w->inodes - inodes);
+		w->plan->inodes[ri] = w->inodes - w->root_inodes0;
 	}
 	w->changed = NULL;
 	return ret;

@@ -156,9 +156,10 @@ int snap_plan_build(struct check_ctx *ctx, const struct fs_roots *roots, bool en
 	plan->nroots = n;
 	plan->lineage = calloc(n ? n : 1, sizeof(*plan->lineage));
 	plan->seq = calloc(n ? n : 1, sizeof(*plan->seq));
+	plan->inodes = calloc(n ? n : 1, sizeof(*plan->inodes));
 	b.info = calloc(n ? n : 1, sizeof(*b.info));
 	by = calloc(n ? n : 1, sizeof(*by));
-	if (!plan->lineage || !plan->seq || !b.info || !by)
+	if (!plan->lineage || !plan->seq || !plan->inodes || !b.info || !by)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		b.info[i].idx = b.info[i].set = (uint32_t)i;
@@ -213,6 +214,7 @@ void snap_plan_free(struct snap_plan *plan)
 	free(plan->lin);
 	free(plan->lineage);
 	free(plan->seq);
+	free(plan->inodes);
 	memset(plan, 0, sizeof(*plan));
 }
 
@@ -296,17 +298,52 @@ int snap_plan_hold(struct snap_lineage *l, uint64_t ino, uint32_t seq, enum prob
 	return 0;
 }
 
+/* A problem's text past its "root N" prefix: the same problem in another member. */
+static const char *past_root(const char *detail)
+{
+	const char *p = detail;
+
+	if (strncmp(p, "root ", 5))
+		return detail;
+	for (p += 5; *p >= '0' && *p <= '9'; p++)
+		;
+	return p;
+}
+
+static int held_cmp(const void *a, const void *b)
+{
+	const struct snap_held *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (x->code != y->code)
+		return x->code < y->code ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 void snap_plan_flush_held(struct check_ctx *ctx, struct snap_plan *plan, uint32_t li)
 {
 	struct snap_lineage *l = &plan->lin[li];
 
-	for (size_t h = 0; h < l->nheld; h++) {
+	/* by inode: a problem found again in the member where its inode changed,
+	 * the same but for the root, is one problem of both ranges */
+	qsort(l->held, l->nheld, sizeof(*l->held), held_cmp);
+	for (size_t h = 0; h < l->nheld;) {
 		struct snap_held *p = &l->held[h];
 		uint32_t end = snap_plan_next_dirty(plan, li, p->seq, p->ino);
+		size_t k = h + 1;
+		for (; k < l->nheld; k++) {
+			struct snap_held *q = &l->held[k];
+			if (q->ino != p->ino || q->code != p->code || q->seq != end ||
+			    strcmp(past_root(q->detail), past_root(p->detail)))
+				break;
+			end = snap_plan_next_dirty(plan, li, q->seq, q->ino);
+		}
 		ctx->report_roots = l->ids + p->seq;
 		ctx->n_report_roots = end - p->seq;
 		report_problem(ctx, p->code, "%s", p->detail);
-		free(p->detail);
+		for (; h < k; h++)
+			free(l->held[h].detail);
 	}
 	ctx->report_roots = NULL;
 	ctx->n_report_roots = 0;

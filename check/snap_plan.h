@@ -40,6 +40,7 @@ struct snap_plan {
 	size_t nroots;
 	uint32_t *lineage;      /* per root: index into lin */
 	uint32_t *seq;          /* per root: its place in that lineage */
+	uint64_t *inodes;       /* per root: its inode items (a delta's: the one before's, changed) */
 	struct snap_lineage *lin;
 	size_t nlin, caplin;
 	/* for -v */
