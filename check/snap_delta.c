@@ -75,25 +75,63 @@ static void sort_unique(struct ino_set *s)
 	s->n = n;
 }
 
-/* Every item of the dirty inodes of root through the fs walk, with each
- * one's orphan item. 0, or -errno from reading (reported). */
+struct dirty_walk {
+	struct fs_walk *w;
+	const uint64_t *ino;
+	size_t n;
+};
+
+static bool dirty_has(const struct dirty_walk *d, uint64_t ino)
+{
+	size_t lo = 0, hi = d->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (d->ino[mid] == ino)
+			return true;
+		if (d->ino[mid] < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* An item of a range holding dirty inodes: only theirs go to the fs walk. */
+static int dirty_item(void *arg, const struct btrfs_key *k, const uint8_t *data, uint32_t size)
+{
+	struct dirty_walk *d = arg;
+	bool orphan = k->objectid == BTRFS_ORPHAN_OBJECTID && k->type == BTRFS_ORPHAN_ITEM_KEY;
+
+	if (!dirty_has(d, orphan ? k->offset : k->objectid))
+		return 0;
+	return fs_walk_item(d->w, k, data, size);
+}
+
+/* Dirty inodes closer than this are read in one range (their items are
+ * contiguous, and so mostly are those of the inodes between). */
+#define DIRTY_RUN_GAP 16
+
+/* Every item of the dirty inodes of root through the fs walk, then their
+ * orphan items. 0, or -errno from reading (reported). */
 static int walk_dirty(struct fs_walk *w, const struct tree_root_ptr *root, const uint64_t *ino, size_t n)
 {
+	struct dirty_walk d = { w, ino, n };
+	struct btrfs_key olo = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, 0 };
+	struct btrfs_key ohi = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, UINT64_MAX };
 	int ret = 0;
 
-	for (size_t i = 0; i < n && !ret && !w->err; i++) {
-		struct btrfs_key lo = { ino[i], 0, 0 }, hi = { ino[i], 255, UINT64_MAX };
-		struct btrfs_key ok = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, ino[i] };
-		uint8_t buf[64];
-		uint32_t size = sizeof(buf);
-		ret = tree_each_item_in(w->ctx->fs, root, &lo, &hi, fs_walk_item, w);
-		if (ret > 0)
-			return w->err ? w->err : 0;   /* cancelled */
-		if (!ret && (ret = tree_lookup(w->ctx->fs, root, &ok, buf, &size)) == 0)
-			ret = fs_walk_item(w, &ok, buf, size < sizeof(buf) ? size : sizeof(buf));
-		else if (ret == -ENOENT)
-			ret = 0;
+	for (size_t i = 0, k; i < n && !ret && !w->err; i = k + 1) {
+		struct btrfs_key lo = { ino[i], 0, 0 }, hi = { 0, 255, UINT64_MAX };
+		for (k = i; k + 1 < n && ino[k + 1] - ino[k] <= DIRTY_RUN_GAP; k++)
+			;
+		hi.objectid = ino[k];
+		ret = tree_each_item_in(w->ctx->fs, root, &lo, &hi, dirty_item, &d);
 	}
+	if (!ret && n)
+		ret = tree_each_item_in(w->ctx->fs, root, &olo, &ohi, dirty_item, &d);
+	if (ret > 0)   /* cancelled, or w->err */
+		ret = 0;
 	fs_walk_finish(w);
 	if (ret < 0 && ret != -ENOMEM) {
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
