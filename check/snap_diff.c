@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check/snap_diff.h"
+#include "libfs/csum.h"
 
 struct ptr {
 	uint64_t bytenr, gen;
@@ -98,6 +99,123 @@ static int expand(struct diff *d, struct side *s, int which)
 	return ret;
 }
 
+/* A leaf's items: the item headers and the data they point at (the free
+ * space between holds stale bytes). The block was verified when read. */
+static void leaf_parts(const struct tree_block *b, size_t *nitems, size_t *data_start)
+{
+	unsigned n = block_nritems(b);
+	size_t lo = b->len;
+
+	for (unsigned i = 0; i < n; i++) {
+		size_t off = sizeof(struct btrfs_header) + item_offset(leaf_item(b->data, i));
+		lo = off < lo ? off : lo;
+	}
+	*nitems = (size_t)n * sizeof(struct btrfs_item);
+	*data_start = lo;
+}
+
+static uint64_t leaf_hash(const struct tree_block *b)
+{
+	size_t nitems, start;
+
+	leaf_parts(b, &nitems, &start);
+	return (uint64_t)crc32c_btrfs(0, leaf_item(b->data, 0), nitems) << 32 |
+	       crc32c_btrfs(0, b->data + start, b->len - start);
+}
+
+/* Two leaves holding the same items (a COWed copy nothing changed in). */
+static bool same_leaf(const struct tree_block *a, const struct tree_block *b)
+{
+	size_t na, sa, nb, sb;
+
+	leaf_parts(a, &na, &sa);
+	leaf_parts(b, &nb, &sb);
+	return a->len == b->len && na == nb && sa == sb && !memcmp(leaf_item(a->data, 0), leaf_item(b->data, 0), na) &&
+	       !memcmp(a->data + sa, b->data + sb, a->len - sa);
+}
+
+struct leaf_sum {
+	uint64_t hash;
+	size_t idx;
+	bool matched;
+};
+
+static int sum_cmp(const void *a, const void *b)
+{
+	const struct leaf_sum *x = a, *y = b;
+
+	return (x->hash > y->hash) - (x->hash < y->hash);
+}
+
+/* (again: read before, not counted) */
+static int read_leaf(struct diff *d, const struct ptr *p, bool again, struct tree_block **out)
+{
+	struct block_expect e = { .generation = p->gen, .level = 0 };
+
+	if (!again && ++*d->blocks > d->max)
+		return 1;
+	return block_read(d->fs, p->bytenr, &e, out);
+}
+
+/* Is leaf la the copy of one of b's leaves with the same items? (marked matched) */
+static int find_copy(struct diff *d, const struct side *b, struct leaf_sum *sums, const struct tree_block *la,
+		     bool *found)
+{
+	struct leaf_sum key = { .hash = leaf_hash(la) };
+	struct leaf_sum *s = bsearch(&key, sums, b->n, sizeof(*sums), sum_cmp);
+	int ret = 0;
+
+	*found = false;
+	while (s && s > sums && s[-1].hash == key.hash)
+		s--;
+	for (; s && s < sums + b->n && s->hash == key.hash && !*found && !ret; s++) {
+		struct tree_block *lb;
+		if (s->matched || (ret = read_leaf(d, &b->v[s->idx], true, &lb)))
+			continue;
+		*found = s->matched = same_leaf(la, lb);
+		block_put(d->fs, lb);
+	}
+	return ret;
+}
+
+/* The private leaves of both sides to fn, but the pairs that hold the same
+ * items (a root leaf copied by the snapshot, a leaf COWed unchanged). */
+static int diff_leaves(struct diff *d, struct side *a, struct side *b)
+{
+	struct leaf_sum *sums = calloc(b->n ? b->n : 1, sizeof(*sums));
+	int ret = sums ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < b->n && !ret; i++) {
+		struct tree_block *lb;
+		if (!(ret = read_leaf(d, &b->v[i], false, &lb))) {
+			sums[i].hash = leaf_hash(lb);
+			sums[i].idx = i;
+			block_put(d->fs, lb);
+		}
+	}
+	qsort(sums, b->n, sizeof(*sums), sum_cmp);
+	for (size_t i = 0; i < a->n && !ret; i++) {
+		struct tree_block *la;
+		bool found;
+		if ((ret = read_leaf(d, &a->v[i], false, &la)))
+			break;
+		ret = find_copy(d, b, sums, la, &found);
+		if (!ret && !found)
+			ret = d->fn(d->arg, 0, la);
+		block_put(d->fs, la);
+	}
+	for (size_t i = 0; i < b->n && !ret; i++) {
+		struct tree_block *lb;
+		if (sums[i].matched || (ret = read_leaf(d, &b->v[sums[i].idx], true, &lb)))
+			continue;
+		ret = d->fn(d->arg, 1, lb);
+		block_put(d->fs, lb);
+	}
+	free(sums);
+	a->n = b->n = 0;
+	return ret;
+}
+
 int snap_diff(struct fs_info *fs, const struct tree_root_ptr *ra, const struct tree_root_ptr *rb, uint64_t max_blocks,
 	      snap_leaf_fn fn, void *arg, uint64_t *blocks)
 {
@@ -111,6 +229,10 @@ int snap_diff(struct fs_info *fs, const struct tree_root_ptr *ra, const struct t
 	while (!ret && (a.n || b.n)) {
 		if (a.level == b.level) {
 			drop_common(&a, &b);
+			if (a.level == 0) {
+				ret = diff_leaves(&d, &a, &b);
+				break;
+			}
 			if (!(ret = expand(&d, &a, 0)))
 				ret = expand(&d, &b, 1);
 		} else if (a.level > b.level) {   /* the taller tree's top is private */
