@@ -64,38 +64,36 @@ static int u64_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void sort_unique(struct ino_set *s)
+/* The set as sorted runs of consecutive inodes: 0 or -ENOMEM. */
+static int to_runs(struct ino_set *s, struct ino_run **out, size_t *nout)
 {
+	struct ino_run *v;
 	size_t n = 0;
 
 	qsort(s->v, s->n, sizeof(*s->v), u64_cmp);
 	for (size_t i = 0; i < s->n; i++)
-		if (!n || s->v[n - 1] != s->v[i])
-			s->v[n++] = s->v[i];
-	s->n = n;
+		n += !i || s->v[i] > s->v[i - 1] + 1;
+	if (!(v = malloc((n ? n : 1) * sizeof(*v))))
+		return -ENOMEM;
+	n = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (n && s->v[i] <= v[n - 1].hi + 1) {
+			v[n - 1].hi = s->v[i];
+			continue;
+		}
+		v[n].lo = v[n].hi = s->v[i];
+		n++;
+	}
+	*out = v;
+	*nout = n;
+	return 0;
 }
 
 struct dirty_walk {
 	struct fs_walk *w;
-	const uint64_t *ino;
+	const struct ino_run *run;
 	size_t n;
 };
-
-static bool dirty_has(const struct dirty_walk *d, uint64_t ino)
-{
-	size_t lo = 0, hi = d->n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (d->ino[mid] == ino)
-			return true;
-		if (d->ino[mid] < ino)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
-}
 
 /* An item of a range holding dirty inodes: only theirs go to the fs walk. */
 static int dirty_item(void *arg, const struct btrfs_key *k, const uint8_t *data, uint32_t size)
@@ -103,7 +101,7 @@ static int dirty_item(void *arg, const struct btrfs_key *k, const uint8_t *data,
 	struct dirty_walk *d = arg;
 	bool orphan = k->objectid == BTRFS_ORPHAN_OBJECTID && k->type == BTRFS_ORPHAN_ITEM_KEY;
 
-	if (!dirty_has(d, orphan ? k->offset : k->objectid))
+	if (!snap_runs_have(d->run, d->n, orphan ? k->offset : k->objectid))
 		return 0;
 	return fs_walk_item(d->w, k, data, size);
 }
@@ -114,18 +112,18 @@ static int dirty_item(void *arg, const struct btrfs_key *k, const uint8_t *data,
 
 /* Every item of the dirty inodes of root through the fs walk, then their
  * orphan items. 0, or -errno from reading (reported). */
-static int walk_dirty(struct fs_walk *w, const struct tree_root_ptr *root, const uint64_t *ino, size_t n)
+static int walk_dirty(struct fs_walk *w, const struct tree_root_ptr *root, const struct ino_run *run, size_t n)
 {
-	struct dirty_walk d = { w, ino, n };
+	struct dirty_walk d = { w, run, n };
 	struct btrfs_key olo = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, 0 };
 	struct btrfs_key ohi = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, UINT64_MAX };
 	int ret = 0;
 
 	for (size_t i = 0, k; i < n && !ret && !w->err; i = k + 1) {
-		struct btrfs_key lo = { ino[i], 0, 0 }, hi = { 0, 255, UINT64_MAX };
-		for (k = i; k + 1 < n && ino[k + 1] - ino[k] <= DIRTY_RUN_GAP; k++)
+		struct btrfs_key lo = { run[i].lo, 0, 0 }, hi = { 0, 255, UINT64_MAX };
+		for (k = i; k + 1 < n && run[k + 1].lo - run[k].hi <= DIRTY_RUN_GAP; k++)
 			;
-		hi.objectid = ino[k];
+		hi.objectid = run[k].hi;
 		ret = tree_each_item_in(w->ctx->fs, root, &lo, &hi, dirty_item, &d);
 	}
 	if (!ret && n)
@@ -190,6 +188,15 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 	return ret;
 }
 
+/* The dirty sets of all lineages (kept until the joins) at most: a
+ * sixteenth of --memory-limit, at least 1 MiB. */
+static uint64_t dirty_budget(const struct check_ctx *ctx)
+{
+	uint64_t b = ctx->opts->memory_limit / 16;
+
+	return b > (1u << 20) ? b : (1u << 20);
+}
+
 int snap_delta_check(struct fs_feed *f, uint32_t li, uint32_t seq)
 {
 	struct fs_walk *w = &f->w;
@@ -207,15 +214,20 @@ int snap_delta_check(struct fs_feed *f, uint32_t li, uint32_t seq)
 	/* a delta that reads more than half the tree is no cheaper than a walk */
 	ret = snap_diff(w->ctx->fs, r, prev, f->roots.used[ri] / nodesize / 2 + 64, collect_leaf, &c, &blocks);
 	p->diff_blocks += blocks;
+	if (!ret && !(ret = to_runs(&c.dirty, &l->dirty[seq], &l->ndirty[seq])) &&
+	    (p->dirty_bytes += l->ndirty[seq] * sizeof(struct ino_run)) > dirty_budget(w->ctx)) {
+		ret = 1;   /* the lineages' dirty sets hold their budget: the rest checked in full */
+		p->dirty_bytes -= l->ndirty[seq] * sizeof(struct ino_run);
+		free(l->dirty[seq]);
+		l->dirty[seq] = NULL;
+		l->ndirty[seq] = 0;
+	}
 	if (!ret) {
-		sort_unique(&c.dirty);
 		snap_ranges_sort(&c.leaves[0]);
 		snap_ranges_sort(&c.leaves[1]);
-		l->dirty[seq] = c.dirty.v;
-		l->ndirty[seq] = c.dirty.n;
-		c.dirty.v = NULL;
 		p->delta_roots++;
-		p->dirty_inodes += c.dirty.n;
+		for (size_t i = 0; i < l->ndirty[seq]; i++)
+			p->dirty_inodes += l->dirty[seq][i].hi - l->dirty[seq][i].lo + 1;
 		if (f->roots.used[ri] / nodesize > blocks)
 			p->reused_blocks += f->roots.used[ri] / nodesize - blocks;
 		ret = delta_walks(w, seq, r, ri, prev, &c);

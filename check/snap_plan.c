@@ -244,15 +244,15 @@ int snap_plan_split(struct snap_plan *plan, uint32_t li, uint32_t seq)
 	return 0;
 }
 
-static bool in_sorted(const uint64_t *v, size_t n, uint64_t x)
+bool snap_runs_have(const struct ino_run *v, size_t n, uint64_t ino)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (v[mid] == x)
+		if (ino >= v[mid].lo && ino <= v[mid].hi)
 			return true;
-		if (v[mid] < x)
+		if (v[mid].hi < ino)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -264,7 +264,7 @@ bool snap_plan_dirty(const struct snap_plan *plan, uint32_t li, uint32_t seq, ui
 {
 	const struct snap_lineage *l = &plan->lin[li];
 
-	return seq > 0 && seq < l->n && in_sorted(l->dirty[seq], l->ndirty[seq], ino);
+	return seq > 0 && seq < l->n && snap_runs_have(l->dirty[seq], l->ndirty[seq], ino);
 }
 
 uint32_t snap_plan_next_dirty(const struct snap_plan *plan, uint32_t li, uint32_t seq, uint64_t ino)
@@ -272,7 +272,7 @@ uint32_t snap_plan_next_dirty(const struct snap_plan *plan, uint32_t li, uint32_
 	const struct snap_lineage *l = &plan->lin[li];
 
 	for (uint32_t s = seq + 1; s < l->n; s++)
-		if (in_sorted(l->dirty[s], l->ndirty[s], ino))
+		if (snap_runs_have(l->dirty[s], l->ndirty[s], ino))
 			return s;
 	return (uint32_t)l->n;
 }

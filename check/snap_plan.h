@@ -23,10 +23,15 @@ struct snap_held {
 	char *detail;
 };
 
+/* Inodes lo..hi (a dirty set is kept as runs: a leaf's inodes are mostly consecutive). */
+struct ino_run {
+	uint64_t lo, hi;
+};
+
 struct snap_lineage {
 	uint32_t *members;      /* indexes into fs_roots.v, in order; [0] is the head */
 	uint64_t *ids;          /* their tree ids, for the reports */
-	uint64_t **dirty;       /* per member: its sorted dirty inodes (the head: none) */
+	struct ino_run **dirty; /* per member: its dirty inodes, sorted runs (the head: none) */
 	size_t *ndirty;
 	size_t n;
 	struct snap_held *held;
@@ -45,6 +50,7 @@ struct snap_plan {
 	size_t nlin, caplin;
 	/* for -v */
 	uint64_t delta_roots, diff_blocks, reused_blocks, dirty_inodes;
+	uint64_t dirty_bytes;   /* the dirty sets' memory, bounded (snap_delta.c) */
 };
 
 /* Group the live subvolume trees roots into lineages (every tree its own
@@ -56,6 +62,8 @@ bool snap_plan_is_head(const struct snap_plan *plan, size_t i);
 /* Member seq of lineage l becomes the head of a new lineage with the members
  * after it (it is checked in full): 0 or -ENOMEM. */
 int snap_plan_split(struct snap_plan *plan, uint32_t l, uint32_t seq);
+/* ino is in one of the n sorted runs. */
+bool snap_runs_have(const struct ino_run *v, size_t n, uint64_t ino);
 /* Inode ino is dirty in member seq of lineage l (seq 0: never). */
 bool snap_plan_dirty(const struct snap_plan *plan, uint32_t l, uint32_t seq, uint64_t ino);
 /* The first member after seq in which ino is dirty (lin->n: none). */
