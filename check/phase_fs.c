@@ -291,12 +291,16 @@ int fs_feed_tree_end(struct fs_feed *f, int walk_ret)
 
 uint64_t fs_feed_shared_estimate(const struct fs_feed *f)
 {
-	uint64_t max = 0;
+	uint64_t max = 0, fed = 0;
 
-	for (size_t i = 0; i < f->roots.n; i++)
+	for (size_t i = 0; i < f->roots.n; i++) {
+		if (f->plan.seq && !snap_plan_is_head(&f->plan, i))
+			continue;   /* a snapshot checked as a delta: not fed */
+		fed += f->roots.used[i];
 		if (f->roots.used[i] > max)
 			max = f->roots.used[i];
-	return f->roots.bytes - max;
+	}
+	return fed - max;
 }
 
 /* The name records joined, for the progress of the joins. */
