@@ -70,7 +70,8 @@ static int to_runs(struct ino_set *s, struct ino_run **out, size_t *nout)
 	struct ino_run *v;
 	size_t n = 0;
 
-	qsort(s->v, s->n, sizeof(*s->v), u64_cmp);
+	if (s->n)
+		qsort(s->v, s->n, sizeof(*s->v), u64_cmp);
 	for (size_t i = 0; i < s->n; i++)
 		n += !i || s->v[i] > s->v[i - 1] + 1;
 	if (!(v = malloc((n ? n : 1) * sizeof(*v))))

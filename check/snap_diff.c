@@ -54,8 +54,10 @@ static void drop_common(struct side *a, struct side *b)
 {
 	size_t i = 0, j = 0, na = 0, nb = 0;
 
-	qsort(a->v, a->n, sizeof(*a->v), ptr_cmp);
-	qsort(b->v, b->n, sizeof(*b->v), ptr_cmp);
+	if (a->n)
+		qsort(a->v, a->n, sizeof(*a->v), ptr_cmp);
+	if (b->n)
+		qsort(b->v, b->n, sizeof(*b->v), ptr_cmp);
 	while (i < a->n || j < b->n) {
 		int c = i == a->n ? 1 : j == b->n ? -1 : ptr_cmp(&a->v[i], &b->v[j]);
 		if (c == 0) {
@@ -193,7 +195,8 @@ static int diff_leaves(struct diff *d, struct side *a, struct side *b)
 			block_put(d->fs, lb);
 		}
 	}
-	qsort(sums, b->n, sizeof(*sums), sum_cmp);
+	if (b->n)
+		qsort(sums, b->n, sizeof(*sums), sum_cmp);
 	for (size_t i = 0; i < a->n && !ret; i++) {
 		struct tree_block *la;
 		bool found;
@@ -274,7 +277,8 @@ static int range_cmp(const void *a, const void *b)
 
 void snap_ranges_sort(struct snap_ranges *r)
 {
-	qsort(r->v, r->n, sizeof(*r->v), range_cmp);
+	if (r->n)
+		qsort(r->v, r->n, sizeof(*r->v), range_cmp);
 }
 
 bool snap_ranges_has(const struct snap_ranges *r, const struct btrfs_key *k)

@@ -327,7 +327,8 @@ void snap_plan_flush_held(struct check_ctx *ctx, struct snap_plan *plan, uint32_
 
 	/* by inode: a problem found again in the member where its inode changed,
 	 * the same but for the root, is one problem of both ranges */
-	qsort(l->held, l->nheld, sizeof(*l->held), held_cmp);
+	if (l->nheld)
+		qsort(l->held, l->nheld, sizeof(*l->held), held_cmp);
 	for (size_t h = 0; h < l->nheld;) {
 		struct snap_held *p = &l->held[h];
 		uint32_t end = snap_plan_next_dirty(plan, li, p->seq, p->ino);
