@@ -20,15 +20,15 @@ LATEST = "/opt/btrfs-progs-latest/bin/btrfs"
 
 
 def timed(cmd, timeout):
-    """(wall s, peak RSS MiB, exit status or None when stopped, stdout)."""
+    """(wall s, peak RSS MiB, exit status or None when stopped, CPU s (user + system), stdout)."""
     t0 = time.monotonic()
     try:
-        p = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", "/dev/stderr", *cmd], capture_output=True,
+        p = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", "-o", "/dev/stderr", *cmd], capture_output=True,
                            text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return time.monotonic() - t0, None, None, ""
+        return time.monotonic() - t0, None, None, None, ""
     last = p.stderr.strip().splitlines()[-1].split()
-    return float(last[0]), int(last[1]) / 1024.0, p.returncode, p.stdout
+    return float(last[0]), int(last[1]) / 1024.0, p.returncode, float(last[2]) + float(last[3]), p.stdout
 
 
 def image(a, kind, k):
@@ -47,21 +47,23 @@ def bench(a, kind, k):
     img = image(a, kind, k)
     btk = os.path.join(a.btk_bin, "btk-check")
     subprocess.run([btk, "-q", img], capture_output=True)   # warm the page cache
-    wall, rss, rc, out = timed([btk, img], a.timeout)
+    wall, rss, rc, cpu, out = timed([btk, img], a.timeout)
     m = re.search(r"tree blocks: (\d+)", out)
     blocks = int(m.group(1)) if m else 0
-    rows = [("btk-check", wall, rss, rc)]
+    rows = [("btk-check", wall, rss, rc, cpu)]
     for name, tool in (("btrfs check", a.btrfs), ("btrfs check (latest)", LATEST)):
         if tool and os.access(tool, os.X_OK):
-            w, r, c, _ = timed([tool, "check", "--readonly", img], a.timeout)
-            rows.append((name, w, r, c))
-    print(f"{kind} K={k}: {blocks} unique tree blocks; btk-check {1e6 * wall / max(blocks, 1):.0f} us per block")
-    for name, w, r, c in rows:
+            w, r, c, u, _ = timed([tool, "check", "--readonly", img], a.timeout)
+            rows.append((name, w, r, c, u))
+    print(f"{kind} K={k}: {blocks} unique tree blocks; btk-check per block {1e6 * wall / max(blocks, 1):.0f} us "
+          f"wall, {1e6 * (cpu or 0) / max(blocks, 1):.0f} us CPU; load average {os.getloadavg()[0]:.1f}")
+    for name, w, r, c, u in rows:
         ratio = f"  btk/this {wall / w:.2f}x" if name != "btk-check" and c is not None and w > 0 else ""
         print(f"  {name:22} {('> %d' % a.timeout) if c is None else '%.2f' % w:>8} s  "
-              f"{('%.0f' % r) if r else '-':>6} MiB  exit {'stopped' if c is None else c}{ratio}", flush=True)
+              f"{('%.2f' % u) if u is not None else '-':>7} s CPU  {('%.0f' % r) if r else '-':>6} MiB  "
+              f"exit {'stopped' if c is None else c}{ratio}", flush=True)
     return {"kind": kind, "k": k, "blocks": blocks, "us_per_block": 1e6 * wall / max(blocks, 1),
-            "runs": [{"tool": n, "wall_s": w, "rss_mib": r, "exit": c} for n, w, r, c in rows]}
+            "runs": [{"tool": n, "wall_s": w, "rss_mib": r, "exit": c, "cpu_s": u} for n, w, r, c, u in rows]}
 
 
 def main(argv):
