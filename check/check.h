@@ -86,6 +86,13 @@ struct check_ctx {
 	struct report_pending *pending;
 	/* set when a run was cancelled: the phase it stopped in */
 	const char *cancelled_phase;
+	/* set: report_problem hands each problem to it first; true: taken (held
+	 * to be reported later, or dropped) -- snapshots' shared verdicts (snap_*.c) */
+	bool (*report_hook)(void *arg, enum problem_code code, const char *detail);
+	void *report_hook_arg;
+	/* the roots the problem being reported holds for (n > 1: snapshots sharing it) */
+	const uint64_t *report_roots;
+	size_t n_report_roots;
 };
 
 /* Forget the results of a run (counts, statistics, per-run state) before

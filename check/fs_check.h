@@ -25,8 +25,11 @@ struct link_rec {
 	uint8_t kind;       /* enum link_kind */
 	uint8_t type;       /* BTRFS_FT_* of the entry, or of the inode's mode */
 	uint32_t flags;     /* LINK_F_* */
+	uint32_t lineage;   /* snapshot lineage of root (snap_plan.h): sorted by it instead of root */
+	uint32_t seq;       /* root's place in it: versions of one group are adjacent */
 };
 #define LINK_F_NO_INODE 1   /* a ref of an inode that has no inode item */
+#define LINK_F_GONE 2       /* not in this snapshot any more: the record before it (snap_plan.h) */
 /* inode flags the kernel knows: any other makes it refuse the leaf (ro flags: on a rw mount) */
 #define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
 

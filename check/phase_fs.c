@@ -60,7 +60,7 @@ static void inode_start(struct fs_walk *w, uint64_t ino)
 	w->ino.ino = ino;
 }
 
-static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+static int walk_item_body(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct fs_walk *w = arg;
 
@@ -107,18 +107,77 @@ static int walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 	return w->err ? 1 : 0;
 }
 
+/* A per-inode problem of a tree whose lineage has other members: held, to
+ * be reported once for all the members that share it (snap_plan.h); in a
+ * delta's look at the tree before it, dropped (that tree reported it). */
+static bool hold_problem(void *arg, enum problem_code code, const char *detail)
+{
+	struct fs_walk *w = arg;
+	struct snap_lineage *l = &w->plan->lin[w->lineage];
+	int ret;
+
+	if (w->mark_root)
+		return true;
+	ret = snap_plan_hold(l, w->ino.ino, w->seq, code, detail);
+	if (ret == -ENOSPC)
+		l->full_only = true;   /* reported now, for this tree; the members after it are checked in full */
+	else if (ret && !w->err)
+		w->err = ret;
+	return ret == 0;
+}
+
+static void hook_on(struct fs_walk *w)
+{
+	if (w->held || w->mark_root) {
+		w->ctx->report_hook = hold_problem;
+		w->ctx->report_hook_arg = w;
+	}
+}
+
+static void hook_off(struct fs_walk *w)
+{
+	w->ctx->report_hook = NULL;
+	w->ctx->report_hook_arg = NULL;
+}
+
+int fs_walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct fs_walk *w = arg;
+	int ret;
+
+	hook_on(w);
+	ret = walk_item_body(arg, k, d, size);
+	hook_off(w);
+	return ret;
+}
+
+void fs_walk_finish(struct fs_walk *w)
+{
+	hook_on(w);
+	fs_inode_finish(w);
+	hook_off(w);
+	inode_start(w, 0);
+}
+
 /* The per-tree state of the walk around one tree's items. */
-static void tree_begin(struct fs_walk *w, const struct tree_root_ptr *root)
+void fs_walk_set_root(struct fs_walk *w, const struct tree_root_ptr *root, size_t i)
 {
 	w->ino_cache_seen = false;
 	w->root = root;
 	w->root_dirid = BTRFS_FIRST_FREE_OBJECTID;
+	w->root_idx = i;
+	w->root_inodes0 = w->inodes;
+	w->lineage = w->plan->lineage[i];
+	w->seq = w->plan->seq[i];
+	w->held = w->plan->lin[w->lineage].n > 1;
+	w->mark_root = 0;
 	inode_start(w, 0);
 }
 
 static int tree_end(struct fs_walk *w, const struct tree_root_ptr *root, int ret)
 {
-	fs_inode_finish(w);
+	fs_walk_finish(w);
+	w->plan->inodes[w->root_idx] = w->inodes - w->root_inodes0;
 	if (ret < 0 && ret != -ENOMEM) {
 		/* an unreadable root block: the tree-block phase reported it; go on */
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
@@ -155,6 +214,7 @@ void fs_feed_free(struct check_ctx *ctx)
 	free(f->roots.v);
 	free(f->roots.used);
 	free(f->fed);
+	snap_plan_free(&f->plan);
 	free(f);
 	ctx->fs_feed = NULL;
 }
@@ -183,6 +243,11 @@ int fs_feed_start(struct check_ctx *ctx)
 		f->roots.bytes = 0;
 		return ret == -ENOMEM ? ret : 0;
 	}
+	/* snapshots are checked as deltas of one another, except for --repair (its notes are per tree) */
+	ret = snap_plan_build(ctx, &f->roots, !ctx->opts->repair && !getenv("BTK_CHECK_NO_SNAP_DELTA"), &f->plan);
+	if (ret)
+		return ret;
+	w->plan = &f->plan;
 	ctx->fs_lost = w->lost = calloc(1, sizeof(*w->lost));
 	f->fed = calloc(f->roots.n ? f->roots.n : 1, sizeof(*f->fed));
 	/* live with the tree-block walk's sorters: of the sorters' budget, 5/16
@@ -205,10 +270,12 @@ bool fs_feed_tree_begin(struct fs_feed *f, const struct tree_root_ptr *root)
 	/* a log tree carries its subvolume's id: the root block tells them apart */
 	if (!r || r->bytenr != root->bytenr || f->fed[r - f->roots.v])
 		return false;
+	if (!snap_plan_is_head(&f->plan, (size_t)(r - f->roots.v)))
+		return false;   /* checked as a delta of another (check_fs_trees) */
 	f->fed[r - f->roots.v] = true;
 	f->cur = r;
-	tree_begin(&f->w, r);
-	fs_items_begin(&f->iw, &f->w, walk_item, false);
+	fs_walk_set_root(&f->w, r, (size_t)(r - f->roots.v));
+	fs_items_begin(&f->iw, &f->w, fs_walk_item, false);
 	return true;
 }
 
@@ -237,12 +304,16 @@ int fs_feed_tree_end(struct fs_feed *f, int walk_ret)
 
 uint64_t fs_feed_shared_estimate(const struct fs_feed *f)
 {
-	uint64_t max = 0;
+	uint64_t max = 0, fed = 0;
 
-	for (size_t i = 0; i < f->roots.n; i++)
+	for (size_t i = 0; i < f->roots.n; i++) {
+		if (f->plan.seq && !snap_plan_is_head(&f->plan, i))
+			continue;   /* a snapshot checked as a delta: not fed */
+		fed += f->roots.used[i];
 		if (f->roots.used[i] > max)
 			max = f->roots.used[i];
-	return f->roots.bytes - max;
+	}
+	return fed - max;
 }
 
 /* The name records joined, for the progress of the joins. */
@@ -278,17 +349,31 @@ int check_fs_trees(struct check_ctx *ctx)
 	}
 	/* the trees the tree-block walk did not feed (it stopped early) are walked here */
 	for (size_t i = 0; i < f->roots.n; i++)
-		if (!f->fed[i])
+		if (!f->fed[i] && snap_plan_is_head(&f->plan, i))
 			walk_bytes += f->roots.used[i];
 	progress_set_total(ctx->progress, walk_bytes);
 	block_cache_get_stats(ctx->fs, &c0);
-	for (size_t i = 0; i < f->roots.n && !ret && !cli_cancelled(); i++) {
-		if (f->fed[i])
-			continue;
-		f->fed[i] = true;
-		walked++;
-		tree_begin(w, &f->roots.v[i]);
-		ret = tree_end(w, &f->roots.v[i], fs_walk_items(w, &f->roots.v[i], walk_item));
+	/* lineage by lineage; a member that cannot be a delta heads a new lineage, checked later */
+	for (uint32_t l = 0; l < f->plan.nlin && !ret && !cli_cancelled(); l++) {
+		for (uint32_t s = 0; s < f->plan.lin[l].n && !ret && !cli_cancelled(); s++) {
+			size_t i = f->plan.lin[l].members[s];
+			if (f->fed[i])
+				continue;
+			if (s > 0 && !f->plan.lin[l].full_only && (ret = snap_delta_check(f, l, s)) <= 0) {
+				f->fed[i] = true;
+				continue;
+			}
+			if (s > 0) {   /* the rest of the lineage from here is a lineage of its own */
+				snap_plan_flush_held(ctx, &f->plan, l);
+				ret = snap_plan_split(&f->plan, l, s);
+				break;
+			}
+			f->fed[i] = true;
+			walked++;
+			fs_walk_set_root(w, &f->roots.v[i], i);
+			ret = tree_end(w, &f->roots.v[i], fs_walk_items(w, &f->roots.v[i], fs_walk_item));
+		}
+		snap_plan_flush_held(ctx, &f->plan, l);
 	}
 	ctx->stats.inodes += w->inodes;
 	if (!ret && !cli_cancelled()) {
@@ -302,6 +387,11 @@ int check_fs_trees(struct check_ctx *ctx)
 		    " blocks fed by the tree-block walk, %" PRIu64 " of them read again (shared); block cache %"
 		    PRIu64 " hits, %" PRIu64 " misses", f->roots.n, walked, w->inodes, f->fed_blocks,
 		    f->shared_blocks, c1.hits - c0.hits, c1.misses - c0.misses);
+	msg_verbose("filesystem trees: inode/name checks processed %" PRIu64 " tree blocks (%" PRIu64 " fed, %"
+		    PRIu64 " read by the snapshot diffs) and reused %" PRIu64 "; %" PRIu64 " snapshot(s) checked as "
+		    "deltas (%" PRIu64 " changed inodes), %zu lineage(s)", f->fed_blocks + f->plan.diff_blocks,
+		    f->fed_blocks, f->plan.diff_blocks, f->plan.reused_blocks + f->shared_blocks, f->plan.delta_roots,
+		    f->plan.dirty_inodes, f->plan.nlin);
 out:
 	if (ret || cli_cancelled()) {   /* the subvolume phase will not run */
 		recsort_destroy(ctx->subvol_entries);

@@ -5,6 +5,8 @@
 
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
+#include "check/snap_diff.h"
+#include "check/snap_plan.h"
 #include "libfs/block.h"
 #include "libfs/key.h"
 
@@ -38,7 +40,22 @@ struct fs_walk {
 	uint64_t items;              /* for the cancel check */
 	struct fs_lost *lost;        /* key ranges of unreadable blocks (fs_lost.h) */
 	int err;                     /* first operational error (recsort) */
+	struct snap_plan *plan;      /* the snapshot lineages (snap_plan.h) */
+	uint32_t lineage, seq;       /* root's place in them, put in every join record */
+	size_t root_idx;             /* root's index in the roots */
+	uint64_t root_inodes0;       /* inodes counted when root was started */
+	bool held;                   /* its lineage has other members: per-inode problems are held */
+	uint64_t mark_root;          /* nonzero: a delta reads the tree before it: gone records for this root */
+	/* a delta: the key ranges of the leaves the tree has alone; only dir
+	 * entries there emit records (the others' stand from the tree before) */
+	const struct snap_ranges *changed;
 };
+
+/* The walk's view of one item (any tree item, in key order) and the end of
+ * the last inode; root set up by fs_walk_set_root (i: its index in the roots). */
+int fs_walk_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size);
+void fs_walk_set_root(struct fs_walk *w, const struct tree_root_ptr *root, size_t i);
+void fs_walk_finish(struct fs_walk *w);
 
 /* Per-item checks; each updates w->ino and emits join records. */
 void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size);
@@ -101,6 +118,7 @@ struct fs_feed {
 	const struct tree_root_ptr *cur;
 	uint64_t fed_blocks;        /* blocks handed over */
 	uint64_t shared_blocks;     /* of them, read again (shared with a tree checked before) */
+	struct snap_plan plan;      /* which trees are checked as deltas of another (snap_plan.h) */
 };
 /* Set up ctx->fs_feed (replacing one a run before a repair left): 0 or -ENOMEM. */
 int fs_feed_start(struct check_ctx *ctx);
@@ -119,5 +137,9 @@ uint64_t fs_feed_shared_estimate(const struct fs_feed *f);
 /* After every tree was walked: the joins (progress: bytes of name records
  * joined, after done bytes of the phase). */
 int fs_join_links(struct check_ctx *ctx, struct fs_walk *w, const struct fs_roots *roots, uint64_t done);
+
+/* Check member seq of lineage l as a delta against the member before it
+ * (snap_delta.c): 0, 1 when it must be checked in full instead, -errno. */
+int snap_delta_check(struct fs_feed *f, uint32_t l, uint32_t seq);
 
 #endif

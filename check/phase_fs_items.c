@@ -18,11 +18,18 @@
 
 void fs_emit_link(struct fs_walk *w, struct recsort *rs, const struct link_rec *r)
 {
+	struct link_rec c = *r;
 	int ret;
 
 	if (w->err)
 		return;
-	ret = recsort_add(rs, r);
+	c.lineage = w->lineage;
+	c.seq = w->seq;
+	if (w->mark_root) {   /* a record the delta's tree no longer has (snap_plan.h) */
+		c.root = w->mark_root;
+		c.flags |= LINK_F_GONE;
+	}
+	ret = recsort_add(rs, &c);
 	if (ret)
 		w->err = ret;
 }
@@ -171,9 +178,11 @@ static void emit_subvol_entry(struct fs_walk *w, const struct btrfs_key *k, uint
 			      .kind = k->type == BTRFS_DIR_INDEX_KEY ? ROOTREC_DIR_INDEX : ROOTREC_DIR_ITEM };
 	int ret;
 
-	if (!w->subvols || w->err)
+	if (!w->subvols || w->err || w->mark_root)
 		return;
 	ret = recsort_add(w->subvols, &r);
+	if (!ret && w->held)   /* carried to the lineage's next member (snap_delta.c) */
+		ret = snap_plan_keep_subvol(&w->plan->lin[w->lineage], &r);
 	if (ret)
 		w->err = ret;
 }
@@ -233,6 +242,8 @@ static void dir_entry(struct fs_walk *w, const struct btrfs_key *k, const uint8_
 			       "type %u", w->root->objectid, k->objectid, loc.type);
 		return;
 	}
+	if (w->changed && !snap_ranges_has(w->changed, k))
+		return;   /* a delta's unchanged entry: the record of the snapshot before stands */
 	r.child = loc.objectid;
 	r.kind = k->type == BTRFS_DIR_INDEX_KEY ? LINK_DIR_INDEX : LINK_DIR_ITEM;
 	fs_emit_link(w, k->type == BTRFS_DIR_INDEX_KEY ? w->by_index : w->by_hash, &r);

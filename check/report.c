@@ -1,8 +1,10 @@
 /* report_problem(): the one policy for text and JSON output of problems. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "check/check.h"
 #include "common/messages.h"
@@ -17,6 +19,18 @@ struct report_pending {
 
 static void pending_note(struct report_pending *p, enum problem_code code);
 static void pending_text(struct report_pending *p, const char *sev, const char *id, const char *detail);
+/* A problem shared by several snapshots: " [in N roots: a b c ...]" (the
+ * first 8 named). */
+static void append_roots(const struct check_ctx *ctx, char *detail, size_t size)
+{
+	size_t len = strlen(detail);
+
+	len += (size_t)snprintf(detail + len, len < size ? size - len : 0, " [in %zu roots:", ctx->n_report_roots);
+	for (size_t i = 0; i < ctx->n_report_roots && i < 8 && len < size; i++)
+		len += (size_t)snprintf(detail + len, size - len, " %" PRIu64, ctx->report_roots[i]);
+	if (len < size)
+		snprintf(detail + len, size - len, "%s]", ctx->n_report_roots > 8 ? " ..." : "");
+}
 
 void report_problem(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
 {
@@ -29,6 +43,10 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 	va_end(ap);
 	if (!def)
 		return;
+	if (ctx->report_hook && ctx->report_hook(ctx->report_hook_arg, code, detail))
+		return;
+	if (ctx->n_report_roots > 1)
+		append_roots(ctx, detail, sizeof(detail));
 	ctx->counts[code]++;
 	if (ctx->pending)
 		pending_note(ctx->pending, code);
@@ -48,6 +66,12 @@ void report_problem(struct check_ctx *ctx, enum problem_code code, const char *f
 				       json_object_new_string(def->severity == SEV_ERROR ? "error" : "warning"));
 		json_object_object_add(o, "summary", json_object_new_string(def->summary));
 		json_object_object_add(o, "detail", json_object_new_string(detail));
+		if (ctx->n_report_roots > 1) {
+			struct json_object *a = json_object_new_array();
+			for (size_t i = 0; i < ctx->n_report_roots; i++)
+				json_object_array_add(a, json_object_new_int64((int64_t)ctx->report_roots[i]));
+			json_object_object_add(o, "roots", a);
+		}
 		json_object_array_add(ctx->json_problems, o);
 		return;
 	}
