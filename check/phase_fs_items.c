@@ -483,8 +483,9 @@ void fs_inode_finish(struct fs_walk *w)
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
 		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, root, s->ino);
 	}
-	/* (a subvolume's top directory counts its ".." ref: one name) */
-	if (s->ftype == BTRFS_FT_DIR && (s->nlink > 1 || s->names > 1))
+	/* (a subvolume's top directory counts its ".." ref: one name; a wrong
+	 * nlink on a directory with one name is inode-nlink, which repairs it) */
+	if (s->ftype == BTRFS_FT_DIR && s->names > 1)
 		report_problem(w->ctx, PR_DIR_HARDLINK, "root %" PRIu64 " dir %" PRIu64 ": nlink %u, %" PRIu64
 			       " name(s)", root, s->ino, s->nlink, s->names);
 	if (s->names == 0 && s->nlink == 0) {
