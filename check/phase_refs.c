@@ -290,13 +290,36 @@ static int flush_leaf_refs(struct refs_state *st, size_t n)
 /* The file extents and inode items of one leaf. Inode items are tracked even
  * in a leaf already seen from another tree, so the NODATASUM flag is known
  * for the file extents that follow in key order. */
+/* A leaf another tree already observed holds no reference of this one; only
+ * the inode its last inode item starts matters, to the file extents of this
+ * tree's next leaf. Searched from the end: a snapshot reaches hundreds of
+ * shared leaves through each of its private nodes. */
+static int observe_shared_leaf(struct refs_state *st, const struct tree_block *b)
+{
+	for (unsigned i = block_nritems(b); i-- > 0;) {
+		struct btrfs_key k;
+
+		block_key(b, i, &k);
+		if (k.type == BTRFS_INODE_ITEM_KEY &&
+		    item_size(leaf_item(b->data, i)) >= sizeof(struct btrfs_inode_item)) {
+			st->last_ino = k.objectid;
+			st->last_nodatasum = inode_flags(leaf_item_data(b->data, i)) & BTRFS_INODE_NODATASUM;
+			st->last_valid = true;
+			break;
+		}
+	}
+	return 0;
+}
+
 static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_block *b, bool first,
 			bool full)
 {
 	unsigned n = block_nritems(b);
 	size_t nrefs = 0;
 
-	if (first && n > st->leaf_cap) {
+	if (!first)
+		return observe_shared_leaf(st, b);
+	if (n > st->leaf_cap) {
 		struct exp_rec *p = realloc(st->leaf_refs, n * sizeof(*p));
 		if (!p)
 			return -ENOMEM;
