@@ -176,6 +176,18 @@ static const struct problem_def table[] = {
 	  "outdated)" },
 	{ PR_SUPER_FIELD_BAD, "super-field-bad", SEV_ERROR, FIX_NONE,
 	  "the superblock has flags or a stripesize the kernel does not mount with" },
+	{ PR_LEAF_ITEM_OFFSETS, "leaf-item-offsets", SEV_ERROR, FIX_SALVAGE,
+	  "a leaf's item offsets or sizes are shifted, overlapping or past the leaf (items re-laid out or dropped)" },
+	{ PR_KEY_ORDER, "key-order", SEV_ERROR, FIX_SALVAGE,
+	  "keys of a leaf or node are out of order, repeated or outside the parent's range" },
+	{ PR_TREE_BLOCK_LEVEL, "tree-block-level", SEV_ERROR, FIX_SALVAGE,
+	  "a tree block's level is not the one below its parent's" },
+	{ PR_TREE_BLOCK_TRANSID, "tree-block-transid", SEV_ERROR, FIX_SALVAGE,
+	  "a parent pointer's generation differs from the generation of the block, which itself verifies" },
+	{ PR_TREE_BLOCK_FIRST_KEY, "tree-block-first-key", SEV_ERROR, FIX_SALVAGE,
+	  "a parent's key for a block differs from the block's first key" },
+	{ PR_TREE_BLOCK_NRITEMS, "tree-block-nritems", SEV_ERROR, FIX_SALVAGE,
+	  "a tree block's item count is larger than the block holds" },
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == PR__COUNT - 1, "every code has a table entry");

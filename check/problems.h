@@ -16,6 +16,7 @@ enum problem_fix {
 	FIX_RECOMPUTE,     /* recompute a counter or a derived tree */
 	FIX_REFS,          /* add / remove / correct extent references */
 	FIX_INODE,         /* inode fields, links, names */
+	FIX_SALVAGE,       /* the block's salvaged view written to a fresh copy-on-write block */
 };
 
 /* Stable numeric codes: never renumber, only append. */
@@ -107,6 +108,13 @@ enum problem_code {
 	PR_DEV_TOTAL_BYTES,
 	PR_EXTENT_GENERATION,
 	PR_SUPER_FIELD_BAD,
+	/* tree blocks read as their salvaged view (libfs/block_salvage.h, check/salvage_report.c) */
+	PR_LEAF_ITEM_OFFSETS,
+	PR_KEY_ORDER,
+	PR_TREE_BLOCK_LEVEL,
+	PR_TREE_BLOCK_TRANSID,
+	PR_TREE_BLOCK_FIRST_KEY,
+	PR_TREE_BLOCK_NRITEMS,
 	PR__COUNT
 };
 

@@ -70,6 +70,8 @@ int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);
+/* check/repair_salvage.c: blocks read as their salvaged view, copied to fresh blocks */
+int repair_salvaged_blocks(struct repair_ctx *r);
 bool repair_lost_covers(const struct check_ctx *ctx);
 
 /* Block group used and superblock bytes_used from the committed extent tree,
