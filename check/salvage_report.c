@@ -45,11 +45,12 @@ int check_report_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tre
 		return 0;
 	check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
 			   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), tree);
-	if (s->dropped) {
+	if (s->dropped && s->have_dropped) {
 		key_str(a, sizeof(a), &s->dropped_lo);
 		key_str(c, sizeof(c), &s->dropped_hi);
-		snprintf(what, sizeof(what), "; %" PRIu32 " of %" PRIu32 " dropped (keys %s to %s)", s->dropped,
-			 s->nritems_before, a, c);
+		snprintf(what, sizeof(what), "; %" PRIu32 " entries dropped (keys %s to %s)", s->dropped, a, c);
+	} else if (s->dropped) {
+		snprintf(what, sizeof(what), "; %" PRIu32 " entries dropped", s->dropped);
 	}
 	if (s->what & SALVAGE_NRITEMS)
 		report_problem(ctx, PR_TREE_BLOCK_NRITEMS, "tree %" PRIu64 ": block %" PRIu64 " (level %u): nritems %"

@@ -95,8 +95,21 @@ static int item_fits_type(const struct btrfs_key *k, const uint8_t *d, uint32_t 
 	case BTRFS_UUID_KEY_SUBVOL:
 	case BTRFS_UUID_KEY_RECEIVED_SUBVOL:
 		return size && size % 8 == 0;
-	default:
+	case BTRFS_VERITY_DESC_ITEM_KEY:
+	case BTRFS_VERITY_MERKLE_ITEM_KEY:
+	case BTRFS_DIR_LOG_ITEM_KEY:
+	case BTRFS_DIR_LOG_INDEX_KEY:
+	case BTRFS_EXTENT_OWNER_REF_KEY:
+	case BTRFS_EXTENT_REF_V0_KEY:
+	case BTRFS_RAID_STRIPE_KEY:
+	case BTRFS_QGROUP_STATUS_KEY:
+	case BTRFS_TEMPORARY_ITEM_KEY:
+	case BTRFS_PERSISTENT_ITEM_KEY:
+	case BTRFS_DEV_REPLACE_KEY:
+	case BTRFS_STRING_ITEM_KEY:
 		return 1;
+	default:
+		return 0;   /* no key type of the format: not an item */
 	}
 }
 
@@ -115,9 +128,13 @@ static int entry_cmp_off(const void *a, const void *b)
 	return (x->off < y->off) ? 1 : (x->off > y->off) ? -1 : 0;   /* from the end of the leaf down */
 }
 
-static void note_drop(struct block_salvage *s, const struct btrfs_key *k)
+/* An entry left out; only a real one (not a stale header past the items in
+ * use) widens the key range of what was lost. */
+static void note_drop(struct block_salvage *s, const struct btrfs_key *k, bool real)
 {
 	s->dropped++;
+	if (!real)
+		return;
 	if (!s->have_dropped || key_compare(k, &s->dropped_lo) < 0)
 		s->dropped_lo = *k;
 	if (!s->have_dropped || key_compare(k, &s->dropped_hi) > 0)
@@ -181,14 +198,41 @@ static bool place_item(struct entry *it, const struct entry *next, uint32_t prev
 	return true;
 }
 
+/* How many of the n item headers are items: past the longest prefix packed
+ * from the end of the leaf, headers that would overlap that prefix's data,
+ * or a tail in which no item packs against the one before it, are what an
+ * nritems too large reaches into (stale or zeroed headers). */
+static unsigned items_in_use(const struct entry *v, unsigned n, const uint8_t *data, uint32_t area,
+			     uint16_t csum_size)
+{
+	uint32_t end = area;
+	unsigned p = 0;
+
+	while (p < n && v[p].off + (uint64_t)v[p].size == end && (uint64_t)(p + 1) * ITEM <= v[p].off &&
+	       item_fits_type(&v[p].key, data + v[p].off, v[p].size, csum_size)) {
+		end = v[p].off;
+		p++;
+	}
+	if (p == n || p + 1 == n)
+		return n;   /* whole, or only the last item is off: it may be put back */
+	if ((uint64_t)n * ITEM > end)
+		return p;
+	/* item p with one field off: the next one ends where p starts, by p's
+	 * offset or by its size (a tail of stale headers chains only with itself) */
+	if (v[p + 1].off + (uint64_t)v[p + 1].size == v[p].off ||
+	    (v[p].size <= end && v[p + 1].off + (uint64_t)v[p + 1].size == end - v[p].size))
+		return n;
+	return p;
+}
+
 /* The leaf's items: which to keep, with their data ranges. n in, kept out. */
 static unsigned leaf_keep(struct fs_info *fs, const uint8_t *buf, struct entry *v, unsigned n, struct block_salvage *s)
 {
 	const uint8_t *data = buf + HDR;
 	uint32_t area = fs->nodesize - HDR, prev_start = area, low = area;
 	bool prev_known = true;
-	unsigned kept = 0, drops_inside = 0;   /* drops before the last item kept */
-	uint32_t dropped_before = s->dropped;
+	unsigned kept = 0, used, drops_inside = 0;   /* drops before the last item kept */
+	uint32_t dropped_before;
 	struct entry *tmp = malloc(n * sizeof(*tmp) + 1);
 
 	if (tmp && n) {
@@ -199,17 +243,24 @@ static unsigned leaf_keep(struct fs_info *fs, const uint8_t *buf, struct entry *
 		}
 	}
 	free(tmp);
+	used = items_in_use(v, n, data, area, fs->csum_size);
+	for (unsigned i = used; i < n; i++)
+		note_drop(s, &v[i].key, false);
+	if (used < n)
+		s->what |= SALVAGE_NRITEMS;
+	n = used;
+	dropped_before = s->dropped;
 	for (unsigned i = 0; i < n; i++) {
 		bool relaid = false;
 		/* item headers end where the data begins: the rest are no items */
 		if ((uint64_t)(kept + 1) * ITEM > low) {
 			for (; i < n; i++)
-				note_drop(s, &v[i].key);
+				note_drop(s, &v[i].key, false);
 			break;
 		}
 		if (!place_item(&v[i], i + 1 < n ? &v[i + 1] : NULL, prev_start, prev_known, data, fs->csum_size,
 				&relaid)) {
-			note_drop(s, &v[i].key);
+			note_drop(s, &v[i].key, true);
 			prev_known = false;   /* the next item ends at or below prev_start */
 			continue;
 		}
@@ -235,7 +286,7 @@ static unsigned leaf_keep(struct fs_info *fs, const uint8_t *buf, struct entry *
 		for (unsigned i = 1; i < kept; i++)
 			if (v[i].off < v[lowest].off)
 				lowest = i;
-		note_drop(s, &v[lowest].key);
+		note_drop(s, &v[lowest].key, true);
 		s->what |= SALVAGE_ITEM_LAYOUT;
 		v[lowest] = v[--kept];
 		low = area;
@@ -256,11 +307,12 @@ static unsigned keys_order(struct entry *v, unsigned n, const struct block_expec
 			s->what |= SALVAGE_KEY_ORDER;
 	qsort(v, n, sizeof(*v), entry_cmp_key);
 	for (unsigned i = 0; i < n; i++) {
-		if ((kept && key_compare(&v[kept - 1].key, &v[i].key) == 0) ||
-		    (e && e->lo_key && key_compare(&v[i].key, e->lo_key) <= 0) ||
+		bool dup = kept && key_compare(&v[kept - 1].key, &v[i].key) == 0;
+		/* a key outside the parent's range is not the item's own key: which keys are lost is not known */
+		if (dup || (e && e->lo_key && key_compare(&v[i].key, e->lo_key) <= 0) ||
 		    (e && e->hi_key && key_compare(&v[i].key, e->hi_key) >= 0)) {
 			s->what |= SALVAGE_KEY_ORDER;
-			note_drop(s, &v[i].key);
+			note_drop(s, &v[i].key, dup);
 			continue;
 		}
 		v[kept++] = v[i];
@@ -302,8 +354,6 @@ static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_exp
 		item_set_offset(it, end);
 		item_set_size(it, v[i].size);
 		memcpy(out + HDR + end, buf + HDR + v[i].off, v[i].size);
-		if (v[i].off != end)
-			s->what |= SALVAGE_ITEM_LAYOUT;
 	}
 	header_set_nritems(out, n);
 	memcpy(buf, out, fs->nodesize);
@@ -363,7 +413,7 @@ static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_exp
 			/* past the last pointer that leads somewhere: nritems is too large */
 			s->what |= i >= last ? SALVAGE_NRITEMS : SALVAGE_KEY_ORDER;
 			key_from_disk(&k, key_ptr_key_ptr(p));
-			note_drop(s, &k);
+			note_drop(s, &k, i < last);
 			continue;
 		}
 		memcpy(v[kept].raw, p, KPTR);
