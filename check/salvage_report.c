@@ -43,8 +43,6 @@ int check_report_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tre
 
 	if (!s)
 		return 0;
-	check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
-			   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), tree);
 	if (s->dropped && s->have_dropped) {
 		key_str(a, sizeof(a), &s->dropped_lo);
 		key_str(c, sizeof(c), &s->dropped_hi);
