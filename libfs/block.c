@@ -205,7 +205,7 @@ static enum block_problem verify_leaf_items(const uint8_t *buf, uint32_t nodesiz
 	return BLOCK_OK;
 }
 
-static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize)
+static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize, uint32_t sectorsize)
 {
 	uint32_t nritems = header_nritems(buf);
 	struct btrfs_key prev, key;
@@ -218,8 +218,8 @@ static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize
 		key_from_disk(&key, key_ptr_key_ptr(ptr));
 		if (i && key_compare(&prev, &key) >= 0)
 			return BLOCK_BAD_ITEMS;
-		if (key_ptr_blockptr(ptr) == 0)
-			return BLOCK_BAD_ITEMS;
+		if (key_ptr_blockptr(ptr) == 0 || key_ptr_blockptr(ptr) % sectorsize)
+			return BLOCK_BAD_ITEMS;   /* the kernel's tree checker refuses the node */
 		prev = key;
 	}
 	return BLOCK_OK;
@@ -245,9 +245,10 @@ enum block_problem block_verify_identity(struct fs_info *fs, uint64_t bytenr, co
 	return BLOCK_OK;
 }
 
-enum block_problem block_verify_layout(const uint8_t *buf, uint32_t nodesize)
+enum block_problem block_verify_layout(const struct fs_info *fs, const uint8_t *buf)
 {
-	return header_level(buf) == 0 ? verify_leaf_items(buf, nodesize) : verify_node_ptrs(buf, nodesize);
+	return header_level(buf) == 0 ? verify_leaf_items(buf, fs->nodesize)
+				       : verify_node_ptrs(buf, fs->nodesize, fs->sectorsize);
 }
 
 enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
@@ -264,7 +265,7 @@ enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8
 		return BLOCK_BAD_GENERATION;
 	if (expect && expect->owner && header_owner(buf) != expect->owner)
 		return BLOCK_BAD_OWNER;
-	if ((p = block_verify_layout(buf, fs->nodesize)))
+	if ((p = block_verify_layout(fs, buf)))
 		return p;
 	if (expect && expect->first_key && header_nritems(buf) > 0) {
 		struct btrfs_key first;

@@ -74,7 +74,7 @@ enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8
 enum block_problem block_verify_identity(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf);
 /* The layout of a leaf (items packed, in key order) or a node (pointers in
  * key order) as its header level says. */
-enum block_problem block_verify_layout(const uint8_t *buf, uint32_t nodesize);
+enum block_problem block_verify_layout(const struct fs_info *fs, const uint8_t *buf);
 void block_put(struct fs_info *fs, struct tree_block *block);
 /* Take one more reference to a block (a cached, unreferenced one leaves the LRU). */
 void block_hold(struct fs_info *fs, struct tree_block *block);

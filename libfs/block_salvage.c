@@ -165,7 +165,7 @@ static bool ranges_tile(struct entry *v, unsigned n, const uint8_t *data, uint32
  * off: the candidate that packs against the previous item (and the next
  * item's end) and fits its type wins. false: no candidate fits. */
 static bool place_item(struct entry *it, const struct entry *next, uint32_t prev_start, bool prev_known,
-		       const uint8_t *data, uint16_t csum_size, bool *relaid)
+		       uint32_t min_off, const uint8_t *data, uint16_t csum_size, bool *relaid)
 {
 	uint32_t cand_off[3] = { it->off, 0, it->off }, cand_size[3] = { it->size, it->size, 0 };
 	int best = -1, best_score = -1;
@@ -181,7 +181,12 @@ static bool place_item(struct entry *it, const struct entry *next, uint32_t prev
 			break;
 		if ((c == 1 && it->size > prev_start) || (c == 2 && it->off >= prev_start))
 			continue;
-		if ((uint64_t)off + size > prev_start || !item_fits_type(&it->key, data + off, size, csum_size))
+		if (off < min_off || (uint64_t)off + size > prev_start ||
+		    !item_fits_type(&it->key, data + off, size, csum_size))
+			continue;
+		/* a corrected range must not swallow the next item's (when that one lies where items may) */
+		if (c > 0 && next && next->off >= min_off && (uint64_t)next->off + next->size <= prev_start &&
+		    off < next->off + next->size && (uint64_t)off + size > next->off)
 			continue;
 		score = (prev_known && off + size == prev_start) * 4 + (!next || next->off + next->size == off) * 2 +
 			(c == 0);
@@ -195,6 +200,19 @@ static bool place_item(struct entry *it, const struct entry *next, uint32_t prev
 	*relaid = best != 0;
 	it->off = cand_off[best];
 	it->size = cand_size[best];
+	return true;
+}
+
+/* Item p is lost whole, and the items after it go on as a leaf would: each
+ * packed against the one before, below the prefix's data, keys rising on
+ * from the prefix's last key. */
+static bool rest_is_whole(const struct entry *v, unsigned p, unsigned n, uint32_t end)
+{
+	if (v[p + 1].off + (uint64_t)v[p + 1].size > end || (p > 0 && key_compare(&v[p - 1].key, &v[p + 1].key) >= 0))
+		return false;
+	for (unsigned j = p + 2; j < n; j++)
+		if (v[j].off + (uint64_t)v[j].size != v[j - 1].off || key_compare(&v[j - 1].key, &v[j].key) >= 0)
+			return false;
 	return true;
 }
 
@@ -222,7 +240,7 @@ static unsigned items_in_use(const struct entry *v, unsigned n, const uint8_t *d
 	if (v[p + 1].off + (uint64_t)v[p + 1].size == v[p].off ||
 	    (v[p].size <= end && v[p + 1].off + (uint64_t)v[p + 1].size == end - v[p].size))
 		return n;
-	return p;
+	return rest_is_whole(v, p, n, end) ? n : p;
 }
 
 /* The leaf's items: which to keep, with their data ranges. n in, kept out. */
@@ -258,8 +276,8 @@ static unsigned leaf_keep(struct fs_info *fs, const uint8_t *buf, struct entry *
 				note_drop(s, &v[i].key, false);
 			break;
 		}
-		if (!place_item(&v[i], i + 1 < n ? &v[i + 1] : NULL, prev_start, prev_known, data, fs->csum_size,
-				&relaid)) {
+		if (!place_item(&v[i], i + 1 < n ? &v[i + 1] : NULL, prev_start, prev_known, n * ITEM, data,
+				fs->csum_size, &relaid)) {
 			note_drop(s, &v[i].key, true);
 			prev_known = false;   /* the next item ends at or below prev_start */
 			continue;
@@ -519,7 +537,7 @@ int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struc
 				s->what |= SALVAGE_FIRST_KEY;
 		}
 	}
-	if (block_verify_layout(buf, fs->nodesize) != BLOCK_OK && s->nritems_after)
+	if (block_verify_layout(fs, buf) != BLOCK_OK && s->nritems_after)
 		return -EUCLEAN;
 	return s->what ? 0 : -EUCLEAN;
 }

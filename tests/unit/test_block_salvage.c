@@ -51,7 +51,7 @@ static void leaf_case_close(struct leaf_case *c)
 /* Every item of a is in b with the same key and bytes, and the layout is valid. */
 static void assert_same_items(const struct leaf_case *c, const uint8_t *a, const uint8_t *b)
 {
-	cr_assert_eq(block_verify_layout(b, c->fs->nodesize), BLOCK_OK);
+	cr_assert_eq(block_verify_layout(c->fs, b), BLOCK_OK);
 	cr_assert_eq(header_nritems(a), header_nritems(b));
 	for (unsigned i = 0; i < header_nritems(a); i++) {
 		const uint8_t *x = leaf_item(a, i), *y = leaf_item(b, i);
@@ -70,7 +70,7 @@ Test(block_salvage, shifted_offset_is_put_back)
 	leaf_case_open(&c);
 	it = leaf_item(c.buf, 2);
 	item_set_offset(it, item_offset(it) + 8);
-	cr_assert_neq(block_verify_layout(c.buf, c.fs->nodesize), BLOCK_OK);
+	cr_assert_neq(block_verify_layout(c.fs, c.buf), BLOCK_OK);
 	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &BLOCK_EXPECT_ANY, &s), 0);
 	cr_assert(s.what & SALVAGE_ITEM_LAYOUT);
 	cr_assert_eq(s.relaid, 1);
