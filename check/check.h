@@ -150,9 +150,11 @@ bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees
 /* Tree objectid may have unreadable blocks. */
 bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid);
 /* check/salvage_report.c: block b of tree (reached first by the walk) was
- * read as its salvaged view: report what was wrong with it and mark the keys
- * it dropped as lost (subvolume trees). */
+ * read as its salvaged view: report what was wrong with it. */
 int check_report_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b);
+/* The keys such a block dropped count as lost in subvolume tree `tree` (each
+ * tree that holds it: a snapshot's checks read its items too). */
+int check_salvaged_lost(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b);
 /* Tree objectid had blocks read as their salvaged view. */
 bool check_tree_salvaged(const struct check_ctx *ctx, uint64_t objectid);
 /* Free what those collected (ctx->refs, ctx->qgroups, ctx->fs_feed) when their phases did

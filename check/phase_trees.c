@@ -175,9 +175,12 @@ static int visit_block(void *arg, const struct tree_block *b)
 	struct ebitmap *marks = v->root->objectid == BTRFS_TREE_LOG_OBJECTID ? ctx->log_blocks : ctx->visited;
 	int seen, ret;
 
-	if (b->salvaged)   /* every tree that holds it: the repair copies it in each */
+	if (b->salvaged) {   /* every tree that holds it: the repair copies it in each */
 		check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
 				   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), v->root->objectid);
+		if ((ret = check_salvaged_lost(ctx, v->root->objectid, b)) < 0)
+			return ret;
+	}
 	if (v->shared_level >= 0 && (int)block_level(b) < v->shared_level)
 		return feed_block(v, b, true);   /* below a shared block: already checked */
 	v->shared_level = -1;

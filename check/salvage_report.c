@@ -72,10 +72,17 @@ int check_report_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tre
 		report_problem(ctx, PR_TREE_BLOCK_FIRST_KEY, "tree %" PRIu64 ": block %" PRIu64 " (level %u): parent "
 			       "key %s, first key %s", tree, b->bytenr, s->level, a, c);
 	}
-	/* what items the dropped keys would have been is not judged against the rest */
-	if (s->dropped && s->have_dropped && ctx->fs_lost && key_is_subvolume_id(tree)) {
-		struct btrfs_key hi = key_after(&s->dropped_hi);
-		return fs_lost_add(ctx->fs_lost, tree, &s->dropped_lo, &hi);
-	}
 	return 0;
+}
+
+int check_salvaged_lost(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b)
+{
+	const struct block_salvage *s = block_salvage_find(ctx->fs, b->bytenr);
+	struct btrfs_key hi;
+
+	/* what items the dropped keys would have been is not judged against the rest */
+	if (!s || !s->have_dropped || !ctx->fs_lost || !key_is_subvolume_id(tree))
+		return 0;
+	hi = key_after(&s->dropped_hi);
+	return fs_lost_add(ctx->fs_lost, tree, &s->dropped_lo, &hi);
 }

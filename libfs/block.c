@@ -297,9 +297,12 @@ static struct tree_block *cache_lookup(struct block_cache *c, uint64_t bytenr)
 	return NULL;
 }
 
-/* A cached block still has to satisfy what this referrer expects of it. */
-static int cached_matches(const struct tree_block *b, const struct block_expect *e)
+/* A cached block still has to satisfy what this referrer expects of it (a
+ * salvaged view only while the filesystem reads salvaged views). */
+static int cached_matches(const struct fs_info *fs, const struct tree_block *b, const struct block_expect *e)
 {
+	if (b->salvaged && !fs->salvage)
+		return 0;
 	if (!e)
 		return 1;
 	if (e->level >= 0 && block_level(b) != (unsigned)e->level)
@@ -361,7 +364,7 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 		return fs_error(fs, -EUCLEAN, "tree block %llu is not aligned to the sector size",
 				(unsigned long long)bytenr);
 	b = cache_lookup(c, bytenr);
-	if (b && cached_matches(b, expect)) {
+	if (b && cached_matches(fs, b, expect)) {
 		c->stats.hits++;
 		block_hold(fs, b);
 		*out = b;
