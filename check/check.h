@@ -50,6 +50,9 @@ struct check_stats {
 	/* trees with blocks (or roots) the walk could not read (phase_trees.c) */
 	uint64_t unreadable_trees[8];
 	unsigned n_unreadable_trees;   /* more than 8: UINT_MAX */
+	/* trees with blocks read as their salvaged view (check/salvage_report.c) */
+	uint64_t salvaged_trees[8];
+	unsigned n_salvaged_trees;     /* more than 8: UINT_MAX */
 };
 
 struct check_ctx {
@@ -158,6 +161,9 @@ bool refs_block_full_backref(struct check_ctx *ctx, uint64_t bytenr);
  * qgroups) or tree-block owners (simple quotas). */
 int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 			  bool first);
+/* A small set of tree ids in v[0..*n) (past max: every tree, *n UINT_MAX). */
+void check_tree_set_add(uint64_t *v, unsigned *n, unsigned max, uint64_t id);
+bool check_tree_set_has(const uint64_t *v, unsigned n, uint64_t id);
 /* The tree walk could not read a block (or the root) of tree objectid
  * (0: the root tree itself, or which tree is not known). */
 void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid);
@@ -165,6 +171,14 @@ void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid);
 bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees, unsigned n);
 /* Tree objectid may have unreadable blocks. */
 bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid);
+/* check/salvage_report.c: block b of tree (reached first by the walk) was
+ * read as its salvaged view: report what was wrong with it. */
+int check_report_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b);
+/* The keys such a block dropped count as lost in subvolume tree `tree` (each
+ * tree that holds it: a snapshot's checks read its items too). */
+int check_salvaged_lost(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b);
+/* Tree objectid had blocks read as their salvaged view. */
+bool check_tree_salvaged(const struct check_ctx *ctx, uint64_t objectid);
 /* Free what those collected (ctx->refs, ctx->qgroups, ctx->fs_feed) when their phases did
  * not run to the end (an operational error stopped the run); NULL is fine. */
 void refs_free(struct check_ctx *ctx);

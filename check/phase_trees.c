@@ -53,21 +53,35 @@ static void report_copies(void *arg, const struct copy_job *j)
 			       j->tree, j->bytenr, m + 1);
 }
 
+void check_tree_set_add(uint64_t *v, unsigned *n, unsigned max, uint64_t id)
+{
+	if (*n == UINT_MAX || check_tree_set_has(v, *n, id))
+		return;
+	if (*n == max) {
+		*n = UINT_MAX;
+		return;
+	}
+	v[(*n)++] = id;
+}
+
+bool check_tree_set_has(const uint64_t *v, unsigned n, uint64_t id)
+{
+	if (n == UINT_MAX)
+		return true;
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] == id)
+			return true;
+	return false;
+}
+
 void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid)
 {
 	struct check_stats *st = &ctx->stats;
 	const unsigned max = sizeof(st->unreadable_trees) / sizeof(st->unreadable_trees[0]);
 
-	if (st->n_unreadable_trees == UINT_MAX)
-		return;
-	for (unsigned i = 0; i < st->n_unreadable_trees; i++)
-		if (st->unreadable_trees[i] == objectid)
-			return;
-	if (!objectid || st->n_unreadable_trees == max) {
-		st->n_unreadable_trees = UINT_MAX;
-		return;
-	}
-	st->unreadable_trees[st->n_unreadable_trees++] = objectid;
+	if (!objectid)
+		st->n_unreadable_trees = UINT_MAX;   /* which tree is not known */
+	check_tree_set_add(st->unreadable_trees, &st->n_unreadable_trees, max, objectid);
 }
 
 bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees, unsigned n)
@@ -88,14 +102,7 @@ bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees
 
 bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid)
 {
-	const struct check_stats *st = &ctx->stats;
-
-	if (st->n_unreadable_trees == UINT_MAX)
-		return true;
-	for (unsigned i = 0; i < st->n_unreadable_trees; i++)
-		if (st->unreadable_trees[i] == objectid)
-			return true;
-	return false;
+	return check_tree_set_has(ctx->stats.unreadable_trees, ctx->stats.n_unreadable_trees, objectid);
 }
 
 /* Hand a block of a live subvolume tree to the fs checks. */
@@ -184,6 +191,12 @@ static int visit_block(void *arg, const struct tree_block *b)
 	struct ebitmap *marks = v->root->objectid == BTRFS_TREE_LOG_OBJECTID ? ctx->log_blocks : ctx->visited;
 	int seen, ret;
 
+	if (b->salvaged) {   /* every tree that holds it: the repair copies it in each */
+		check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
+				   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), v->root->objectid);
+		if ((ret = check_salvaged_lost(ctx, v->root->objectid, b)) < 0)
+			return ret;
+	}
 	if (v->shared_level >= 0 && (int)block_level(b) < v->shared_level)
 		return feed_block(v, b, true);   /* below a shared block: already checked */
 	v->shared_level = -1;
@@ -204,7 +217,10 @@ static int visit_block(void *arg, const struct tree_block *b)
 	ctx->stats.tree_bytes += ctx->fs->nodesize;
 	if (block_level(b) == 0)
 		ctx->stats.items += block_nritems(b);
-	if ((ret = copy_verifier_add(v->copies, v->root->objectid, b)) < 0)
+	/* a salvaged view stands for every copy: none of them verifies */
+	if (b->salvaged && (ret = check_report_salvaged(ctx, v->root->objectid, b)) < 0)
+		return ret;
+	if (!b->salvaged && (ret = copy_verifier_add(v->copies, v->root->objectid, b)) < 0)
 		return ret;
 	if (!owner_fits(v->root->objectid, block_owner(b)))
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64,

@@ -61,6 +61,12 @@ static const struct repair_class classes[] = {
 	{ "lost-blocks", "Drop the subvolume-tree blocks that no copy gives back (the items they held are lost; "
 	  "what other trees say about them is repaired after)",
 	  { 0 }, true, NULL, repair_lost_blocks, { 0 }, false },
+	/* the classes after it are chosen from a check run again once it committed (repair_filesystem):
+	 * what the dropped entries held shows up there */
+	{ "tree-salvage", "Rewrite damaged tree blocks from their salvaged view (items re-laid out or sorted, "
+	  "entries that cannot be made valid dropped, level, pointer generation and parent key fixed)",
+	  { PR_LEAF_ITEM_OFFSETS, PR_KEY_ORDER, PR_TREE_BLOCK_LEVEL, PR_TREE_BLOCK_TRANSID, PR_TREE_BLOCK_FIRST_KEY,
+	    PR_TREE_BLOCK_NRITEMS }, true, NULL, repair_salvaged_blocks, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes",
@@ -308,7 +314,7 @@ static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
-	       c->run == repair_root_generations;
+	       c->run == repair_root_generations || c->run == repair_salvaged_blocks;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -343,6 +349,16 @@ static bool class_keeps_unallocated(const struct repair_class *c, enum problem_c
 	return c->run == repair_root_items && code == PR_TREE_BLOCK_NOT_ALLOCATED;
 }
 
+/* Extents without items are what a salvaged extent tree shows until the
+ * classes after the salvage add them back; the salvage keeps every block the
+ * check reached from the allocator (check/repair_salvage.c) and allocates no
+ * data. */
+static bool salvage_tolerates(const struct repair_class *c, enum problem_code code)
+{
+	return c->run == repair_salvaged_blocks &&
+	       (code == PR_TREE_BLOCK_NOT_ALLOCATED || code == PR_DATA_EXTENT_NOT_ALLOCATED);
+}
+
 /* A problem found that makes class c unsafe and that no class before it
  * fixes (fixed[code]: a class that runs earlier repairs every such problem). */
 static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx,
@@ -353,6 +369,7 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 	for (size_t i = 0; !class_on_request_only(c) && i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]);
 	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
+		    !salvage_tolerates(c, transaction_blockers[i]) &&
 		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
 		    !(c->run == repair_root_generations && transaction_blockers[i] == PR_TREE_ROOT_UNREADABLE) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))

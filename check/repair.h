@@ -91,6 +91,8 @@ bool tree_block_crosses_stripe(uint64_t bytenr, uint64_t len);
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every
  * unreadable block the check found is in a subvolume tree it can do that for */
 int repair_lost_blocks(struct repair_ctx *r);
+/* check/repair_salvage.c: blocks read as their salvaged view, copied to fresh blocks */
+int repair_salvaged_blocks(struct repair_ctx *r);
 bool repair_lost_covers(const struct check_ctx *ctx);
 
 /* The classes in the order they run (for --list-problems and the registry's

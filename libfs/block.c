@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "libfs/block.h"
+#include "libfs/block_salvage.h"
 #include "libfs/csum.h"
 #include "libfs/volumes.h"
 
@@ -204,7 +205,7 @@ static enum block_problem verify_leaf_items(const uint8_t *buf, uint32_t nodesiz
 	return BLOCK_OK;
 }
 
-static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize)
+static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize, uint32_t sectorsize)
 {
 	uint32_t nritems = header_nritems(buf);
 	struct btrfs_key prev, key;
@@ -217,18 +218,16 @@ static enum block_problem verify_node_ptrs(const uint8_t *buf, uint32_t nodesize
 		key_from_disk(&key, key_ptr_key_ptr(ptr));
 		if (i && key_compare(&prev, &key) >= 0)
 			return BLOCK_BAD_ITEMS;
-		if (key_ptr_blockptr(ptr) == 0)
-			return BLOCK_BAD_ITEMS;
+		if (key_ptr_blockptr(ptr) == 0 || key_ptr_blockptr(ptr) % sectorsize)
+			return BLOCK_BAD_ITEMS;   /* the kernel's tree checker refuses the node */
 		prev = key;
 	}
 	return BLOCK_OK;
 }
 
-enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
-				const struct block_expect *expect)
+enum block_problem block_verify_identity(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf)
 {
 	uint8_t csum[BTRFS_CSUM_SIZE];
-	unsigned level;
 
 	csum_compute(fs->csum_type, buf + BTRFS_CSUM_SIZE, fs->nodesize - BTRFS_CSUM_SIZE, csum);
 	if (memcmp(csum, header_csum_ptr(buf), fs->csum_size) != 0)
@@ -241,22 +240,33 @@ enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8
 		return BLOCK_BAD_FSID;
 	if (!(header_flags(buf) & BTRFS_HEADER_FLAG_WRITTEN))
 		return BLOCK_BAD_FLAGS;   /* every block written has it: the kernel's tree checker */
-	level = header_level(buf);
-	if (level >= BTRFS_MAX_LEVEL || (expect && expect->level >= 0 && (int)level != expect->level))
+	if (header_level(buf) >= BTRFS_MAX_LEVEL)
+		return BLOCK_BAD_LEVEL;
+	return BLOCK_OK;
+}
+
+enum block_problem block_verify_layout(const struct fs_info *fs, const uint8_t *buf)
+{
+	return header_level(buf) == 0 ? verify_leaf_items(buf, fs->nodesize)
+				       : verify_node_ptrs(buf, fs->nodesize, fs->sectorsize);
+}
+
+enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
+				const struct block_expect *expect)
+{
+	enum block_problem p = block_verify_identity(fs, bytenr, buf);
+	unsigned level = header_level(buf);
+
+	if (p)
+		return p;
+	if (expect && expect->level >= 0 && (int)level != expect->level)
 		return BLOCK_BAD_LEVEL;
 	if (expect && expect->generation && header_generation(buf) != expect->generation)
 		return BLOCK_BAD_GENERATION;
 	if (expect && expect->owner && header_owner(buf) != expect->owner)
 		return BLOCK_BAD_OWNER;
-	if (level == 0) {
-		enum block_problem p = verify_leaf_items(buf, fs->nodesize);
-		if (p)
-			return p;
-	} else {
-		enum block_problem p = verify_node_ptrs(buf, fs->nodesize);
-		if (p)
-			return p;
-	}
+	if ((p = block_verify_layout(fs, buf)))
+		return p;
 	if (expect && expect->first_key && header_nritems(buf) > 0) {
 		struct btrfs_key first;
 		key_from_disk(&first, level ? key_ptr_key_ptr(node_key_ptr(buf, 0))
@@ -287,13 +297,18 @@ static struct tree_block *cache_lookup(struct block_cache *c, uint64_t bytenr)
 	return NULL;
 }
 
-/* A cached block still has to satisfy what this referrer expects of it. */
-static int cached_matches(const struct tree_block *b, const struct block_expect *e)
+/* A cached block still has to satisfy what this referrer expects of it (a
+ * salvaged view only while the filesystem reads salvaged views). */
+static int cached_matches(const struct fs_info *fs, const struct tree_block *b, const struct block_expect *e)
 {
+	if (b->salvaged && !fs->salvage)
+		return 0;
 	if (!e)
 		return 1;
 	if (e->level >= 0 && block_level(b) != (unsigned)e->level)
 		return 0;
+	if (b->salvaged)
+		return 1;   /* generation and first key were weighed when it was salvaged */
 	if (e->generation && block_generation(b) != e->generation)
 		return 0;
 	if (e->owner && block_owner(b) != e->owner)
@@ -305,6 +320,34 @@ static int cached_matches(const struct tree_block *b, const struct block_expect 
 			return 0;
 	}
 	return 1;
+}
+
+/* No copy verifies: the first copy whose identity does can be salvaged
+ * (block_salvage.h) into buf. 0 when it was (and logged), else -EUCLEAN. */
+static int salvage_copy(struct fs_info *fs, uint64_t bytenr, const struct block_expect *expect,
+			const enum block_problem *problems, int ncopies, uint8_t *buf)
+{
+	const struct block_salvage *before = block_salvage_find(fs, bytenr);
+	struct block_expect again;
+
+	/* read again by a referrer that expects nothing: the same view as before */
+	if (before && (!expect || expect->level < 0)) {
+		again = expect ? *expect : BLOCK_EXPECT_ANY;
+		again.level = before->level;
+		expect = &again;
+	}
+	for (int m = 0; m < ncopies; m++) {
+		struct block_salvage s;
+		if (problems[m] == BLOCK_IO_ERROR || problems[m] == BLOCK_DEV_MISSING || problems[m] == BLOCK_BAD_CSUM ||
+		    problems[m] == BLOCK_BAD_BYTENR || problems[m] == BLOCK_BAD_FSID || problems[m] == BLOCK_BAD_FLAGS ||
+		    problems[m] == BLOCK_BAD_OWNER)
+			continue;
+		if (volumes_read(fs, bytenr, buf, fs->nodesize, m) || block_verify_identity(fs, bytenr, buf))
+			continue;
+		if (block_salvage(fs, bytenr, buf, expect, &s) == 0 && block_salvage_note(fs, &s) == 0)
+			return 0;
+	}
+	return -EUCLEAN;
 }
 
 int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *expect,
@@ -321,7 +364,7 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 		return fs_error(fs, -EUCLEAN, "tree block %llu is not aligned to the sector size",
 				(unsigned long long)bytenr);
 	b = cache_lookup(c, bytenr);
-	if (b && cached_matches(b, expect)) {
+	if (b && cached_matches(fs, b, expect)) {
 		c->stats.hits++;
 		block_hold(fs, b);
 		*out = b;
@@ -349,7 +392,9 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 			(unsigned long long)bytenr, m + 1, block_problem_name(problems[m]),
 			m + 1 < ncopies ? ", trying the next copy" : "");
 	}
-	if (good < 0) {
+	if (good < 0 && fs->salvage && salvage_copy(fs, bytenr, expect, problems, ncopies, buf) == 0)
+		good = -2;
+	if (good < 0 && good != -2) {
 		int all_io = 1;
 		free(buf);
 		for (int m = 0; m < ncopies; m++)
@@ -370,7 +415,8 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	b->len = fs->nodesize;
 	b->data = buf;
 	b->refs = 1;
-	b->mirror = good;
+	b->salvaged = good == -2;
+	b->mirror = good < 0 ? 0 : good;
 	if (cache_lookup(c, bytenr)) {
 		/* an older, still referenced version stays; this one is uncached
 		 * (freed at its last put) */
@@ -456,7 +502,7 @@ int block_read_child(struct fs_info *fs, const struct tree_block *parent, unsign
 		     struct tree_block **out)
 {
 	const uint8_t *ptr = node_key_ptr(parent->data, slot);
-	struct btrfs_key first;
+	struct btrfs_key first, lo, hi;
 	struct block_expect e = {
 		.generation = key_ptr_generation(ptr),
 		.level = (int)block_level(parent) - 1,
@@ -464,5 +510,13 @@ int block_read_child(struct fs_info *fs, const struct tree_block *parent, unsign
 	};
 
 	key_from_disk(&first, key_ptr_key_ptr(ptr));
+	if (slot > 0) {
+		block_key(parent, slot - 1, &lo);
+		e.lo_key = &lo;
+	}
+	if (slot + 1 < block_nritems(parent)) {
+		block_key(parent, slot + 1, &hi);
+		e.hi_key = &hi;
+	}
 	return block_read(fs, key_ptr_blockptr(ptr), &e, out);
 }

@@ -18,6 +18,7 @@ struct tree_block {
 	/* in the cache's LRU list while cached and unreferenced (refs 0) */
 	struct tree_block *lru_prev, *lru_next;
 	bool cached;              /* in the cache's hash and byte count */
+	bool salvaged;            /* the salvaged view of a damaged block (block_salvage.h) */
 };
 
 /* What the referrer expects of a block; zero/negative members are not checked. */
@@ -26,6 +27,9 @@ struct block_expect {
 	int level;                /* -1: any */
 	uint64_t owner;           /* 0: any */
 	const struct btrfs_key *first_key; /* NULL: any */
+	/* The keys of the parent's neighbouring pointers (NULL: none), only for
+	 * a salvage: entries outside (lo_key, hi_key) cannot belong here. */
+	const struct btrfs_key *lo_key, *hi_key;
 };
 #define BLOCK_EXPECT_ANY ((struct block_expect){ .generation = 0, .level = -1 })
 
@@ -65,6 +69,12 @@ enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirr
 /* Verify a block image in memory (checksum, header, item layout). */
 enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf,
 				const struct block_expect *expect);
+/* The part of block_verify a salvage cannot change: checksum, bytenr, fsid,
+ * the WRITTEN flag and a level below the maximum. */
+enum block_problem block_verify_identity(struct fs_info *fs, uint64_t bytenr, const uint8_t *buf);
+/* The layout of a leaf (items packed, in key order) or a node (pointers in
+ * key order) as its header level says. */
+enum block_problem block_verify_layout(const struct fs_info *fs, const uint8_t *buf);
 void block_put(struct fs_info *fs, struct tree_block *block);
 /* Take one more reference to a block (a cached, unreferenced one leaves the LRU). */
 void block_hold(struct fs_info *fs, struct tree_block *block);

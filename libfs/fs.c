@@ -6,6 +6,7 @@
 #include <uuid/uuid.h>
 
 #include "libfs/block.h"
+#include "libfs/block_salvage.h"
 #include "libfs/csum.h"
 #include "libfs/devscan.h"
 #include "libfs/features.h"
@@ -786,6 +787,7 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	fs->writable = opts->writable;
 	fs->fsid_change = opts->fsid_change;
 	fs->tolerate_damage = opts->tolerate_damage;
+	fs->salvage = opts->tolerate_damage;
 	fs->tree_root_backup = -1;
 	fs->trans_dirty_bytes = opts->trans_dirty_bytes;
 	for (i = 0; i < n && !ret; i++)
@@ -837,6 +839,7 @@ void fs_close(struct fs_info *fs)
 	if (!fs)
 		return;
 	block_cache_destroy(fs);
+	block_salvage_log_free(fs);
 	chunk_map_free(fs->chunks);
 	for (unsigned i = 0; i < fs->num_devices; i++) {
 		io_close(fs->devices[i].io);

@@ -151,6 +151,10 @@ struct fs_info {
 	/* Set by a conversion around its transaction (libfs/chunk_edit.h): the
 	 * profile and the device space off limits for chunks it allocates. */
 	const struct chunk_alloc_hints *alloc_hints;
+	/* With tolerate_damage: blocks that verify but are laid out wrong are
+	 * read as their salvaged view (libfs/block_salvage.h), logged here. */
+	bool salvage;
+	struct block_salvage_log *salvage_log;
 };
 
 void fs_open_options_init(struct fs_open_options *opts);

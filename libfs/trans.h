@@ -86,6 +86,14 @@ int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unre
 int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const struct btrfs_key *key,
 		     uint64_t bytenr);
 
+/* Copy the block bytenr at level of tree (key: its parent's key for it;
+ * unused for the root) to a new block as block_read gives it: a damaged
+ * block's salvaged view (libfs/block_salvage.h) becomes a valid block, its
+ * parent's pointer gets the new generation and the block's first key. A
+ * block left with no entries is dropped from its parent instead (*emptied). */
+int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key, uint64_t bytenr,
+			bool *emptied);
+
 /* The tree that holds block group items as this transaction will commit it:
  * the block-group tree when the superblock it will write says so, else the
  * extent tree. */

@@ -908,3 +908,41 @@ int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const
 	tree_path_release(t->fs, &path);
 	return ret;
 }
+
+int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key, uint64_t bytenr,
+			bool *emptied)
+{
+	struct trans_root *root = trans_root_entry(t, tree);
+	struct tree_path path;
+	struct btrfs_key first;
+	int ret, root_level;
+
+	*emptied = false;
+	if (!root)
+		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+	if (level >= BTRFS_MAX_LEVEL)
+		return fs_error(t->fs, -EINVAL, "no tree block has level %u", level);
+	tree_path_init(&path);
+	if (root->ptr.bytenr == bytenr) {
+		ret = path_start(t, root, &path, &root_level);   /* the root's copy points the root item at it */
+		tree_path_release(t->fs, &path);
+		return ret;
+	}
+	ret = find_child_ptr(t, root, level, key, bytenr, &path);
+	if (!ret)
+		ret = block_read_child(t->fs, path.nodes[level + 1], (unsigned)path.slots[level + 1], &path.nodes[level]);
+	if (!ret && block_nritems(path.nodes[level]) == 0) {
+		tree_path_release(t->fs, &path);
+		*emptied = true;
+		return trans_drop_child(t, tree, level, key, bytenr);
+	}
+	if (!ret)
+		ret = cow_block(t, root, &path, (int)level);
+	if (!ret) {
+		block_key(path.nodes[level], 0, &first);
+		if (key_compare(&first, key))
+			fixup_low_keys(&path, (int)level + 1, &first);
+	}
+	tree_path_release(t->fs, &path);
+	return ret;
+}

@@ -1,0 +1,142 @@
+/* The tree-salvage repair class: every block the check read as its salvaged
+ * view (libfs/block_salvage.h: items re-laid out or dropped, keys sorted, a
+ * level, generation or first key other than the parent says) is copied to a
+ * fresh block in one transaction, so the view becomes what is on disk: the
+ * parent's pointer gets the new block's generation and its first key. What
+ * the dropped entries held is repaired by the classes after it, which choose
+ * from a check run again after this one (check/repair.c). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "check/repair.h"
+#include "libfs/block.h"
+#include "libfs/block_salvage.h"
+#include "libfs/ebitmap.h"
+#include "libfs/walk.h"
+
+struct salvaged_block {
+	struct btrfs_key key;     /* the parent's key for it (unused for the root) */
+	uint64_t bytenr;
+	unsigned level;
+};
+
+/* The salvaged blocks of one tree in walk order (a parent before its
+ * children), and the node last visited at each level. */
+struct salvage_find {
+	const struct tree_block *node[BTRFS_MAX_LEVEL];
+	struct salvaged_block *v;
+	size_t n, cap;
+	int err;
+};
+
+static int find_visit(void *arg, const struct tree_block *b)
+{
+	struct salvage_find *f = arg;
+	unsigned level = block_level(b);
+	const struct tree_block *p;
+
+	if (level >= BTRFS_MAX_LEVEL)
+		return -EUCLEAN;
+	f->node[level] = b;
+	for (unsigned l = 0; l < level; l++)
+		f->node[l] = NULL;
+	if (!b->salvaged)
+		return 0;
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 8;
+		struct salvaged_block *v = realloc(f->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		f->v = v;
+		f->cap = cap;
+	}
+	f->v[f->n] = (struct salvaged_block){ .bytenr = b->bytenr, .level = level };
+	p = level + 1 < BTRFS_MAX_LEVEL ? f->node[level + 1] : NULL;
+	for (unsigned slot = 0; p && slot < block_nritems(p); slot++)
+		if (key_ptr_blockptr(node_key_ptr(p->data, slot)) == b->bytenr) {
+			block_key(p, slot, &f->v[f->n].key);
+			break;
+		}
+	f->n++;
+	return 0;
+}
+
+/* A salvaged extent tree may have lost items of blocks in use (or the
+ * check found blocks without items): until the commit, no block the check
+ * reached is handed out again. */
+static int keep_reached_blocks(struct repair_ctx *r)
+{
+	struct ebitmap *seen = r->found->visited;
+	uint64_t from = 0, start, len;
+	int ret;
+
+	while (seen && (ret = ebitmap_next_set(seen, from, &start, &len)) == 1) {
+		for (uint64_t b = start; b < start + len; b += r->fs->nodesize)
+			if ((ret = trans_space_keep_until_commit(r->t, b, r->fs->nodesize)))
+				return ret;
+		from = start + len;
+	}
+	return seen ? ret : 0;
+}
+
+static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
+{
+	struct salvage_find f = { 0 };
+	struct tree_walk_ops ops = { find_visit, NULL, &f };
+	struct tree_root_ptr ptr;
+	int ret = trans_get_root(r->t, tree, &ptr);
+
+	if (ret) {
+		r->fs->errmsg[0] = 0;
+		return 0;   /* a tree the check saw and a class before this one removed */
+	}
+	ret = tree_walk(r->fs, &ptr, &ops, NULL);
+	if (ret == -EUCLEAN && !f.n)
+		ret = 0;     /* unreadable blocks are the lost-blocks class's */
+	for (size_t i = 0; !ret && i < f.n; i++) {
+		bool emptied;
+		ret = trans_rewrite_block(r->t, tree, f.v[i].level, &f.v[i].key, f.v[i].bytenr, &emptied);
+		if (ret == -ENOENT) {
+			/* its parent was rewritten with it gone (a pointer dropped) */
+			r->fs->errmsg[0] = 0;
+			ret = 0;
+			continue;
+		}
+		if (ret)
+			break;
+		if (emptied)
+			repair_say(r, "tree %" PRIu64 ": block %" PRIu64 " (level %u) kept nothing: its pointer dropped",
+				   tree, f.v[i].bytenr, f.v[i].level);
+		else
+			repair_say(r, "tree %" PRIu64 ": block %" PRIu64 " (level %u) rewritten from its salvaged view",
+				   tree, f.v[i].bytenr, f.v[i].level);
+		r->changes++;
+	}
+	free(f.v);
+	return ret;
+}
+
+int repair_salvaged_blocks(struct repair_ctx *r)
+{
+	const struct check_stats *st = &r->found->stats;
+	struct fs_tree_list list;
+	int ret;
+
+	if ((ret = keep_reached_blocks(r)))
+		return ret;
+	if (st->n_salvaged_trees != UINT_MAX) {
+		for (unsigned i = 0; i < st->n_salvaged_trees; i++)
+			if ((ret = rewrite_tree(r, st->salvaged_trees[i])))
+				return ret;
+		return 0;
+	}
+	if ((ret = fs_list_trees(r->fs, &list)))
+		return ret;
+	for (size_t i = 0; !ret && i < list.count; i++)
+		if (list.roots[i].objectid != BTRFS_TREE_LOG_OBJECTID)
+			ret = rewrite_tree(r, list.roots[i].objectid);
+	fs_tree_list_free(&list);
+	return ret;
+}
