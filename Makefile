@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 # btk: one non-recursive Makefile.  ./autogen.sh && ./configure && make
 # Objects and programs go to $(B) (default build/); `make B=build-asan SANITIZE=yes`
 # builds a second, sanitized tree beside the first.
@@ -108,6 +109,7 @@ UNIT_TIMEOUT ?= 900
 
 # Unit tests, then the pytest suite (real filesystems; kernel tests need root).
 check: all unit
+	scripts/spdx-check
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; timeout $(UNIT_TIMEOUT) $$t --jobs 2 --short-filename; done
 	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 # Installation, the library, the release tarball (included by the Makefile).
 #
 #   make install [DESTDIR=...]   programs, libbtk (shared + static), its headers,

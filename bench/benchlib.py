@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """What the bench scripts share: running tools under /usr/bin/time, cold caches, loop devices
 whose /sys/block/loopN/stat counts a tool's reads and writes, and cleanup of what they made."""
 import os

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* LD_PRELOAD shim for bench/walk: make posix_fadvise() a no-op.
  *
  * btrfs-progs calls posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) on every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-check: the context every phase works on. */
 #ifndef BTK_CHECK_H
 #define BTK_CHECK_H

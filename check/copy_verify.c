@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Other copies of tree blocks verified by a small thread pool (see copy_verify.h). */
 #include <errno.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Verification of the other copies of tree blocks on worker threads (-j):
  * the walk queues each block it checks, workers read and verify its other
  * copies, and the results are handed back in queue order at points that do

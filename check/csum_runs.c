@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Data ranges that should carry checksums, merged and in order (csum_runs.h). */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The data ranges that should carry checksums, merged where they overlap or
  * touch, streamed in ascending order: from the extent tree (every data
  * extent: what the csum fix keeps), or from every subvolume tree (the parts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --check-data-csum: read every checksummed data block, every copy of it,
  * and verify it against the csum tree. Device stripes are visited in
  * physical order (sorted by device and offset); contiguous checksummed runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Extent items from their references: see extent_items.h. */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Extent items written whole from the references they must have (the
  * extent-refs repair and the extent-tree rebuild): inline references while
  * the item has room, in the kernel's order, keyed items after that, with the

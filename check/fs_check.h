@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Internal interface of the filesystem-tree checks (phase_fs*.c) and the
  * subvolume checks (phase_roots.c): the records they emit for the joins, and
  * a sorted-group reader over one recsort stream. */

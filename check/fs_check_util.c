@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Helpers shared by the filesystem-tree and subvolume checks: name
  * fingerprints, sorter budgets, reading a sorted stream group by group, and
  * the inode lookups the error paths use. */

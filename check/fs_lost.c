@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The set of lost key ranges of the subvolume trees (fs_lost.h): sorted,
  * disjoint, merged as they come. */
 #include <errno.h>

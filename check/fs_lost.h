@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The key ranges of the subvolume trees that the walk could not read (an
  * unreadable node or leaf covers the keys from its parent's pointer up to the
  * next pointer's key). A finding that items in such a range could explain

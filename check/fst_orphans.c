@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Free-space tree items outside every block group (check/fst_orphans.h). */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Decompressing compressed inline extents (check/inline_extent.h). */
 #include <errno.h>
 #include <lzo/lzo1x.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The data of compressed inline file extents (zlib, lzo, zstd), decompressed to
  * check it against the extent's ram_bytes. */
 #ifndef BTK_CHECK_INLINE_EXTENT_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Which key types each tree holds (see key_types.h). */
 #include <stddef.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Which key types each tree holds, as the kernel writes them: the checks
  * of items in a tree that does not hold their type (a foreign or unknown
  * key type) ask here. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The data a log tree refers to (check/log_data.h). */
 #include <errno.h>
 

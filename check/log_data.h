@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 #ifndef BTK_CHECK_LOG_DATA_H
 #define BTK_CHECK_LOG_DATA_H
 

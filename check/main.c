@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-check: read-only consistency check of an unmounted btrfs filesystem.
  * Exit codes follow fsck(8). */
 #include <argp.h>

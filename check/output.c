@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* What btk-check prints around the phases' findings: which filesystem it
  * checks (text: the first lines; JSON: the "filesystem" object), and the one
  * JSON document of the run, which the summaries of the check, the repair and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Chunks <-> dev extents <-> devices, the system chunk array against the
  * chunk tree, and chunks <-> block group items. All of these are small
  * (one entry per chunk stripe), so they are checked in memory. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The checksum tree walked alongside the data extents (both in address
  * order, so memory is one tree path): item sizes are whole checksums, items
  * do not overlap, every checksummed byte lies in a data extent, and how much

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Extents: one pass over the extent tree. Every tree block a tree uses must
  * have an extent item and every tree-block extent item must be used; extents
  * must not overlap or leave their chunks; each block group's `used` is the sum

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Filesystem trees: every subvolume (the top level, every subvolume and
  * snapshot, the data reloc tree) item by item in key order. The items of one
  * inode are contiguous, so per-inode checks keep one inode's state; names

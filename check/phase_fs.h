@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The walk over the items of one subvolume tree (phase_fs.c), the per-item
  * checks (phase_fs_items.c) and the name joins run afterwards (phase_fs_join.c). */
 #ifndef BTK_CHECK_PHASE_FS_H

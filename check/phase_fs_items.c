@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Per-item checks of a subvolume tree: inode items, inode refs and extrefs,
  * dir items, dir indexes and xattrs, file extents. What needs the other end
  * of a name (the parent directory, the child inode) is emitted as join

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The name joins of the filesystem trees, after every tree was walked:
  *   (root, dir, index):       inode refs/extrefs  <-> DIR_INDEX entries
  *   (root, dir, hash, name):  inode refs/extrefs  <-> DIR_ITEM entries

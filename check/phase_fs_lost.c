@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The walk of a subvolume tree item by item that goes on past unreadable
  * blocks (libfs/walk.c reports each and continues with the next sibling),
  * recording the key ranges those blocks would have covered (fs_lost.h). */

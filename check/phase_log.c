@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Log trees: a regular file extent a subvolume's log tree holds for an
  * inode with checksums must find its checksums in that log tree, which the
  * kernel copies into the csum tree when it replays the log (without them

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Quota groups (report only): the quota tree's items are sane and agree with
  * each other and with the subvolumes, and each qgroup's referenced and
  * exclusive bytes equal what the extents give.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Extent references: what the trees use against what the extent tree
  * declares, as joins of sorted record streams (libfs/recsort) so memory stays
  * within the budget whatever the filesystem's size.

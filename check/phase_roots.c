@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Subvolumes: root items against their root blocks; ROOT_REF <-> ROOT_BACKREF
  * <-> the DIR_ITEM / DIR_INDEX in the parent subvolume (collected by the
  * filesystem-tree phase); deleted subvolumes <-> orphan items; the uuid tree

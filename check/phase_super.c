@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Superblocks: every copy on every device against the copy in use. */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Tree blocks: every block of every tree once, every copy of it verified,
  * owners checked. A block shared by snapshots is checked the first time it
  * is reached and its subtree is skipped afterwards. The walk also hands the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The problem table, from the registry check/problems.def. Sorted by code;
  * tests/unit/test_problems.c checks that it is sorted, complete, free of
  * duplicate ids and agrees with the repair classes. */

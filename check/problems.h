@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The problem table: every problem btk-check can report, with a stable id,
  * a severity, its detector and the --repair classes that fix it (the
  * registry check/problems.def). Detectors call

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* What each phase of a check costs, for the overall percentage and ETA of
  * the progress line (progress_plan): measured once on a 30,000-file image
  * (46.7 MiB of DUP metadata, 117 MiB of data, cold cache, 2 loaded cores):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Quota groups: the internals shared by phase_qgroups.c (the quota tree, the
  * comparison, simple quotas) and qgroups_reach.c (which subvolumes reach each
  * extent, for traditional qgroups). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Traditional qgroups: which subvolumes reach each extent, in bounded memory.
  *
  * An extent counts toward every subvolume from whose root it can be reached

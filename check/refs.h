@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Extent references and checksums: the internals shared by phase_refs.c
  * (the reference joins) and phase_csums.c (the checksum tree against the
  * data extents). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The reference join, seen by the repair: everything at one bytenr is
  * gathered (the item, the expected references with their counts); when the
  * bytenr's references need rewriting — a count differs, a reference is

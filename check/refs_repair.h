@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The reference join's findings for --repair (check/phase_refs.c feeds it,
  * check/repair_extents.c acts on the notes): per bytenr, what the extent item
  * says and which references the trees make, and whether they differ. */

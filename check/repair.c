@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-check --repair: choose the repair classes the found problems call for,
  * ask (or take --yes), open the filesystem writable with an undo file, run
  * each class (transactional ones in their own transaction), then check again

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-check --repair: what the checker found, repaired class by class.
  *
  * A repair class fixes one family of problems (the problem table's codes it

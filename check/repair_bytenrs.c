@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The file-extent-bytenr class: a file extent whose disk bytenr points where
  * no extent is, while an extent of the same length declares a reference from
  * that very file (root, inode, offset) that nothing uses, had its bytenr

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Repairs from a good copy: superblock copies that are invalid, stale or
  * different are rewritten from the newest valid copy of the same device (each
  * device has its own dev item), and bad copies of tree blocks from the copy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Space counters recomputed in one transaction: each block group's `used`
  * from the extent items it holds, the superblock's bytes_used from those,
  * each device's bytes_used from its dev extents, a dev item's total_bytes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The csum tree repaired in one transaction. Fixing: each item keeps the
  * checksums of its blocks that no earlier item has (overlaps go to the item
  * that starts first), that lie in a data extent (extent tree) and that make

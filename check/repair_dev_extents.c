@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The dev-extents class: a dev extent that no chunk accounts for (no chunk at
  * its chunk offset, no stripe of any chunk starting where it starts) only
  * keeps device space from being allocated; it is removed (the space-counters

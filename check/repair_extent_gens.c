@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The extent-generations class: an extent item from a generation after the
  * filesystem's (the kernel refuses the extent tree's leaf) gets the
  * generation of its tree block's header, or, for data, the filesystem's last

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The extent-refs repair class: every extent the reference join found wrong
  * (check/phase_refs.c notes it with the references the trees make to it) gets
  * its item and references rewritten from those, in one transaction: counts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Explicit holes where a file without the no-holes feature lacks file
  * extents, and an uncompressed inline extent's ram_bytes from its data
  * (check/repair_links.h). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The inodes repair class: link counts, directory sizes and nbytes the
  * check found wrong are recomputed from the inode's own items (its names in
  * inode refs and extrefs, its dir entries' name lengths, its file extents)

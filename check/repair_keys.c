@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* A growable list of keys, for classes that find the items to change with one
  * walk and change them after (check/repair.h). */
 #include <errno.h>

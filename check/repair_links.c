@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Adding and removing single names in dir items, dir indexes, xattr items,
  * inode refs and extrefs, inside a repair's transaction. An item is read
  * whole, rebuilt without (or with) the one entry, and written back. */

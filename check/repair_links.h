@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Names in a subvolume tree, changed inside a repair's transaction: the
  * entries of dir items, dir indexes and xattr items, and the names of inode
  * refs and extrefs, added or removed one at a time (an item holding several

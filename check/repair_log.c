@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --clear-log: drop the log tree instead of replaying it. The superblock's
  * log_root and log_root_level become 0 in one transaction (every copy is
  * rewritten by the commit); nothing else is freed, since log tree blocks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The lost-blocks repair class: a subvolume-tree block that no copy gives
  * back (transid mismatch, bad checksum, invalid header) is dropped from its
  * parent, and the report names the keys it held (ctx->fs_lost). What the

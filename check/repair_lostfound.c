@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Inodes without a name are linked into /lost+found of their subvolume, as
  * btrfs check does: a directory called lost+found in the subvolume's top
  * directory (made, mode 0700, when there is none), each inode named by its

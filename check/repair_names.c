@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The names repair class: every name joins a directory and an inode three
  * times, in the dir item (keyed by the name's hash), the dir index (keyed by
  * the index) and the inode's ref or extref (which carries the index). For

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The repair notes: spilling sorters, one per list, hung off the check context. */
 #include <errno.h>
 #include <inttypes.h>

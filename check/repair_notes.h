@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* What the detectors note for --repair, beyond the problem counts: the
  * extents whose references must be rewritten (with the references the trees
  * were seen to make), the space of extent items to create, and the inodes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The num-devices class: the superblock's num_devices becomes the number of
  * dev items in the chunk tree, when every one of them names a device that
  * was found (the kernel mounts a filesystem only when the two agree). */

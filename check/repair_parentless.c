@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Names into a parent that is not there: an inode ref or extref whose parent
  * directory has no inode item or is not a directory, and that holds no dir
  * item or dir index either, is a damaged ref (its parent field or key offset

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The qgroups class: each quota group's info item gets the numbers the
  * extents give (the check's accounting, traditional or simple quotas), as a
  * rescan would leave them. */

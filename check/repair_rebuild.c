@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --rebuild-extent-tree: a new extent tree from the trees that use the
  * extents, in one transaction.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The root-generations class: a root item whose generation is newer than the
  * filesystem's (so its tree's root block fails the transid check) gets the
  * generation of that block, when the block itself reads, is not newer than

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The root-items repair class: a subvolume's root item that points at an
  * older root block than the tree's newest (check/root_outdated.c) is pointed
  * at the newest, once that block reads and is what the extent tree says

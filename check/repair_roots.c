@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Root refs <-> root backrefs, in one transaction. A ROOT_REF (parent,
  * child) and its ROOT_BACKREF (child, parent) carry the same dirid, sequence
  * and name: a missing one is re-created from its mirror. One whose parent or

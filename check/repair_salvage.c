@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The tree-salvage repair class: every block the check read as its salvaged
  * view (libfs/block_salvage.h: items re-laid out or dropped, keys sorted, a
  * level, generation or first key other than the parent says) is copied to a

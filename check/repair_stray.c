@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The stray-items repair class: items of a subvolume tree that nothing
  * reads are deleted, in one transaction: items of a key type no subvolume
  * tree holds (the kernel ignores them), the deprecated free-inode cache

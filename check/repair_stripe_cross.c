@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The stripe-crossing class: a tree block that crosses a 64 KiB stripe
  * boundary (old kernels wrote some; btrfs check reports them, scrub and
  * RAID5/6 cannot handle them) is copied on write, through the tree that owns

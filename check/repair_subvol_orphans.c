@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The root-orphans class: a deleted subvolume (root item refs 0) that the
  * kernel is to drop needs its orphan item in the root tree; without it the
  * subvolume is never cleaned up. The item is added back, so that the next

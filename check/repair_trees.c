@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Derived trees rebuilt in a transaction: the free-space tree from the
  * extent tree (libfs/free_space_tree.c, with the v1 space cache cleared) and
  * the uuid tree from the root items (libfs/uuid_tree.c); a tree with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* report_problem(): the one policy for text and JSON output of problems. */
 #include <errno.h>
 #include <inttypes.h>

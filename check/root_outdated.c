@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Outdated root items (see root_outdated.h). A tree's root block is the one
  * block of its top level whose extent item carries a tree-block reference
  * from the tree: when a root item points elsewhere and that block is newer,

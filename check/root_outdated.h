@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Root items that point at an older root block than their tree's newest
  * (the extent tree names the newer one): found for the check and its
  * repair alike (check/root_outdated.c). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The detection run of btk-check: every phase in order, and the release of
  * what a run leaves in the context (shared by main.c and fuzz/fuzz_check.c). */
 #include <string.h>

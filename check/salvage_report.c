@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Blocks the walk read as their salvaged view (libfs/block_salvage.h): one
  * problem per kind of damage, with what the salvage kept and dropped. */
 #include <inttypes.h>

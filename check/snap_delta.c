@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* A snapshot checked as a delta of the lineage member before it
  * (doc/design.md, "Snapshots: checking each unique subtree once"): the
  * leaves either tree has alone give the inodes that may differ; those are

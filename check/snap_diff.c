@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Tree diff by block pointers (snap_diff.h). Memory: the private blocks of
  * one level of each side. */
 #include <errno.h>

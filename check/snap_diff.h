@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The leaves by which two trees differ (doc/design.md, "Snapshots"): both
  * walked level by level from their roots, a child pointer present on both
  * sides (same block, same generation) skipped with its whole subtree. */

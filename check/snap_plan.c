@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Snapshot lineages (snap_plan.h): the subvolume trees linked by uuid and
  * parent_uuid (and by a shared parent_uuid, so siblings stay together after
  * their source is deleted), each group ordered by the time of its contents. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Snapshot lineages for the inode and name checks (doc/design.md,
  * "Snapshots: checking each unique subtree once"): which subvolume trees are
  * checked in full (a lineage's head) and which as a delta against the member

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Command-line plumbing; see cli.h. The state here is per process by
  * nature: the program's version string, the cancellation flag a signal
  * handler sets, and the list of temporary files to remove. */

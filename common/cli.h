@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Command-line plumbing shared by every btk program: argp glue (--version,
  * --format, the common -q/-v/--progress options), fsck-style exit codes,
  * cancellation by SIGINT/SIGTERM/SIGHUP and removal of temporary files.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Growing an array by doubling: the one way the tools' small lists grow. */
 #ifndef BTK_COMMON_GROW_H
 #define BTK_COMMON_GROW_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The one JSON document of a run; see json_doc.h. */
 #include <stdio.h>
 

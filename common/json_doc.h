@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The one JSON document a program prints with --format json: every run of
  * every btk program prints exactly one, an object that starts with
  *   "version": JSON_DOC_VERSION (the schema: bumped when a field changes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Messages to stderr; see messages.h. All output to stderr happens under
  * flockfile(stderr), which also guards the status-line state below. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Messages to stderr, the one voice of every btk program:
  *
  *   btk-check: error: cannot open /dev/sdb: Permission denied

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* A progress line on stderr; see progress.h. */
 #include <inttypes.h>
 #include <stdatomic.h>

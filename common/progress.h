@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* A progress line on stderr for long phases:
  *
  *   checking extents: 1.50GiB / 3.00GiB (50.0%), 120.3MiB/s, ETA 0:13

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Sizes on the command line and in output; see sizes.h. */
 #include <errno.h>
 #include <inttypes.h>

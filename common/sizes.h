@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Sizes on the command line and in output.
  *
  * Parsing follows btrfs-progs: a decimal number with an optional binary unit

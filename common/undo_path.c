@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The default undo file location (undo_path.h). */
 #include <errno.h>
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Where a writing program's undo file goes when --undo-file names none:
  * $BTK_UNDO_DIR, else /var/lib/btk/undo (made mode 0700 when missing), never
  * the working directory (at boot that is a read-only /). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-convert bg-tree: move every block group item from the extent tree into
  * the block-group tree (or back with --revert) in one copy-on-write
  * transaction, and set (or clear) the compat_ro flag with it. The kernel then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-convert: shared declarations. */
 #ifndef BTK_CONVERT_H
 #define BTK_CONVERT_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-convert: offline conversions of a btrfs filesystem. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-convert profile: change metadata/system profiles in place. */
 #include <argp.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Data extents of a chunk whose profile changes: read on the copies that
  * stay, each sector checked against the csum tree, bad sectors rewritten
  * from a good copy, new stripes filled from good copies. Data written

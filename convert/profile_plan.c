@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Planning a profile change: which chunks change, which stripes stay,
  * where new stripes go. Only the mirror family (single, DUP, RAID1,
  * RAID1C3, RAID1C4) keeps every block at its logical address. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Before a profile change is committed: every tree block of the changing
  * chunks is read on the copies that stay and verified; a bad copy is
  * rewritten from a good one, and new stripes are filled from good copies.

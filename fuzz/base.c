@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The bases of the whole-filesystem harnesses (fuzz_image.c, fuzz_check.c):
  * small real filesystems loaded once, patched by each input, restored after
  * each run; see fuzz/base.h. */

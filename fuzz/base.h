@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The bases of the whole-filesystem harnesses: an input is a compact list of
  * patches onto the metadata of a small real filesystem (a base image).
  *

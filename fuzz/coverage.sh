@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Line/branch coverage of a fuzz corpus: build a harness with clang source
 # coverage (no sanitizers) around the replay driver, run every input once,
 # and print llvm-cov's per-file report for the library sources it reaches.

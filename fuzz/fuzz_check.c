@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libFuzzer harness over btk-check: every run patches a base filesystem
  * (fuzz/base.h: the inputs of fuzz_image.c, flag bits 0..4 the same), opens
  * it and runs every read-only phase of btk-check on it (check_run: the same

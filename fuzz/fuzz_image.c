@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libFuzzer harness over whole filesystems: the input is a compact list of
  * patches onto the metadata of a small real filesystem (a base image), and
  * every run opens the patched filesystem, walks every tree, decodes every

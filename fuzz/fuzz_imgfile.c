@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libFuzzer harness over the metadata image readers of btk-image: the input
  * is an image file. It goes through
  *   - the btrfs-image v0 reader (image/fmt_btrfs_image.h) to the end or the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libFuzzer harness over the item decoders: (key, item bytes) straight into
  * item_fields_json, and its result through item_fields_text; on the way the
  * same bytes go through the name lookups of libfs/names.h.

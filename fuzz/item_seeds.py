@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Write one fuzz_items seed per distinct (key type, owner tree) found in the
 leaves of a single-device btrfs image (default: the fuzz base image).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Replay fuzz inputs without libFuzzer: each file named on the command line
  * (directories: every regular file in them) goes once through
  * LLVMFuzzerTestOneInput. Linked with one harness and built with any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-image dump: every tree block reachable from every root (log trees
  * included, each block once), each device's superblock and, with --data,
  * the data extents, into a native or btrfs-image stream. Blocks are emitted

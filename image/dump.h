@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* State of one btk-image dump. */
 #ifndef BTK_IMAGE_DUMP_H
 #define BTK_IMAGE_DUMP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The native btk-image format (doc/image-format.md): a header, a stream of
  * independently compressed frames of (logical, length, payload) records, and
  * a trailer with the frame index and a checksum of the whole stream. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Reading the native image format sequentially (a pipe works), checking
  * every field before it is used: sizes against fixed limits before any
  * allocation, each frame's checksum before decompressing it, each record

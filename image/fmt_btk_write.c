@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Writing the native image format: records are packed into frames by the
  * caller's thread, frames are compressed by a pool of workers, and written
  * strictly in order by the caller's thread, with the stream checksum and

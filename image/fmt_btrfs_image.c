@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The btrfs-image v0 dump format: writer and validating reader.
  *
  * A dump is a sequence of clusters. A cluster is a 1024-byte header block

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The btrfs-image (v0) metadata dump format, as btrfs-progs' image/ code
  * writes and `btrfs-image -r` reads it: a sequence of 1024-byte cluster
  * headers, each followed by the (optionally zlib-compressed) bodies of its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Tree blocks restore keeps in memory (chunk and dev trees), found by
  * address through an open-addressing index, with the set of addresses their
  * nodes point at kept beside them, so that "is every child held" is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-image: the commands, and the record source that restore and info
  * read either image format through. */
 #ifndef BTK_IMAGE_IMAGE_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Pipe-safe read and write loops for image streams. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Sequential reads and writes on a file descriptor that may be a pipe, and
  * an input that first replays bytes already read for format probing. */
 #ifndef BTK_IMAGE_IMGIO_H

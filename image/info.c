@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-image info: what an image holds. Reads it to the end, so every frame,
  * record and checksum is verified on the way. */
 #include <argp.h>

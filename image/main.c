@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-image: metadata images of a btrfs filesystem: dump, restore, info. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The sanitizer maps' memory (see map_arena.h). */
 #include <errno.h>
 #include <fcntl.h>

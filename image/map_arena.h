@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Memory for the sanitizer's maps with a bounded resident size: allocations
  * come from regions of an unlinked temporary file, mapped shared. Once the
  * bytes the process may have resident pass the budget, every region is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Forging replacement names with a chosen crc32c (see name_forge.h).
  *
  * The raw crc32c satisfies crc(s, p || x) = crc(s, p || 0000) ^ crc(0, x) for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Forging replacement names with a chosen crc32c: crc32c is affine over
  * GF(2), so the last 4 bytes of a name can be solved for any target hash
  * given the bytes before them; shorter names are searched. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-image restore: read an image (native or btrfs-image, file or pipe),
  * collect the chunk tree first (records that arrive before it is complete
  * wait in a temporary file), then write every block at its physical place:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* State of one btk-image restore, shared by the stream side (restore.c)
  * and the one-device layout (restore_single.c). */
 #ifndef BTK_IMAGE_RESTORE_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Restore's writes, gathered: blocks arrive in tree-walk order, scattered
  * over the devices; they are referenced in the image frame that holds them
  * (a counted reference: no copy) or, when they were built elsewhere, copied

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Restore's direct writes: the blocks of a batch are copied once into an
  * aligned staging buffer (the copies of a DUP block share one) and each
  * sorted run is written with O_DIRECT through Linux AIO, up to DIO_DEPTH

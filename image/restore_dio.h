@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Restore's direct writes (restore_dio.c): O_DIRECT runs through Linux AIO,
  * many in flight, onto the outputs that accept it. */
 #ifndef BTK_IMAGE_RESTORE_DIO_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* RAID5/6 parity for the original layout: every full stripe a restore
  * writes into is noted, and at the end its data stripes are read back from
  * the outputs (parts the image did not cover read as whatever the output

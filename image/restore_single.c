@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The one-device restore layout: every chunk gets new room on device 1
  * (mirrored metadata becomes DUP, everything else single), the chunk and
  * dev trees are rewritten in place (same blocks, same logical addresses,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Sanitizing tree blocks (see sanitize.h).
  *
  * Names of directory entries are kept consistent through a map from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Sanitizing tree blocks for a shareable metadata image: file names,
  * xattr names, subvolume names are replaced by same-length random names
  * (re-keyed, or hash-preserving in collide mode), and inline file data,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The sanitizer's hash tables (see sanitize_map.h). */
 #include <errno.h>
 #include <stdlib.h>

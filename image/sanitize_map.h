@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The sanitizer's memory: which new name each (directory, original name)
  * got, with the hash ranges every copy of its items allows, and which new
  * first key each changed tree block got. Chained hash tables that grow, in

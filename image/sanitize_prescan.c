@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The prescan pass of the sanitizer over a whole filesystem (sanitize.h):
  * every leaf of every tree that can hold names (subvolumes, snapshots, log
  * trees, reloc trees), each shared block once. */

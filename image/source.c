@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Opening an image of either format and reading it as records. */
 #include <errno.h>
 #include <fcntl.h>

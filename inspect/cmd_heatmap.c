@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-inspect heatmap: a PNG of the filesystem's chunks, each a block of
  * pixels along a Hilbert curve in logical-address order (or, with --by
  * physical, one map per device in physical order), coloured by type and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-inspect map: the chunk map, or where the copies of one address live. */
 #include <argp.h>
 #include <inttypes.h>

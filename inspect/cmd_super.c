@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-inspect super: every superblock field of each device given. */
 #include <argp.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-inspect tree: every item of every tree (or one tree, or one block),
  * as text or as one JSON object per item / node pointer. */
 #include <argp.h>

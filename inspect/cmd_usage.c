@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-inspect usage: tree sizes per level, block groups, totals per profile. */
 #include <argp.h>
 #include <errno.h>

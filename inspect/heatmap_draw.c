@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The picture of btk-inspect heatmap; see heatmap_draw.h. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The picture of btk-inspect heatmap: tiles laid along a Hilbert curve in an
  * RGB canvas, a legend in a tiny bitmap font. No I/O (cmd_heatmap.c writes
  * the PNG); exposed for cmd_heatmap.c only. */

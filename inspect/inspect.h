@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-inspect: shared declarations of the subcommands. */
 #ifndef BTK_INSPECT_H
 #define BTK_INSPECT_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* One leaf item -> a JSON object of its fields (see doc/inspect-tree-jsonl.md),
  * and a readable text rendering of that object.
  *

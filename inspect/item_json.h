@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Decoding of one leaf item into a JSON object of its fields, for
  * `btk-inspect tree` (jsonl and text). The field names and shapes are a
  * contract: doc/inspect-tree-jsonl.md. */

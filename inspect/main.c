@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-inspect: show what is on a btrfs filesystem. Subcommand dispatch. */
 #include <argp.h>
 #include <stdio.h>

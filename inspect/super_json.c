@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Decoding every superblock field into JSON, for `btk-inspect super`. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* The superblock as a JSON object (member names of struct btrfs_super_block). */
 #ifndef BTK_INSPECT_SUPER_JSON_H
 #define BTK_INSPECT_SUPER_JSON_H

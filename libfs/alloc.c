@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Tree-block allocation for the write path. Each metadata block group's
  * used space is read lazily from the committed extent tree (which the
  * transaction never changes in place), plus the stripes that hold

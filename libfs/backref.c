@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Back references of existing extents, for copying tree blocks that
  * snapshots share. An extent item counts its references (`refs`) and lists
  * them inline after the item (sorted by type, then by a sequence number

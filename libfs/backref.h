@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Extent back references: their one on-disk encoding (libfs/backref.c), for
  * the write path that adds and drops references one at a time and for the
  * repairs that write whole extent items (btk-check). */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Tree-block cache (hash by bytenr + LRU under a byte budget) and verified
  * reads that try every copy. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Tree blocks: a cache keyed by logical address under a byte budget (LRU),
  * and a verified read that falls back to the other copies. */
 #ifndef BTK_BLOCK_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Tree-block salvage (block_salvage.h): a leaf's items are kept where their
  * key and data range can be made valid and re-laid out packed from the end
  * of the leaf in key order; a node's pointers are kept where their key is in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Tree-block salvage: a block whose checksum, bytenr and fsid verify but
  * whose layout or place in the tree does not (item offsets or sizes shifted,
  * overlapping or past the leaf, keys out of order, nritems too large, a level

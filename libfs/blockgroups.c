@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Reading block group items by exact key, one lookup per chunk: cheaper than
  * scanning an extent tree of millions of items. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Block group items, looked up for every chunk. */
 #ifndef BTK_BLOCKGROUPS_H
 #define BTK_BLOCKGROUPS_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* New chunks for tree blocks when the existing metadata (or system) block
  * groups are full. The chunk goes into the chunk map and the allocator at
  * once, so the transaction can keep allocating (also the blocks that hold

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Chunk stripe changes for in-place profile conversion. */
 #include <errno.h>
 #include <stdlib.h>

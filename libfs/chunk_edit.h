@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Changing a chunk's stripes and profile inside a transaction, without
  * moving its logical address range: the chunk item, the block group flags,
  * the dev extents, the devices' bytes_used and, for system chunks, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Commit: bring the derived metadata in step (extent references, root items,
  * block group items, the free-space tree) until nothing changes any more,
  * then write every dirty block to every copy, flush, write the superblocks,

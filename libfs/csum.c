@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Checksums: crc32c (ISA-L), xxhash64 (libxxhash), sha256 and blake2b-256 (libgcrypt). */
 #include <errno.h>
 #include <gcrypt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The four btrfs checksum algorithms behind one call. */
 #ifndef BTK_CSUM_H
 #define BTK_CSUM_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* A forward cursor over the csum items of a logical range (see csum_tree.h). */
 #include <errno.h>
 #include <string.h>

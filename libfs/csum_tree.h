@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Reading the csum tree: the checksums of a logical range [start, end), in
  * ascending order, item by item. One cursor serves both ways of asking:
  * runs of consecutive checksummed sectors (csum_tree_next) or the checksum

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* In-buffer btree block operations (see ctree_ops.h for the conventions).
  *
  * Leaf layout, offsets relative to the end of the header (L = nodesize - 101):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* In-buffer btree block operations: insert, delete, resize, split and push
  * items of a leaf and key pointers of a node, entirely inside caller-owned
  * buffers of nodesize bytes. No I/O, no allocation: the copy-on-write

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The users of a data extent from its back references (libfs/data_users.h). */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Who uses a data extent: the files named by its back references in the
  * extent tree, for reports that must say which files a damaged extent hurts. */
 #ifndef BTK_DATA_USERS_H

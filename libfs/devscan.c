@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* libblkid probe of all block devices for btrfs members with a given fsid. */
 #include <blkid/blkid.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Finding the other members of a multi-device filesystem with libblkid. */
 #ifndef BTK_DEVSCAN_H
 #define BTK_DEVSCAN_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Extent bitmap: per-region runs, bit chunks or full spans, held as 16-byte
  * entries in a two-level sorted array (see ebitmap.h). */
 #include <errno.h>

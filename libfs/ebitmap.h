@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Extent bitmaps: a set of unit-aligned byte ranges over the whole 64-bit
  * address space, in memory proportional to its shape rather than its span.
  *

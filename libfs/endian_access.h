@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Unaligned little-endian loads and stores, and the macro that turns an
  * on-disk struct field into a getter/setter pair. Every on-disk field in btk
  * is read through one of these; nothing casts a buffer to a struct. */

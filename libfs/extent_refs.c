@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Extent-tree references of tree blocks, applied at commit (or earlier, when
  * the queue is long: trans_refs.c). Copying a block queues a reference for
  * the new block and a drop for the old one; applying them changes the extent

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Extent items decoded once for every reader of the extent tree. */
 #include "libfs/extent_scan.h"
 #include "libfs/tree.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The extents the extent tree records, one decoded record each, for the
  * programs that read the whole extent tree (or a block group's part of it)
  * to find tree blocks, data extents or used space. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Positional read/write loops (see fdio.h). */
 #include <errno.h>
 #include <unistd.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Whole-buffer positional reads and writes on a file descriptor, retrying
  * short transfers and EINTR: the one copy of this loop for every backend
  * and file format in libfs. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The feature gate (features.h): one table of the feature bits btk knows. */
 #include <errno.h>
 #include <stdbool.h>

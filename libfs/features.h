@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The feature gate: which superblock feature flags btk reads, which it also
  * writes, and what it does with the ones it does not know. Every program
  * opens through fs_open, which asks here; nothing else decides. Pure

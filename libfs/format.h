@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The btrfs on-disk format: constants and structure layouts.
  *
  * The packed structs below document the layout and feed offsetof() in the

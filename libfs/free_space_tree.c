@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The free-space tree (space_cache=v2) of every block group, built from the
  * extent tree in a transaction (btk-tune --enable free-space-tree, btk-check
  * --repair).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Building the free-space tree (space_cache=v2) from the extent tree, and
  * clearing the v1 space cache, inside a transaction. Used by btk-tune
  * (--enable free-space-tree) and btk-check (--repair). */

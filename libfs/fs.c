@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Opening and closing a filesystem: devices, superblock, chunk map, roots. */
 #include <errno.h>
 #include <stdio.h>

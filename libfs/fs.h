@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* struct fs_info: the one context every libfs call hangs off, and the calls
  * that open and close a filesystem. libfs never prints and never exits:
  * errors come back as negative errno with a message recorded here, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Inode paths from the name back references (libfs/inode_path.h). */
 #include <errno.h>
 #include <string.h>

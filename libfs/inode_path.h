@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The path of an inode inside its subvolume, from its names (INODE_REF or
  * INODE_EXTREF items), for reports that name files. */
 #ifndef BTK_INODE_PATH_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* io backends: regular files / block devices, and memory buffers. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The I/O layer: every device btk touches is a struct io_dev behind a small
  * table of operations, so a file, a block device, a memory buffer, a write
  * log or an undo recorder look the same to the code above. */

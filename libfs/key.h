@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Keys in CPU byte order, and their ordering. */
 #ifndef BTK_KEY_H
 #define BTK_KEY_H

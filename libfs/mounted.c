@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Mount detection by device number: a mounted btrfs lists its member block
  * devices under /sys/fs/btrfs/<fsid>/devices/, other filesystems show their
  * device in /proc/self/mountinfo, a device-mapper or md device holding a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Is a device (or an image file behind a loop device) mounted or held? The
  * primitives of libfs/target.h's check. */
 #ifndef BTK_MOUNTED_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Names of on-disk constants; see names.h. */
 #include <errno.h>
 #include <stdio.h>

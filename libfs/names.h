@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Names of on-disk constants as dump-tree style tools print them: key types,
  * trees, block-group profiles, file extent and dir entry types. Pure lookups:
  * nothing here prints or allocates. */

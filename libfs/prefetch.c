@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Read-ahead of a node's children, sorted by device and offset (see prefetch.h). */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Read-ahead of tree blocks in physical order: the children a walk is about
  * to read are sorted by device offset, merged into large ranges and handed to
  * the I/O layer as hints, so the device sees a few long sequential reads in

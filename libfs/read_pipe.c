@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Slots read ahead by worker threads, consumed in order (see read_pipe.h). */
 #include <errno.h>
 #include <pthread.h>

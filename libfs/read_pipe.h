@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A read pipeline: the caller queues slots of reads (one segment per device
  * copy, say) in the order it will consume them, and worker threads read them
  * ahead, uncached (O_DIRECT), while the caller checks the slots already read.

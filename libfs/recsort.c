@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* External sort of fixed-size records within a memory budget, and a
  * merge-join of two sorted streams (see recsort.h). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Record streams with spill: sort fixed-size records within a memory budget,
  * spilling sorted runs to a temporary file when over it, then read them back
  * in order through a k-way merge; and a merge-join of two such streams.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Superblock reading and validation. */
 #include <errno.h>
 #include <stdio.h>

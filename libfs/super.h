@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Superblocks: read one copy, validate every field, pick the newest valid. */
 #ifndef BTK_SUPER_H
 #define BTK_SUPER_H

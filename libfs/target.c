@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The target check of every btk writer (libfs/target.h). Identities are
  * compared by device and inode number, never by name: a loop device and the
  * file behind it are the same target, and so are two paths of one file. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* May this path be written? The one check every btk writer (and, reduced
  * to the mount test, every reader) runs on a device or file before its first
  * byte: it refuses a mounted or held device, a file behind a mounted loop

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Transaction state: start and end, roots, dirty blocks. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Copy-on-write transactions: the one way btk modifies a filesystem.
  *
  * A transaction copies every tree block it changes to a newly allocated

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Internals shared by the transaction files (trans*.c, alloc.c, extent_refs.c,
  * commit.c). Not part of the library surface. */
 #ifndef BTK_TRANS_INTERNAL_H

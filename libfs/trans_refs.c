@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The queue of extent-tree changes a transaction makes (a reference for each
  * new tree block, a drop for each freed one), in bounded memory.
  *

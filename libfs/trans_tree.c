@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Copy-on-write btree changes: search with copy and split, insert, delete,
  * resize, create and delete trees. Buffer-level work is in ctree_ops.c. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Early writeback: a transaction keeps at most a budget of dirty tree blocks
  * in memory. Past it, the dirty blocks no path holds are checksummed and
  * written to their places at once. Each is a block this transaction

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Btree search and iteration over verified, cached tree blocks. */
 #include <errno.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Searching and iterating btrees. */
 #ifndef BTK_TREE_H
 #define BTK_TREE_H

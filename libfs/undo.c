@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The undo recorder: an io backend that saves old bytes into an undo file
  * before they are first overwritten (see undo.h for the protocol and
  * doc/undo-format.md for the file). */

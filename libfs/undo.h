@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Undo files: an io backend that saves the old bytes of every 4 KiB block
  * before its first overwrite, into one file shared by all devices of a
  * filesystem, and the code that validates such a file and writes the old

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Reading undo files: validate every byte, describe the file, and roll an
  * operation back (see undo.h for the rules, doc/undo-format.md for the
  * layout). Nothing is written to a device before the whole file has been

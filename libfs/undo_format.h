@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The on-disk layout of undo files (doc/undo-format.md), shared by the
  * recorder (undo.c) and the reader (undo_apply.c). Everything is
  * little-endian; every checksum is crc32c (Castagnoli, standard: seed ~0,

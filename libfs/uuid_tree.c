@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Rebuilding the uuid tree. It maps subvolume uuids (and received
  * uuids) to subvolume ids, for send/receive and `btrfs subvolume show`. It
  * is derived data: delete it and build it again from the root items, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Rebuilding the uuid tree (subvolume uuid and received uuid -> subvolume
  * ids) from the root items, inside a transaction. Used by btk-tune
  * (--rebuild-uuid-tree) and btk-check (--repair). */

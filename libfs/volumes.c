@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* The chunk map: which device bytes hold each logical address. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Devices and the chunk map: logical -> physical for every profile. */
 #ifndef BTK_VOLUMES_H
 #define BTK_VOLUMES_H

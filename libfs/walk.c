@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Depth-first walk of a tree with an explicit stack (no recursion, one
  * referenced block per level), and the list of trees to walk. */
 #include <errno.h>

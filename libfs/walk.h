@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Visiting every block of a tree, and listing the trees of a filesystem. */
 #ifndef BTK_WALK_H
 #define BTK_WALK_H

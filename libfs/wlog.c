@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
 /* Write logs: record every write and flush of the devices below (see wlog.h,
  * doc/write-log-format.md), read a log back and replay crash states. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Write logs, for crash tests: an io backend that passes every write and
  * flush through to the device below and appends it to a log file, and the
  * replay that rebuilds what a disk could hold after a crash at any point of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Run the unit tests and a few btk-inspect runs under valgrind memcheck:
 # zero errors and zero leaks (definite, indirect, possible) required.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --enable free-space-tree: build the free-space tree from the extent tree
  * (libfs/free_space_tree.c) and say what was done with the v1 space cache. */
 #include <stdio.h>

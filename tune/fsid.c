@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --fsid: rewrite the fsid everywhere it is stored. Tree block headers carry
  * it, so every tree block is rewritten in place with a new checksum, on
  * every copy (copy-on-write would need twice the metadata space and still

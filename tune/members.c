@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The superblock each member device has now. An fsid change writes the
  * devices one after the other, so after a crash they may disagree; libfs
  * keeps only the first device's superblock, and the fsid operations look at

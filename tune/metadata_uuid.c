@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --metadata-uuid: change the fsid that mount and blkid use without touching
  * a single tree block. Tree blocks and device items keep carrying the
  * filesystem's original fsid; the superblock records it as metadata_uuid and

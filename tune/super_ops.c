@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Superblock-only changes: label, seeding flag, incompat feature bits. They
  * go into the superblock image of the first transaction; nothing else of
  * the filesystem changes for them. */

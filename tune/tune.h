@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-tune: what the options ask for, and the operations that carry it out.
  *
  * Every change but --fsid is made in one copy-on-write transaction (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-tune: change the label, the seeding flag, feature flags, the fsid or
  * the metadata_uuid of an unmounted btrfs filesystem; build the free-space
  * tree; rebuild the uuid tree. Option parsing and the order of operations. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-undo: roll back what a btk tool wrote, from the undo file it made
  * (--undo-file FILE), as long as nothing else has written to the filesystem
  * since. See libfs/undo.h for the rules and doc/btk-undo.8. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* --rebuild-uuid-tree: delete the uuid tree and build it again from the root
  * items (libfs/uuid_tree.c). */
 #include <stdio.h>

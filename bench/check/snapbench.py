@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """bench/check/run --snapshots: btk-check against `btrfs check --readonly` on
 filesystems with K read-only snapshots of one subvolume (snapgen.py), for
 K = 10, 100, 1000 (and 10000 with --big), two kinds each:

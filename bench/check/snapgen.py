@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Snapshot-scaling filesystem for the btk-check bench (and its tests).
 usage: snapgen.py IMG --files F --dirs D --snaps K [--identical] [--size 4G] [--seed S]
 Makes IMG (mkfs.btrfs), a subvolume `vol` with F small files in D directories,

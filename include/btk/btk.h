@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* libbtk: read and write unmounted btrfs filesystems (btk's library, libfs/).
  * The one header an outside program includes, after `pkg-config --cflags btk`:
  *

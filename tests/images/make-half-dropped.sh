@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Make tests/images/half-dropped.img.xz (with --quota: half-dropped-qgroups.img.xz,
 # quotas enabled before anything is written): a filesystem whose deleted subvolume
 # the kernel had only partly dropped when it was unmounted (its root item has

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only
 # Make tests/images/sample.img.xz: a small, real btrfs filesystem, made
 # without root by mkfs.btrfs --rootdir --shrink (btrfs-progs >= 6.14), with
 #

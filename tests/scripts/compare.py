@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Comparing btk-inspect's JSON with the parsed reference output (dumptree.py)."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Shared fixtures for the btk pytest suite.
 
 - `fs`: one real filesystem per recipe (fsbuild.RECIPES), built once and cached on disk;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Crash replays of a write log, shared by every test that crashes a btk program.
 
 A btk program run with BTK_WRITE_LOG=FILE records every write and flush it makes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Parsers for the reference tools' text: `btrfs inspect-internal dump-tree` and
 `dump-super -f` (btrfs-progs 6.14), into records shaped like btk-inspect's JSON.
 

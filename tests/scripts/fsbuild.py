@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Build real btrfs filesystems for the pytest suite, and cache them.
 
 A Recipe says how to make one filesystem: mkfs.btrfs options, number of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """The kernel and reference-tool oracles every writing test applies after btk writes:
 the filesystem mounts, every file reads back unchanged, scrub is clean, `btrfs check` passes."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check: clean filesystems are clean (and `btrfs check` agrees), every image of the
 corruption corpus (tests/images/corrupt/, see its README) yields exactly its expected
 problem ids, text and JSON agree, and exit codes follow fsck(8)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Unusual but valid filesystems, of the kinds other tools' test suites keep as "must be clean"
 (btrfs-progs fsck-tests 019, 020, 022, 029, 030, 036, misc-tests 034, 069): made here by
 mkfs.btrfs and the kernel, each must pass btk-check with no problem, and the reference

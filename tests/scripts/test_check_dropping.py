@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """A deleted subvolume the kernel had only partly dropped when it was unmounted
 (tests/images/half-dropped.img.xz, made by tests/images/make-half-dropped.sh):
 its root item has refs 0 and a drop_progress key at drop_level 1. The subtrees

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check: inodes, directories and subvolumes (phase_fs*.c, phase_roots.c).
 
 Every recipe of the fsbuild matrix (hardlinks and extrefs, xattrs, special

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check -j: the number of threads changes how fast, never what is found. The JSON
 report of -j1 and -j4 is the same document (problems in the same order, the same
 counts), on filesystems of the test matrix and on damaged corpus images, also when the

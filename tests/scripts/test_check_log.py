@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Log trees left by fsync (the cached log-tree recipe): a file extent the log holds for an inode
 with checksums needs its checksums in the log itself (btrfs-progs fsck-tests 063); the kernel's
 replay copies them from there. btk-check and the reference `btrfs check` 7.3 both report the

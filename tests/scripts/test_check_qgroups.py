@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check: quota groups (phase_qgroups.c, qgroups_reach.c).
 
 The recipes with traditional qgroups (a level-1 group over a subvolume,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check: extent references, checksum items and --check-data-csum.
 
 Every recipe (snapshots, reflinks, compression, quotas, every profile) must

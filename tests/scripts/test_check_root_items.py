@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Root items that point at an older root block of their tree (btrfs-progs fsck-tests 006: a lost
 root item update). The extent tree still holds the newest root block; btk-check reports the root
 item outdated and --repair points it back at that block, as `btrfs check --repair` does, instead

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check on snapshot lineages (doc/design.md, "Snapshots"): snapshots are
 checked as deltas of one another, and a problem in a block several of them
 share is reported once, naming them. Every damage is also checked with the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """A zoned filesystem (mkfs.btrfs -O zoned on a regular file: emulated zones)
 keeps its superblock copies in log zones, not at 64 MiB and 256 GiB; mkfs
 writes the primary only. btk-check must not call the missing fixed-offset

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """New metadata chunks allocated by a libfs transaction when the existing metadata block groups
 are full (libfs/chunk_alloc.c), judged by the reference `btrfs check`, btk-check and the kernel.
 

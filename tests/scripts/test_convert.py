@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-convert profile, judged by the kernel and the reference tools."""
 from __future__ import annotations
 

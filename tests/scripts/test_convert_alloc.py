@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-convert profile when its own transaction must allocate metadata and system chunks.
 
 On a filesystem whose metadata block groups are full, the conversion's first tree block needs a

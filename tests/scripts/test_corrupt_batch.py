@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """tests/tools/btk-corrupt --batch: many edits with one open of the filesystem.
 
 Edits to items of the same leaf must all land (the block cache must not hand a

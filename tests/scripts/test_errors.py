@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Bad input: btk-inspect must fail clearly or carry on with a warning, and never crash.
 
 Every case runs on a copy of a cached image (tmp_path); run_btk() already fails the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check's fsck(8) manners: -n, -y, -p/-a (preen), -f, -C FD, the one JSON
 document of a run, and util-linux fsck calling it as fsck.btrfs. On copies of
 the sample image (tests/images/sample.img.xz: 100 MiB, fixed fsid, label

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Every input the fuzzers (fuzz/) ever crashed on, and their seeds, replayed
 through the harnesses built with ASan + UBSan: a corrupted filesystem yields
 problems, never a crash, a hang or a leak.

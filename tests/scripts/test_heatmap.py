@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-inspect heatmap: the PNG is decoded here by hand (zlib and the PNG
 filters), each map found through its tEXt "btk-map" chunk, and the tiles
 counted as the 4-connected regions of non-background pixels inside it: one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-image dump / restore / info, judged by btk-inspect, the reference `btrfs check` and the kernel.
 
 Compatibility with btrfs-image (its dumps in, our --format btrfs-image out) and sanitizing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-image and btrfs-image read each other's dumps.
 
 - btk-image restores what `btrfs-image` dumps, for every checksum type (btrfs-image

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-image reads `btrfs-image` dumps of several clusters.
 
 btrfs-image does not clear its cluster header between clusters: when a cluster holds

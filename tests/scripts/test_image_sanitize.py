@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-image dump --sanitize: names hidden, the restored filesystem still sound.
 
 For `random` and `collide` on a filesystem with subvolumes, snapshots (dir items copied

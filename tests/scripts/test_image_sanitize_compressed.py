@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-image dump --sanitize on filesystems made by `mkfs.btrfs --rootdir --compress`
 (no kernel needed): the restored copy must check clean with btk-check and the reference.
 

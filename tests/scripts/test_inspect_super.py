@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-inspect super --format json against btrfs inspect-internal dump-super -f / -a."""
 import json
 import re

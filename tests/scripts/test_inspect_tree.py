@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-inspect tree --format jsonl against btrfs inspect-internal dump-tree, on every recipe."""
 import collections
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """What a distribution and an outside program get: `make install` into a DESTDIR
 (programs, libbtk.so.0 and libbtk.a, headers, btk.pc, man pages, docs, bash
 completions), a program compiled against the installed headers with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Every command with --format json prints exactly one JSON document (json.loads of
 the whole output), which starts with the schema version, the program and the btk
 version: btk-check (a check, a listing, a failure), btk-inspect super/map/usage,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """The man pages: roff without warnings (groff -ww -z), the PROBLEMS section of
 btk-check.8 as the registry makes it (scripts/gen-problems-man --check), and every
 long option of every program and subcommand (their --help) documented in its page."""

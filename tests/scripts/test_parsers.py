@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """The reference parsers (dumptree.py) on real dump-tree / dump-super output.
 
 These need no btk binary: they check that what the btk comparisons rely on was

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Progress lines as a user and a log see them: on a terminal (--progress
 draws as if it were one) quick phases leave nothing behind and each line
 carries the run's overall percentage and ETA; --progress=plain writes whole

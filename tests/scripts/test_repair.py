@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check --repair on real filesystems, damaged on purpose with tests/tools/btk-corrupt.
 
 For each repair class: the first check finds the damage (exit 4), `--repair --yes` fixes it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check --repair on every image of the corruption corpus (tests/images/corrupt/), both runs
 (e2fsprogs' expect.1 / expect.2): the expect file's `repair:` and `repair-exit:` say what must happen.
 

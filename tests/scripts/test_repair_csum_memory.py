@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """The csums repair class within --memory-limit: it streams the csum tree and the data ranges
 instead of holding every checksum, so the smallest limit gives the same csum tree as the default
 one, the process stays under the limit, and the used ranges of a rebuild go through a sorter that

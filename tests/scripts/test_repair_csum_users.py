@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """--rebuild-csum-tree over data that no copy can read: the report names the files that use
 the unreadable extent (libfs/data_users.c, libfs/inode_path.c), checked against the reference
 dump-tree's back references and names."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check --repair, more classes: --clear-log, the csum tree (fixes and --rebuild-csum-tree),
 and root refs <-> backrefs. Each: damage (or a log tree) -> --repair --yes -> btk-check clean
 (what the undamaged image had), the reference `btrfs check` clean, and the kernel reads every file

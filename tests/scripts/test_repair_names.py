@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check --repair of names (check/repair_names.c) and of inodes without names
 (check/repair_lostfound.c), seen through the kernel: after the repair the damaged file is found by
 its name again (lookup through the dir item, readdir through the dir index) or in /lost+found under

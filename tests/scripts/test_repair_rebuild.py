@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-check --rebuild-extent-tree: a new extent tree from the trees that use the extents.
 
 On filesystems with snapshots, reflinks, compression and quotas (the fsbuild recipes): the

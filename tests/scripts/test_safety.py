@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Writing onto the wrong target, onto a device shorter than its dev item says, and
 interrupting a check: btk must refuse before the first byte (the target's sha1 is the
 same before and after) or stop cleanly, and say so.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Safety (issue 12): the feature gate, lost superblock copies, the undo directory.
 
 - Feature flags: an incompat bit btk does not know opens nothing (btk-check exit 8, the bits in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Sprouted filesystems: a seed filesystem (`btrfstune -S 1`) mounted, a
 writable device added (`btrfs device add`), and files changed on top.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Regressions from a damage campaign (random field edits, deletions and byte flips made with
 btk-corrupt on the cached recipes, then btk-check, --repair, the reference `btrfs check` and a
 kernel mount). Each case is damage the kernel's tree checker refuses (the leaf, hence the tree

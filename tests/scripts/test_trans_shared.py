@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Transactions that modify subvolume trees shared with snapshots (libfs/extent_refs.c,
 libfs/backref.c), judged by the reference `btrfs check`, btk-check and the kernel.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Transactions with a small dirty-block budget (libfs/trans_writeback.c).
 
 BTK_TRANS_DIRTY_BUDGET=64K lets a transaction keep 4 dirty 16 KiB blocks in memory: past

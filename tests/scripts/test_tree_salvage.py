@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """Tree blocks that verify (checksum, bytenr, fsid) but are laid out wrong or disagree with
 their parent's pointer: btk-check reads them as their salvaged view, reports each under its
 own id and checks on; `--repair` (tree-salvage, then what the dropped items call for)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-tune on real filesystems (mkfs.btrfs + the kernel), judged by what no one here wrote.
 
 After every change: the reference `btrfs check` is clean, the kernel mounts the filesystem,

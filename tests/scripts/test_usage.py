@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """btk-inspect usage / map against the kernel (btrfs filesystem df) and dump-tree."""
 import json
 

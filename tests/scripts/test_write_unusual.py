@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """The writing tools (btk-convert, btk-tune, btk-check --repair) on real filesystems with unusual
 features, found by a campaign over converted-from-ext4, half-dropped, nearly full, shrunk,
 devid-gapped, log-tree, snapshot-heavy, mixed, squota and 64K/4K-node filesystems:

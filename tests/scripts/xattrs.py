@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-only
 """tests/tools/btk-trans-xattr, which adds extended attributes to a file through libfs
 transactions: where it is, and the values it writes."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-corrupt: damage an unmounted btrfs image on purpose, one edit per run,
  * for the btk-check corruption corpus (tests/images/corrupt/README.md).
  *

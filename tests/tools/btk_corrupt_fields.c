@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-corrupt field tables: names to (offset, width) from libfs/format.h. */
 #include <errno.h>
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* btk-corrupt: the named fields it can change, as (name, offset, width)
  * tables built from the structures in libfs/format.h. Width 1/2/4/8 is a
  * little-endian number; any other width is a byte string (uuids, names). */

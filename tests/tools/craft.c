@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-craft: insert, replace and delete raw items through libfs transactions,
  * for test images whose layout the kernel no longer writes (an inline extent
  * followed by a regular one, an orphan item beside a half-truncated inode, a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-trans-xattr: add extended attributes to a file through libfs
  * transactions, for tests that need a writer of ordinary, kernel-readable
  * items (filling metadata until new chunks are needed, writing into a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* btk-wlog-replay: the crash-test side of write logs (libfs/wlog.h).
  *
  *   btk-wlog-replay LOG count

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Real btrfs images for the libfs unit tests: built with mkfs.btrfs --rootdir
  * (no root, no kernel), cached across test processes, and loaded into
  * private memory so a test can corrupt them freely. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* Shared scaffolding of the libfs unit tests: real btrfs images made by
  * mkfs.btrfs --rootdir (built once, cached under $TMPDIR/btk-unit-fixtures/),
  * private in-memory copies of them that a test may corrupt, and a collector

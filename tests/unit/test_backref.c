@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/backref.c: references added to and dropped from existing extent
  * items, inside a transaction on a real image. Inline references must stay
  * in the order the kernel's tree checker demands (type ascending, then the

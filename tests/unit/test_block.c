@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Tree blocks of a real image: a damaged first copy is survived through the
  * second (and reported), two damaged copies are an error naming the block,
  * block_verify catches each kind of header and layout damage, and the cache

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Salvage of tree blocks that verify but are laid out wrong (a real leaf of
  * the fixture, damaged in memory): a shifted offset or size is put back, the
  * items come out identical; swapped items are sorted; a huge nritems keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Block groups of a real image: one per chunk, with the flags and used
  * bytes dump-tree shows for its BLOCK_GROUP_ITEM, and the used bytes of the
  * metadata groups equal the tree blocks the filesystem really has. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/chunk_alloc.c: a new metadata or system chunk allocated inside a
  * transaction, on a real DUP image. The chunk takes the profile of the
  * existing ones, its stripes lie on free device space (no dev extent, no

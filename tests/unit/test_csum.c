@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Checksums: the four algorithms give the published test vectors in the
  * byte order btrfs stores them, and the dir-item name hash matches the key
  * mkfs.btrfs wrote for "default" in the root tree of a real filesystem. */

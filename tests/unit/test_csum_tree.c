@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The csum tree cursor: over the whole address space its runs are ascending,
  * disjoint, sector-aligned, cover exactly the sectors of the csum items, and
  * each checksum matches the data block it names; a range cut inside an item

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* ctree_ops: blocks built from scratch at node sizes 4, 16 and 64 KiB go
  * through long random sequences of insert / delete / resize / set-key / split /
  * push, and after every single operation each block passes the tree-checker

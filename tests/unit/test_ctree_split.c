@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Split choices at the edges of a tree (leaf_choose_split_edge,
  * node_choose_split, and the COW write path that uses them): keys inserted in
  * ascending (descending) order must leave every leaf full but the last

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/data_users.c and libfs/inode_path.c: the files that use a data
  * extent, and their paths, on the "small" fixture (files in big/, inline
  * small files in alpha/, beta/, beta/gamma/). */

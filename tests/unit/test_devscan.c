@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Device scanning by fsid: an fsid no device carries finds no members, and
  * the result can always be freed. */
 #include <criterion/criterion.h>

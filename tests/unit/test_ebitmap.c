@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* ebitmap: every call against naive references (a byte per unit over a small
  * space, a sorted interval list over a huge sparse one), the forms regions
  * take, and the memory a checker on a 20 TiB filesystem would pay. */

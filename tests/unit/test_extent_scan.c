@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/extent_scan.c on the "small" fixture: each extent item comes once,
  * decoded as dump-tree prints it (tree blocks and data extents), a range
  * keeps to its block group, and a stop from the callback ends the scan. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/features: the one table deciding what btk reads and writes. */
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* image/fmt_btrfs_image: the btrfs-image v0 cluster format round-trips
  * (stored and zlib), merges contiguous blocks like progs, and the reader
  * turns truncated or corrupted input into errors that name a byte offset. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/free_space_tree.c: the tree built from the extent tree describes,
  * for every block group, exactly the space its extents and superblock
  * stripes leave free, and survives a commit. */

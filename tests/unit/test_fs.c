@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Opening filesystems: real images open and find their trees; a file that is
  * not btrfs, a truncated image, a member of another filesystem and a
  * damaged root tree are refused with a message a user can act on. */

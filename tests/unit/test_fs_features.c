@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* fs_open and trans_start through the feature gate (libfs/features.h) on real
  * mkfs.btrfs images with feature bits edited in every superblock copy. */
 #include <criterion/criterion.h>

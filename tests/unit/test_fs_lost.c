@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The lost key ranges of btk-check's filesystem-tree walk: lookups by key and
  * by inode, merging, out-of-order adds, and the bound on their number. */
 #include <criterion/criterion.h>

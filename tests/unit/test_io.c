@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The io layer: the file and memory backends read back what was written,
  * refuse reads past the end and writes to read-only devices, and opening
  * something that is not a file or block device fails cleanly. */

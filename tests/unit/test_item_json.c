@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* item_fields_json: every item type decodes to the documented fields, and a
  * short or garbled item is flagged malformed without reading past its end. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Mount detection: files that no mounted btrfs uses are reported unmounted,
  * and a path that cannot be looked at is an error, not a guess. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/names: the names users see in dump output and type on command lines. */
 #include <criterion/criterion.h>
 #include <errno.h>

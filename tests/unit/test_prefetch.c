@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Read-ahead of tree blocks: the ranges handed to the I/O layer are sorted,
  * merged, cover every copy asked for and nothing the filter excludes; walks
  * and iterations that read ahead visit exactly what they did without it. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The problem registry of btk-check (check/problems.def): sorted by code,
  * complete, unique well-formed ids, every id with a detector or marked as
  * never reported, and repair classes that agree with check/repair.c's class

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The progress line as the user reads it: phase, sizes, percentage, rate
  * and ETA; and a progress object that is off does not write anything. */
 #include <criterion/criterion.h>

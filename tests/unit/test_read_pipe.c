@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The read pipeline: slots come back in submission order with the bytes of
  * every segment, whether read uncached by the worker threads (a file), through
  * the fallback on the caller's thread (a memory device, an unaligned segment)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* recsort: records come back in the order qsort gives, within the memory
  * budget, for inputs that stay in memory, spill one run, many runs, or need
  * merges on disk; no spill file is ever visible; and recjoin reports exactly

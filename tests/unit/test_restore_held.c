@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* image/held: restore's held tree blocks. A block is found by address, a
  * second copy of one is ignored, "every child held" follows blocks arriving
  * in any order, and a node's pointers make their targets referenced; a

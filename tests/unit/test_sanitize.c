@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* image/sanitize + image/name_forge: crafted leaves and nodes are sanitized;
  * names change but keep their length (and, in collide mode, their hash), dir
  * item / dir index / inode ref agree, keys match the new hashes, leaves stay

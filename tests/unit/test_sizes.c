@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Sizes as a user types them and as btk prints them: the binary units of
  * btrfs-progs, its pretty_size() output, and hex/decimal numbers. */
 #include <criterion/criterion.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Superblocks of a real image: the primary copy is chosen while it is good,
  * a damaged primary falls back to copy 1 (and the filesystem still opens),
  * and every validation rule rejects its kind of damage with a reason. */

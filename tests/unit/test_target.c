@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The target check of every writer: what it lets through (new, empty and
  * signature-free files), what it refuses (a filesystem or other signature
  * unless forced, a member by path or fsid, the same file under another

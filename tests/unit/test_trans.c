@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Copy-on-write transactions on real images (4, 16 and 64 KiB nodes): item
  * insert, delete, resize and in-place update, a tree growing to two levels
  * of nodes and shrinking back to one leaf, a tree deleted and made anew in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* trans_drop_child: a child pointer of a subvolume tree goes without its
  * block being read; a wrong key or block number is -ENOENT; after the commit
  * the tree holds every block and item but the dropped leaf's. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Btree search and iteration on the fs tree of the "deep" image (4 KiB
  * nodes, root level >= 2): every item is reached exactly once forwards and
  * backwards, and searches for present, absent, first, last and

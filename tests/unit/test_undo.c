@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Undo files: what an operation overwrote comes back byte for byte (random,
  * overlapping, unaligned writes on several devices, superblocks included),
  * also after a crash; a file that is damaged in any way, a filesystem that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* common/undo_path: where default undo files go, and refusing early when that
  * place cannot be made. */
 #include <criterion/criterion.h>

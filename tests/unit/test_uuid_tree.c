@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* libfs/uuid_tree.c: the rebuilt uuid tree maps the uuid of every
  * subvolume root item to its id, and the superblock says it is current. */
 #include <criterion/criterion.h>

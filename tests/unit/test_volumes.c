@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* The chunk map: synthetic chunk items of every profile map logical
  * addresses to the physical places worked out by hand, reads through the
  * map return the right device bytes, and nonsense geometry is refused. */

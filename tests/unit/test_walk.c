@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Tree walks on real images: every block is visited exactly once (as many
  * nodes and leaves as dump-tree prints), a damaged child is reported and
  * skipped without ending the walk, and fs_list_trees lists the trees mkfs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only
 /* Write logs: the devices below see every write unchanged; the log counts
  * them; replaying any prefix gives exactly the state of the first N writes
  * applied in order; a reordered crash keeps every flushed write and adds

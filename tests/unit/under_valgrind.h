@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
 /* RUNNING_ON_VALGRIND where valgrind's header is installed (0 elsewhere), and
  * how much of a long loop a unit test runs under memcheck: memcheck covers
  * every line just as well with fewer repetitions, at ~30x the cost of each. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Regenerate the btk-check corruption corpus (see README.md here).
 
   make-corpus.py [--list] [--keep DIR] [NAME...]

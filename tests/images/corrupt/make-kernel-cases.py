@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
 """Corpus cases that need the kernel (or layouts it no longer writes): images
 like those other tools' test suites carry, clean ones btk-check must accept
 and damaged ones it must find (see README.md here for the expect format).
