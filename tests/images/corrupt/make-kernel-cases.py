@@ -541,7 +541,7 @@ CASES = [
     Case("inline-ram-bytes", inline_ram_bytes, "uncompressed inline extents whose ram_bytes is off",
          ("file-extent-inline", "inode-nbytes"), 4, "inodes", 1),
     Case("root-item-generation-future", root_generations, "root items newer than the filesystem",
-         ("root-item-generation", "tree-root-unreadable"), 4, "lost-blocks root-generations", 1),
+         ("root-item-generation", "tree-block-transid"), 4, "tree-salvage", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
     Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
