@@ -164,7 +164,8 @@ static dev_t loop_decode_dev(uint64_t v)
 int loop_backing_identity(const char *loopname, dev_t *dev, ino_t *ino)
 {
 	char path[PATH_MAX];
-	struct loop_info64 li;
+	/* zeroed: valgrind does not know LOOP_GET_STATUS64 fills it */
+	struct loop_info64 li = { 0 };
 	int fd, ret = 0;
 
 	snprintf(path, sizeof(path), "/dev/%s", loopname);
