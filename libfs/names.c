@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "libfs/format.h"
 #include "libfs/names.h"
@@ -60,6 +61,18 @@ static const char *const key_type_names[256] = {
 const char *key_type_name(uint8_t type)
 {
 	return key_type_names[type];
+}
+
+/* The key type named NAME as dump-tree prints it (case ignored): the
+ * inverse of key_type_name(), for tools that take a type on the command line. */
+int key_type_from_name(const char *name, uint8_t *out)
+{
+	for (unsigned t = 0; t < 256; t++)
+		if (key_type_names[t] && !strcasecmp(key_type_names[t], name)) {
+			*out = (uint8_t)t;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 const char *key_type_name_or_number(uint8_t type, char *buf)

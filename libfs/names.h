@@ -18,6 +18,8 @@
 /* "INODE_ITEM", "EXTENT_CSUM", ... as btrfs-progs dump-tree prints them, or
  * NULL for a type it does not know. */
 const char *key_type_name(uint8_t type);
+/* NAME as key_type_name() gives it, case ignored: 0 and *out, or -EINVAL */
+int key_type_from_name(const char *name, uint8_t *out);
 /* The name, or "UNKNOWN.<n>" written into buf[KEY_TYPE_NAME_BUF]. */
 const char *key_type_name_or_number(uint8_t type, char *buf);
 

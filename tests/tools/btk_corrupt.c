@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "libfs/block.h"
 #include "libfs/csum.h"
@@ -112,14 +111,7 @@ static int parse_key_type(const char *s, uint8_t *out)
 		*out = (uint8_t)v;
 		return 0;
 	}
-	for (unsigned t = 0; t < 256; t++) {
-		const char *name = key_type_name((uint8_t)t);
-		if (name && !strcasecmp(name, s)) {
-			*out = (uint8_t)t;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return key_type_from_name(s, out);
 }
 
 static int parse_key(const char *s, struct btrfs_key *key)

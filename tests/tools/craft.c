@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "common/sizes.h"
 #include "libfs/fs.h"
@@ -34,14 +33,7 @@ static int parse_type(const char *s, uint8_t *out)
 		*out = (uint8_t)v;
 		return 0;
 	}
-	for (unsigned t = 0; t < 256; t++) {
-		const char *name = key_type_name((uint8_t)t);
-		if (name && !strcasecmp(name, s)) {
-			*out = (uint8_t)t;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return key_type_from_name(s, out);
 }
 
 /* "OBJECTID,TYPE,OFFSET"; the objectid and offset may be negative (-1 = 2^64-1). */

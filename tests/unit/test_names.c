@@ -205,3 +205,19 @@ Test(names, uuid_lowercase_canonical)
 	uuid_to_str(uuid, out);
 	cr_assert_str_eq(out, "deadbeef-0001-0203-a0b1-c2d3e4f50617");
 }
+
+Test(names, key_type_from_name_inverts_key_type_name)
+{
+	uint8_t t = 0;
+
+	for (unsigned i = 0; i < 256; i++) {
+		const char *name = key_type_name((uint8_t)i);
+		if (!name)
+			continue;
+		cr_assert_eq(key_type_from_name(name, &t), 0, "%s", name);
+		cr_assert_eq(t, i, "%s", name);
+	}
+	cr_assert_eq(key_type_from_name("inode_item", &t), 0);
+	cr_assert_eq(t, BTRFS_INODE_ITEM_KEY);
+	cr_assert_eq(key_type_from_name("NO_SUCH_TYPE", &t), -EINVAL);
+}
