@@ -110,6 +110,7 @@ UNIT_TIMEOUT ?= 900
 # Unit tests, then the pytest suite (real filesystems; kernel tests need root).
 check: all unit
 	scripts/spdx-check
+	$(PYTHON) scripts/file-cycles $(B)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; timeout $(UNIT_TIMEOUT) $$t --jobs 2 --short-filename; done
 	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
 
