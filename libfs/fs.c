@@ -27,32 +27,6 @@ void fs_open_options_init(struct fs_open_options *opts)
 	opts->allow_missing = true;
 }
 
-int fs_error(struct fs_info *fs, int err, const char *fmt, ...)
-{
-	char buf[sizeof(fs->errmsg)];
-	va_list ap;
-
-	/* Format aside: callers wrap the previous message by passing fs->errmsg. */
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	memcpy(fs->errmsg, buf, sizeof(buf));
-	return err;
-}
-
-void fs_note(struct fs_info *fs, enum fs_note_level level, const char *fmt, ...)
-{
-	char buf[512];
-	va_list ap;
-
-	if (!fs->note)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	fs->note(fs->note_arg, level, buf);
-}
-
 static void uuid_str(const uint8_t *uuid, char out[37])
 {
 	uuid_unparse_lower(uuid, out);
@@ -181,14 +155,6 @@ static bool same_filesystem(const uint8_t *a, const uint8_t *b, bool fsid_change
 		for (unsigned k = 0; k < cb; k++)
 			if (memcmp(na[i], nb[k], BTRFS_FSID_SIZE) == 0)
 				return true;
-	return false;
-}
-
-bool fs_fsid_is_seed(const struct fs_info *fs, const uint8_t *fsid)
-{
-	for (unsigned i = 0; i < fs->nseed_fsids; i++)
-		if (memcmp(fs->seed_fsids[i], fsid, BTRFS_FSID_SIZE) == 0)
-			return true;
 	return false;
 }
 
