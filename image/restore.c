@@ -86,26 +86,6 @@ static error_t restore_parse(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- helpers */
-
-void restore_block_csum(struct restore_ctx *r, uint8_t *block)
-{
-	uint8_t csum[BTRFS_CSUM_SIZE];
-
-	csum_compute(r->fs->csum_type, block + BTRFS_CSUM_SIZE, r->fs->nodesize - BTRFS_CSUM_SIZE, csum);
-	memcpy(header_csum_ptr(block), csum, BTRFS_CSUM_SIZE);
-}
-
-int rs_error(struct restore_ctx *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(r->err, sizeof(r->err), fmt, ap);
-	va_end(ap);
-	return -EUCLEAN;
-}
-
 /* ---------------------------------------------------------------- superblocks */
 
 /* The superblock in use is the lowest devid's, except that in a sprouted
@@ -296,33 +276,6 @@ static int write_marks(struct restore_ctx *r, struct io_dev *io, uint64_t size)
 	return io_flush(io);
 }
 
-int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t *base,
-			 const uint8_t *dev_item, const uint8_t *const *verbatim, uint64_t size)
-{
-	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
-	int ret;
-
-	if ((ret = batch_flush(r->batch)) || (ret = io_flush(io)))
-		return ret;
-	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
-		uint64_t off = btrfs_super_offset(m);
-		if (off + BTRFS_SUPER_INFO_SIZE > size)
-			break;
-		if (verbatim && verbatim[m]) {
-			memcpy(sb, verbatim[m], sizeof(sb));
-		} else {
-			memcpy(sb, base, sizeof(sb));
-			if (dev_item)
-				memcpy(super_dev_item_ptr(sb), dev_item, sizeof(struct btrfs_dev_item));
-			super_set_bytenr(sb, off);
-			super_update_csum(sb);
-		}
-		if ((ret = io_write(io, sb, sizeof(sb), off)))
-			return ret;
-	}
-	return io_flush(io);
-}
-
 /* Whether a device's superblock is a seed filesystem's (SEEDING, another fsid). */
 static bool image_is_sprouted(const struct restore_ctx *r)
 {
@@ -401,71 +354,6 @@ static int open_outputs(struct restore_ctx *r)
 					ch->stripes[s].dev = &fs->devices[i];
 	}
 	return 0;
-}
-
-/* ---------------------------------------------------------------- writing records */
-
-static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
-{
-	int ret = parity_note(r, logical, len);
-
-	if (ret)
-		return ret;
-	while (len) {
-		struct phys_copy copies[MAX_COPIES];
-		uint64_t contig;
-		int n = volumes_map(r->fs, logical, len, copies, &contig);
-		uint32_t k;
-
-		if (n < 0)
-			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
-		k = contig < len ? (uint32_t)contig : len;
-		for (int i = 0; i < n; i++) {
-			if (!copies[i].dev)
-				return rs_error(r, "chunk at %llu names device %llu, which the image does not have",
-						(unsigned long long)logical, (unsigned long long)copies[i].devid);
-			ret = batch_add(r->batch, (unsigned)(copies[i].dev - r->fs->devices), copies[i].physical, data, k,
-					r->cur_frame);
-			if (ret)
-				return rs_error(r, "writing %s: %s", copies[i].dev->io->path, strerror(-ret)), ret;
-			r->written_bytes += k;
-		}
-		logical += k;
-		data += k;
-		len -= k;
-	}
-	return 0;
-}
-
-static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
-{
-	struct io_dev *io = r->fs->devices[0].io;
-
-	while (len) {
-		uint64_t phys[2], contig;
-		unsigned n;
-		uint32_t k;
-		int ret;
-
-		if (single_map(r, logical, phys, &n, &contig))
-			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
-		k = contig < len ? (uint32_t)contig : len;
-		for (unsigned i = 0; i < n; i++) {
-			if ((ret = batch_add(r->batch, 0, phys[i], data, k, r->cur_frame)))
-				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
-			r->written_bytes += k;
-		}
-		logical += k;
-		data += k;
-		len -= k;
-	}
-	return 0;
-}
-
-int restore_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
-{
-	return r->layout == LAYOUT_SINGLE ? write_single(r, logical, data, len)
-					  : write_original(r, logical, data, len);
 }
 
 /* A record once the chunk map is known. */

@@ -139,6 +139,8 @@ int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t
 int single_place_chunks(struct restore_ctx *r);
 /* Copies of [logical, logical+len) (one chunk) on the output: 0 or -ENOENT. */
 int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned *ncopies, uint64_t *contig);
+/* Write [logical, logical+len) to every copy of the one-device layout. */
+int single_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len);
 /* Give a block group item leaf its new profile flags (leaves of the extent
  * and block-group trees); 1 if it changed. */
 int single_patch_block_groups(struct restore_ctx *r, uint8_t *block);

@@ -116,6 +116,32 @@ int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned
 	return 0;
 }
 
+/* Write [logical, logical+len) to every copy of the one-device layout. */
+int single_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
+{
+	struct io_dev *io = r->fs->devices[0].io;
+
+	while (len) {
+		uint64_t phys[2], contig;
+		unsigned n;
+		uint32_t k;
+		int ret;
+
+		if (single_map(r, logical, phys, &n, &contig))
+			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
+		k = contig < len ? (uint32_t)contig : len;
+		for (unsigned i = 0; i < n; i++) {
+			if ((ret = batch_add(r->batch, 0, phys[i], data, k, r->cur_frame)))
+				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
+			r->written_bytes += k;
+		}
+		logical += k;
+		data += k;
+		len -= k;
+	}
+	return 0;
+}
+
 int single_patch_block_groups(struct restore_ctx *r, uint8_t *block)
 {
 	int changed = 0;
@@ -274,9 +300,9 @@ static int refill_tree(struct restore_ctx *r, struct held_list *blocks, uint64_t
 		restore_block_csum(r, b);
 	}
 	for (size_t l = 0; l < sh.nleaves && !ret; l++)
-		ret = restore_write(r, sh.leaves[l]->bytenr, sh.leaves[l]->data, r->fs->nodesize);
+		ret = single_write(r, sh.leaves[l]->bytenr, sh.leaves[l]->data, r->fs->nodesize);
 	for (size_t n = 0; n < sh.nnodes && !ret; n++)
-		ret = restore_write(r, sh.nodes[n]->bytenr, sh.nodes[n]->data, r->fs->nodesize);
+		ret = single_write(r, sh.nodes[n]->bytenr, sh.nodes[n]->data, r->fs->nodesize);
 out:
 	free(sh.leaves);
 	free(sh.nodes);
