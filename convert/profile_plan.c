@@ -271,3 +271,22 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 	*nplans = n;
 	return 0;
 }
+
+/* Does old stripe i of the plan stay in the new stripe set? */
+bool plan_old_stays(const struct chunk_plan *p, unsigned i)
+{
+	for (unsigned k = 0; k < p->nnew; k++)
+		if (!p->added[k] && p->new_stripes[k].devid == p->old_stripes[i].devid &&
+		    p->new_stripes[k].physical == p->old_stripes[i].physical)
+			return true;
+	return false;
+}
+
+/* The open device with this devid, or NULL: where a plan's stripe is read and written. */
+struct io_dev *convert_device_io(struct fs_info *fs, uint64_t devid)
+{
+	for (unsigned i = 0; i < fs->num_devices; i++)
+		if (fs->devices[i].devid == devid)
+			return fs->devices[i].io;
+	return NULL;
+}

@@ -50,14 +50,6 @@ struct verify_ctx {
 	size_t msglen;
 };
 
-struct io_dev *convert_device_io(struct fs_info *fs, uint64_t devid)
-{
-	for (unsigned i = 0; i < fs->num_devices; i++)
-		if (fs->devices[i].devid == devid)
-			return fs->devices[i].io;
-	return NULL;
-}
-
 static int write_copy(struct verify_ctx *v, const uint8_t *good, const struct stripe_place *s, uint64_t bytenr)
 {
 	struct io_dev *io = convert_device_io(v->fs, s->devid);
@@ -69,15 +61,6 @@ static int write_copy(struct verify_ctx *v, const uint8_t *good, const struct st
 	if (!ret)
 		v->st->bytes_written += v->fs->nodesize;
 	return ret;
-}
-
-bool plan_old_stays(const struct chunk_plan *p, unsigned i)
-{
-	for (unsigned k = 0; k < p->nnew; k++)
-		if (!p->added[k] && p->new_stripes[k].devid == p->old_stripes[i].devid &&
-		    p->new_stripes[k].physical == p->old_stripes[i].physical)
-			return true;
-	return false;
 }
 
 /* One tree block: find a good copy, fix the staying copies, fill new ones.
