@@ -153,9 +153,9 @@ static int check_piece(struct dc_state *s)
 		return 0;
 	j = &s->pieces[slot->index];
 	if (slot->seg[0].ret) {
-		refs_report(ctx, PR_DATA_UNREADABLE, "data %" PRIu64 "+%" PRIu64 " copy %d (devid %" PRIu64
-			    " physical %" PRIu64 "): %s", j->logical, j->len, j->mirror + 1, j->dev->devid,
-			    j->physical, strerror(-slot->seg[0].ret));
+		report_problem(ctx, PR_DATA_UNREADABLE, "data %" PRIu64 "+%" PRIu64 " copy %d (devid %" PRIu64
+			       " physical %" PRIu64 "): %s", j->logical, j->len, j->mirror + 1, j->dev->devid,
+			       j->physical, strerror(-slot->seg[0].ret));
 		read_pipe_release(s->pipe);
 		return cli_cancelled() ? -ECANCELED : 1;
 	}
@@ -164,14 +164,14 @@ static int check_piece(struct dc_state *s)
 	for (unsigned p = 0; p < nparts; p++) {
 		total += s->parts[p].nbad_total;
 		for (unsigned b = 0; b < s->parts[p].nbad && reported < PART_BAD_MAX; b++, reported++)
-			refs_report(ctx, PR_DATA_CSUM_MISMATCH, "data block %" PRIu64 " copy %d (devid %" PRIu64
-				    " %s physical %" PRIu64 ") does not match its checksum",
-				    j->logical + s->parts[p].bad[b], j->mirror + 1, j->dev->devid,
-				    j->dev->path ? j->dev->path : "?", j->physical + s->parts[p].bad[b]);
+			report_problem(ctx, PR_DATA_CSUM_MISMATCH, "data block %" PRIu64 " copy %d (devid %" PRIu64
+				       " %s physical %" PRIu64 ") does not match its checksum",
+				       j->logical + s->parts[p].bad[b], j->mirror + 1, j->dev->devid,
+				       j->dev->path ? j->dev->path : "?", j->physical + s->parts[p].bad[b]);
 	}
 	if (total > reported)
-		refs_report(ctx, PR_DATA_CSUM_MISMATCH, "data %" PRIu64 "+%" PRIu64 " copy %d: %" PRIu64
-			    " more bad blocks", j->logical, j->len, j->mirror + 1, total - reported);
+		report_problem(ctx, PR_DATA_CSUM_MISMATCH, "data %" PRIu64 "+%" PRIu64 " copy %d: %" PRIu64
+			       " more bad blocks", j->logical, j->len, j->mirror + 1, total - reported);
 	read_pipe_release(s->pipe);
 	progress_update(ctx->progress, ctx->stats.data_csum_bytes);
 	return cli_cancelled() ? -ECANCELED : 1;

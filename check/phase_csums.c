@@ -43,9 +43,9 @@ int csum_cursor_create(struct check_ctx *ctx, struct csum_cursor **out)
 static void item_done(struct csum_cursor *c)
 {
 	if (c->outside)
-		refs_report(c->ctx, PR_CSUM_OUTSIDE_EXTENT, "csum item %" PRIu64 "+%" PRIu64 ": %" PRIu64
-			    " bytes from %" PRIu64 " lie in no data extent", c->start, c->end - c->start, c->outside,
-			    c->outside_from);
+		report_problem(c->ctx, PR_CSUM_OUTSIDE_EXTENT, "csum item %" PRIu64 "+%" PRIu64 ": %" PRIu64
+			       " bytes from %" PRIu64 " lie in no data extent", c->start, c->end - c->start, c->outside,
+			       c->outside_from);
 	c->have = false;
 }
 
@@ -63,8 +63,8 @@ static int next_item(struct csum_cursor *c)
 	/* the kernel rejects a leaf holding an item under another key; the csums class removes it */
 	while ((ret = tree_iter_next(&c->it, &k, &d, &size)) == 1 &&
 	       (k.objectid != BTRFS_EXTENT_CSUM_OBJECTID || k.type != BTRFS_EXTENT_CSUM_KEY))
-		refs_report(ctx, PR_CSUM_OUTSIDE_EXTENT, "csum tree: item (%" PRIu64 " %u %" PRIu64 ") is no checksum "
-			    "item (its key is wrong)", k.objectid, k.type, k.offset);
+		report_problem(ctx, PR_CSUM_OUTSIDE_EXTENT, "csum tree: item (%" PRIu64 " %u %" PRIu64 ") is no checksum "
+			       "item (its key is wrong)", k.objectid, k.type, k.offset);
 	if (ret <= 0) {
 		c->at_end = true;
 		if (ret < 0 && ret != -ENOMEM) {
@@ -74,8 +74,8 @@ static int next_item(struct csum_cursor *c)
 		return ret;
 	}
 	if (!csize || size % csize)
-		refs_report(ctx, PR_CSUM_ITEM_SIZE, "csum item %" PRIu64 " is %u bytes, not a multiple of %u",
-			    k.offset, size, csize);
+		report_problem(ctx, PR_CSUM_ITEM_SIZE, "csum item %" PRIu64 " is %u bytes, not a multiple of %u",
+			       k.offset, size, csize);
 	c->have = true;
 	c->start = k.offset;
 	c->end = k.offset + (csize ? (uint64_t)(size / csize) * ctx->fs->sectorsize : 0);
@@ -84,8 +84,8 @@ static int next_item(struct csum_cursor *c)
 	c->outside = 0;
 	ctx->stats.csum_bytes += c->end - c->start;
 	if (c->start < c->pos)
-		refs_report(ctx, PR_CSUM_OVERLAP, "csum item %" PRIu64 "+%" PRIu64 " overlaps the checksums before "
-			    "it (up to %" PRIu64 ")", c->start, c->end - c->start, c->pos);
+		report_problem(ctx, PR_CSUM_OVERLAP, "csum item %" PRIu64 "+%" PRIu64 " overlaps the checksums before "
+			       "it (up to %" PRIu64 ")", c->start, c->end - c->start, c->pos);
 	if (c->pos < c->start)
 		c->pos = c->start;
 	return 1;

@@ -343,20 +343,20 @@ static int link_relations(struct check_ctx *ctx, struct qgroup_table *t, struct 
 		fmt_qgroup(a, sizeof(a), rel[i].a);
 		fmt_qgroup(b, sizeof(b), rel[i].b);
 		if (!bsearch(&mirror, rel, n, sizeof(*rel), relation_cmp))
-			refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: relation item (%s, %s) has no mirror (%s, %s)",
-				    a, b, b, a);
+			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: relation item (%s, %s) has no mirror (%s, %s)",
+				       a, b, b, a);
 		if (rel[i].a != member)
 			continue; /* each relation once, from its member key (as the kernel reads them) */
 		gm = qgroup_find(t, member);
 		gp = qgroup_find(t, parent);
 		if (QGROUP_LEVEL(parent) <= QGROUP_LEVEL(member)) {
-			refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: relation between %s and %s does not go up a "
-				    "level", a, b);
+			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: relation between %s and %s does not go up a "
+				       "level", a, b);
 			continue;
 		}
 		if (!gm || !gm->has_info || !gp || !gp->has_info) {
-			refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: relation %s -> %s names a qgroup without an "
-				    "info item (%s)", a, b, !gm || !gm->has_info ? a : b);
+			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: relation %s -> %s names a qgroup without an "
+				       "info item (%s)", a, b, !gm || !gm->has_info ? a : b);
 			continue;
 		}
 		if ((ret = push(&gm->parents, &gm->nparents, &gm->parents_cap, (uint32_t)(gp - t->g))) < 0)
@@ -396,9 +396,9 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 			continue;
 		fmt_qgroup(id, sizeof(id), k.offset);
 		if (k.objectid != 0 || size < sizeof(struct btrfs_qgroup_info_item)) {
-			refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s %s item (objectid %" PRIu64 ", %u "
-				    "bytes) is malformed", id, k.type == BTRFS_QGROUP_INFO_KEY ? "info" : "limit",
-				    k.objectid, size);
+			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s %s item (objectid %" PRIu64 ", %u "
+				       "bytes) is malformed", id, k.type == BTRFS_QGROUP_INFO_KEY ? "info" : "limit",
+				       k.objectid, size);
 			continue;
 		}
 		if (!(g = qgroup_get(t, k.offset))) {
@@ -413,17 +413,17 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 		g->disk_rfer = qgroup_info_rfer(d);
 		g->disk_excl = qgroup_info_excl(d);
 		if (qgroup_info_generation(d) > super_generation(fs->super))
-			refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s info generation %" PRIu64
-				    " is newer than the filesystem (%" PRIu64 ")", id, qgroup_info_generation(d),
-				    super_generation(fs->super));
+			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s info generation %" PRIu64
+				       " is newer than the filesystem (%" PRIu64 ")", id, qgroup_info_generation(d),
+				       super_generation(fs->super));
 	}
 	tree_iter_release(&it);
 	if (ret == 0) {
 		for (size_t i = 0; i < t->n; i++) {
 			fmt_qgroup(id, sizeof(id), t->g[i].id);
 			if (!t->g[i].has_info || !t->g[i].has_limit)
-				refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s has a %s item but no %s item",
-					    id, t->g[i].has_info ? "info" : "limit", t->g[i].has_info ? "limit" : "info");
+				report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s has a %s item but no %s item",
+					       id, t->g[i].has_info ? "info" : "limit", t->g[i].has_info ? "limit" : "info");
 		}
 		ret = link_relations(ctx, t, rel, nrel);
 	} else if (ret != -ENOMEM) {
@@ -455,8 +455,8 @@ static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t
 			continue;
 		g = qgroup_find(t, k.objectid);
 		if (!g || !g->has_info)
-			refs_report(ctx, PR_QGROUP_ITEM_BAD, "quota tree: subvolume %" PRIu64 " has no qgroup 0/%" PRIu64,
-				    k.objectid, k.objectid);
+			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: subvolume %" PRIu64 " has no qgroup 0/%" PRIu64,
+				       k.objectid, k.objectid);
 	}
 	tree_iter_release(&it);
 	return ret == -ENOMEM ? ret : 0; /* an unreadable root tree is reported by the tree phase */
@@ -512,9 +512,9 @@ static int compare(struct check_ctx *ctx, struct qgroup_table *t)
 		if (g->rfer == g->disk_rfer && g->excl == g->disk_excl)
 			continue;
 		fmt_qgroup(id, sizeof(id), g->id);
-		refs_report(ctx, PR_QGROUP_MISMATCH, "qgroup %s: referenced %" PRIu64 " (extents give %" PRIu64
-			    "), exclusive %" PRIu64 " (extents give %" PRIu64 ")", id, g->disk_rfer, g->rfer,
-			    g->disk_excl, g->excl);
+		report_problem(ctx, PR_QGROUP_MISMATCH, "qgroup %s: referenced %" PRIu64 " (extents give %" PRIu64
+			       "), exclusive %" PRIu64 " (extents give %" PRIu64 ")", id, g->disk_rfer, g->rfer,
+			       g->disk_excl, g->excl);
 		if ((ret = repair_note_qgroup(ctx, g->id, g->rfer, g->excl)) < 0)
 			return ret;
 	}

@@ -93,17 +93,6 @@ struct join_state {
 	struct refs_unit *unit;     /* --repair: what the repair needs (refs_repair.c) */
 };
 
-void refs_report(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
-{
-	char buf[480];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	report_problem(ctx, code, "%s", buf);
-}
-
 static int cmp_u64(uint64_t x, uint64_t y)
 {
 	return x < y ? -1 : x > y;
@@ -348,8 +337,8 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 		if (type == BTRFS_FILE_EXTENT_INLINE)
 			continue;
 		if (size < sizeof(struct btrfs_file_extent_item)) {
-			refs_report(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 " inode %" PRIu64 " file extent %" PRIu64
-				    " is %u bytes", block_owner(b), k.objectid, k.offset, size);
+			report_problem(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 " inode %" PRIu64 " file extent %" PRIu64
+				       " is %u bytes", block_owner(b), k.objectid, k.offset, size);
 			continue;
 		}
 		if (!file_extent_disk_bytenr(d))
@@ -396,8 +385,8 @@ static void check_reloc_flag(struct check_ctx *ctx, const struct tree_root_ptr *
 {
 	if (full || ctx->infer_full_backref || !(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC))
 		return;
-	refs_report(ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " has the relocation header flag, its "
-		    "extent item no full backrefs", root->objectid, b->bytenr);
+	report_problem(ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " has the relocation header flag, its "
+		       "extent item no full backrefs", root->objectid, b->bytenr);
 }
 
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
@@ -554,8 +543,8 @@ static int add_declared(struct extent_pass *p, uint8_t type, uint64_t a, uint64_
 static void finish_extent(struct extent_pass *p)
 {
 	if (p->have && p->refs != p->sum)
-		refs_report(p->ctx, PR_EXTENT_REFS_TOTAL, "extent %" PRIu64 "+%" PRIu64 ": refs %" PRIu64
-			    ", its references count %" PRIu64, p->bytenr, p->len, p->refs, p->sum);
+		report_problem(p->ctx, PR_EXTENT_REFS_TOTAL, "extent %" PRIu64 "+%" PRIu64 ": refs %" PRIu64
+			       ", its references count %" PRIu64, p->bytenr, p->len, p->refs, p->sum);
 	p->have = false;
 }
 
@@ -629,16 +618,16 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	p->tree_block = k->type == BTRFS_METADATA_ITEM_KEY || (p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK);
 	/* a tree block is one node long: anything else is data whose flags lie */
 	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block && k->offset != ctx->fs->nodesize) {
-		refs_report(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 "+%" PRIu64 " is flagged as a tree block (%#"
-			    PRIx64 ") but is not one node long", p->bytenr, p->len, p->flags);
+		report_problem(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 "+%" PRIu64 " is flagged as a tree block (%#"
+			       PRIx64 ") but is not one node long", p->bytenr, p->len, p->flags);
 		p->tree_block = false;
 	} else if (k->type == BTRFS_METADATA_ITEM_KEY && !(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-		refs_report(ctx, PR_EXTENT_TYPE, "metadata item %" PRIu64 " lacks the tree-block flag", p->bytenr);
+		report_problem(ctx, PR_EXTENT_TYPE, "metadata item %" PRIu64 " lacks the tree-block flag", p->bytenr);
 	else if ((kind_unknown = !!(p->flags & BTRFS_EXTENT_FLAG_DATA) == !!(p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)))
-		refs_report(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 " has flags %#" PRIx64 " (not data xor tree block)",
-			    p->bytenr, p->flags);
+		report_problem(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 " has flags %#" PRIx64 " (not data xor tree block)",
+			       p->bytenr, p->flags);
 	else if ((p->flags & BTRFS_EXTENT_FLAG_DATA) && (p->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF))
-		refs_report(ctx, PR_EXTENT_TYPE, "data extent %" PRIu64 " has the full-backref flag", p->bytenr);
+		report_problem(ctx, PR_EXTENT_TYPE, "data extent %" PRIu64 " has the full-backref flag", p->bytenr);
 	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block)
 		cur += sizeof(struct btrfs_tree_block_info);
 	hdr = (struct ref_rec){ .bytenr = p->bytenr, .a = p->len, .b = p->flags, .c = p->refs };
@@ -651,7 +640,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	if (covered >= p->len)
 		hdr.flags |= EXTENT_CSUMMED;
 	if (!kind_unknown && (bad = inline_refs_bad(d, size, cur))) {
-		refs_report(ctx, PR_EXTENT_INLINE_REF_BAD, "extent %" PRIu64 ": inline references %s", p->bytenr, bad);
+		report_problem(ctx, PR_EXTENT_INLINE_REF_BAD, "extent %" PRIu64 ": inline references %s", p->bytenr, bad);
 		hdr.flags |= EXTENT_REWRITE;
 	}
 	if ((ret = push_declared(p, &hdr)) < 0)
@@ -702,8 +691,8 @@ static int keyed_ref(struct extent_pass *p, const struct btrfs_key *k, const uin
 			break;
 		return add_declared(p, k->type, k->offset, 0, 0, shared_data_ref_count(d));
 	}
-	refs_report(p->ctx, PR_ITEM_MALFORMED, "extent %" PRIu64 ": reference item type %u is %u bytes",
-		    k->objectid, k->type, size);
+	report_problem(p->ctx, PR_ITEM_MALFORMED, "extent %" PRIu64 ": reference item type %u is %u bytes",
+		       k->objectid, k->type, size);
 	return 0;
 }
 
@@ -861,8 +850,8 @@ static int finish_join_extent(struct join_state *j)
 	if ((ret = csum_missing_bytes(j->ctx, j->bytenr, j->need, n, &missing)) < 0)
 		return ret;
 	if (missing)
-		refs_report(j->ctx, PR_CSUM_MISSING, "data extent %" PRIu64 "+%" PRIu64 ": %" PRIu64
-			    " bytes used by checksummed files have no checksum", j->bytenr, j->len, missing);
+		report_problem(j->ctx, PR_CSUM_MISSING, "data extent %" PRIu64 "+%" PRIu64 ": %" PRIu64
+			       " bytes used by checksummed files have no checksum", j->bytenr, j->len, missing);
 	return 0;
 }
 
@@ -927,13 +916,13 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		else if (!data_chunk_holds(j->ctx->fs, bytenr, e->len))
 			refs_repair_unfixable(j->ctx, j->unit);
 		if (j->have && bytenr < j->bytenr + j->len)
-			refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk bytenr %"
-				    PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64, root, where, bytenr, j->bytenr,
-				    j->len);
+			report_problem(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk bytenr %"
+				       PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64, root, where, bytenr, j->bytenr,
+				       j->len);
 		else {
-			refs_report(j->ctx, PR_DATA_EXTENT_NOT_ALLOCATED, "tree %" PRIu64 " inode %" PRIu64
-				    ": disk bytenr %" PRIu64 "+%" PRIu32 " has no extent item", root, where, bytenr,
-				    e->len);
+			report_problem(j->ctx, PR_DATA_EXTENT_NOT_ALLOCATED, "tree %" PRIu64 " inode %" PRIu64
+				       ": disk bytenr %" PRIu64 "+%" PRIu32 " has no extent item", root, where, bytenr,
+				       e->len);
 			if (e->r.type == BTRFS_EXTENT_DATA_REF_KEY) {
 				struct bytenr_fix f = { e->r.a, e->r.b, e->r.c, bytenr, e->len, 0, 0 };
 				return repair_note_bytenr(j->ctx, &f);
@@ -948,18 +937,18 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 	    (data && e->len != clamp32(j->len)))
 		refs_repair_unfixable(j->ctx, j->unit);
 	if (data && !(j->flags & BTRFS_EXTENT_FLAG_DATA))
-		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64
-			    ": file extent points at tree-block extent %" PRIu64, root, where, bytenr);
+		report_problem(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64
+			       ": file extent points at tree-block extent %" PRIu64, root, where, bytenr);
 	else if (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-		refs_report(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " points at data extent %"
-			    PRIu64, root, where, bytenr);
+		report_problem(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " points at data extent %"
+			       PRIu64, root, where, bytenr);
 	else if (data && e->len != clamp32(j->len))
-		refs_report(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
-			    PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
+		report_problem(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
+			       PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
 	/* the kernel finds a skinny item by the level in its key */
 	else if (!data && j->level && e->len + 1 != j->level) {
-		refs_report(j->ctx, PR_EXTENT_LEVEL, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
-			    "item says level %u", root, bytenr, e->len, j->level - 1);
+		report_problem(j->ctx, PR_EXTENT_LEVEL, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "
+			       "item says level %u", root, bytenr, e->len, j->level - 1);
 		refs_repair_replace(j->ctx, j->unit);
 	}
 	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
@@ -1047,7 +1036,7 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		if (!(ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA) || !j->have || j->bytenr != any->bytenr ||
 		    !(j->flags & BTRFS_EXTENT_FLAG_DATA) || g->nright > 1) {
 			describe(what, sizeof(what), any);
-			refs_report(ctx, PR_EXTENT_OWNER_REF, "extent %" PRIu64 ": %s", any->bytenr, what);
+			report_problem(ctx, PR_EXTENT_OWNER_REF, "extent %" PRIu64 ": %s", any->bytenr, what);
 		}
 		return 0;
 	}
@@ -1057,10 +1046,10 @@ static int join_group(const struct recjoin_group *g, void *arg)
 			uint64_t root, where;
 			user_of(any, &root, &where);
 			describe(what, sizeof(what), any);
-			refs_report(ctx, PR_EXTENT_REF_MISSING, "extent %" PRIu64 ": no %s (used by %s %" PRIu64
-				    " in tree %" PRIu64 ")", any->bytenr, what,
-				    any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY
-					    ? "block" : "inode", where, root);
+			report_problem(ctx, PR_EXTENT_REF_MISSING, "extent %" PRIu64 ": no %s (used by %s %" PRIu64
+				       " in tree %" PRIu64 ")", any->bytenr, what,
+				       any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY
+					       ? "block" : "inode", where, root);
 		}
 		break;
 	case RECJOIN_RIGHT_ONLY:
@@ -1071,8 +1060,8 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		    ebitmap_test(ctx->visited, any->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
 			break;
 		describe(what, sizeof(what), any);
-		refs_report(ctx, PR_EXTENT_REF_UNUSED, "extent %" PRIu64 ": %s (count %" PRIu64 ") has no user",
-			    any->bytenr, what, sum_declared(r, g->nright));
+		report_problem(ctx, PR_EXTENT_REF_UNUSED, "extent %" PRIu64 ": %s (count %" PRIu64 ") has no user",
+			       any->bytenr, what, sum_declared(r, g->nright));
 		if (any->type == BTRFS_EXTENT_DATA_REF_KEY && j->have && j->bytenr == any->bytenr) {
 			struct bytenr_fix f = { any->a, any->b, any->c, any->bytenr, j->len, 1, 0 };
 			if ((ret = repair_note_bytenr(ctx, &f)) < 0)
@@ -1083,8 +1072,8 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		uint64_t want = sum_expected(l, g->nleft), have = sum_declared(r, g->nright);
 		if (want != have && !(j->incomplete && want < have)) {
 			describe(what, sizeof(what), any);
-			refs_report(ctx, PR_EXTENT_REF_COUNT, "extent %" PRIu64 ": %s counts %" PRIu64 ", %" PRIu64
-				    " user(s) found", any->bytenr, what, have, want);
+			report_problem(ctx, PR_EXTENT_REF_COUNT, "extent %" PRIu64 ": %s counts %" PRIu64 ", %" PRIu64
+				       " user(s) found", any->bytenr, what, have, want);
 		}
 		break;
 	}

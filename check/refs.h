@@ -34,9 +34,4 @@ struct csum_need {
 int csum_missing_bytes(struct check_ctx *ctx, uint64_t base, const struct csum_need *need, size_t n,
 		       uint64_t *missing);
 
-/* report_problem() with the message formatted here (report_problem shows at
- * most REPORT_SHOW_MAX of a kind and counts the rest). */
-void refs_report(struct check_ctx *ctx, enum problem_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
 #endif

@@ -200,24 +200,6 @@ static const enum problem_code transaction_blockers[] = {
 	PR_DEV_ITEM_MISSING, PR_BLOCK_GROUP_FLAGS,
 };
 
-void repair_say(struct repair_ctx *r, const char *fmt, ...)
-{
-	char line[600];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (r->actions) {
-		struct json_object *o = json_object_new_object();
-		json_object_object_add(o, "class", json_object_new_string(r->class_name));
-		json_object_object_add(o, "action", json_object_new_string(line));
-		json_object_array_add(r->actions, o);
-		return;
-	}
-	printf("repair %s: %s%s\n", r->class_name, r->opts->dry_run ? "would: " : "", line);
-}
-
 static bool class_fixes(const struct repair_class *c, enum problem_code code)
 {
 	for (unsigned i = 0; i < MAX_CODES && c->codes[i]; i++)

@@ -28,19 +28,6 @@ static uint64_t metadata_bytes_used(struct fs_info *fs)
 	return sum ? sum : super_bytes_used(fs->super);
 }
 
-size_t check_sort_budget(const struct check_ctx *ctx, unsigned share)
-{
-	uint64_t limit = ctx->metadata_bytes / 4, b;
-
-	if (limit < CHECK_SORT_LIMIT_MIN)
-		limit = CHECK_SORT_LIMIT_MIN;
-	if (limit > ctx->opts->memory_limit)
-		limit = ctx->opts->memory_limit;
-	b = limit / (share ? share : 1);
-
-	return b < RECSORT_MIN_BUDGET ? RECSORT_MIN_BUDGET : (size_t)b;
-}
-
 int check_run(struct check_ctx *ctx)
 {
 	static const struct {
