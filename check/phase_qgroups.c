@@ -23,6 +23,7 @@
 #include "check/qgroups.h"
 #include "check/repair_notes.h"
 #include "check/refs.h"
+#include "check/tree_observers.h"
 #include "common/messages.h"
 #include "libfs/block.h"
 #include "libfs/extent_scan.h"
@@ -560,3 +561,6 @@ out:
 	qgroup_state_free(ctx);
 	return ret;
 }
+
+/* Registered with the tree-block walk (tree_observers.c). */
+const struct tree_observer qgroups_tree_observer = { .name = "quota groups", .block = qgroups_observe_block };

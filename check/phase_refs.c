@@ -3,7 +3,7 @@
  * declares, as joins of sorted record streams (libfs/recsort) so memory stays
  * within the budget whatever the filesystem's size.
  *
- * 1. During the tree-block walk (phase_trees.c calls refs_observe_block once
+ * 1. During the tree-block walk (phase_trees.c calls refs_observe_block, an observer, once
  *    per block), the extent tree's leaves (walked before any subvolume) give
  *    the tree blocks with FULL_BACKREF (a bitmap); then every child pointer
  *    of every node and every file extent of every leaf becomes an expected
@@ -27,6 +27,7 @@
 #include "check/refs.h"
 #include "check/refs_repair.h"
 #include "check/repair_notes.h"
+#include "check/tree_observers.h"
 #include "common/sizes.h"
 #include "libfs/block.h"
 #include "libfs/csum.h"
@@ -1159,3 +1160,6 @@ out:
 	refs_free(ctx);
 	return ret;
 }
+
+/* Registered with the tree-block walk (tree_observers.c). */
+const struct tree_observer refs_tree_observer = { .name = "references", .block = refs_observe_block };

@@ -5,15 +5,16 @@
  * blocks of each live subvolume tree to the filesystem-tree checks
  * (phase_fs.c, in the same depth-first key order), so their leaves are read
  * once: a shared subtree is descended for those checks alone (read again,
- * not verified or counted again). */
+ * not verified or counted again). What the other phases collect from each
+ * block they get as observers (tree_observers.c). */
 #include <inttypes.h>
-#include <limits.h>
 #include <stdlib.h>
 
 #include "check/check.h"
 #include "check/copy_verify.h"
 #include "check/key_types.h"
 #include "check/phase_fs.h"
+#include "check/tree_observers.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
@@ -52,58 +53,6 @@ static void report_copies(void *arg, const struct copy_job *j)
 	for (int m = 0; m < j->good; m++)
 		report_problem(ctx, PR_TREE_BLOCK_BAD_COPY, "tree %" PRIu64 ": block %" PRIu64 " copy %d is bad",
 			       j->tree, j->bytenr, m + 1);
-}
-
-void check_tree_set_add(uint64_t *v, unsigned *n, unsigned max, uint64_t id)
-{
-	if (*n == UINT_MAX || check_tree_set_has(v, *n, id))
-		return;
-	if (*n == max) {
-		*n = UINT_MAX;
-		return;
-	}
-	v[(*n)++] = id;
-}
-
-bool check_tree_set_has(const uint64_t *v, unsigned n, uint64_t id)
-{
-	if (n == UINT_MAX)
-		return true;
-	for (unsigned i = 0; i < n; i++)
-		if (v[i] == id)
-			return true;
-	return false;
-}
-
-void check_note_unreadable_tree(struct check_ctx *ctx, uint64_t objectid)
-{
-	struct check_stats *st = &ctx->stats;
-	const unsigned max = sizeof(st->unreadable_trees) / sizeof(st->unreadable_trees[0]);
-
-	if (!objectid)
-		st->n_unreadable_trees = UINT_MAX;   /* which tree is not known */
-	check_tree_set_add(st->unreadable_trees, &st->n_unreadable_trees, max, objectid);
-}
-
-bool check_unreadable_only_in(const struct check_ctx *ctx, const uint64_t *trees, unsigned n)
-{
-	const struct check_stats *st = &ctx->stats;
-
-	if (st->n_unreadable_trees == UINT_MAX)
-		return false;
-	for (unsigned i = 0; i < st->n_unreadable_trees; i++) {
-		bool found = false;
-		for (unsigned k = 0; k < n && !found; k++)
-			found = st->unreadable_trees[i] == trees[k];
-		if (!found)
-			return false;
-	}
-	return true;
-}
-
-bool check_tree_unreadable(const struct check_ctx *ctx, uint64_t objectid)
-{
-	return check_tree_set_has(ctx->stats.unreadable_trees, ctx->stats.n_unreadable_trees, objectid);
 }
 
 /* Hand a block of a live subvolume tree to the fs checks. */
@@ -195,7 +144,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 	if (b->salvaged) {   /* every tree that holds it: the repair copies it in each */
 		check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
 				   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), v->root->objectid);
-		if ((ret = check_salvaged_lost(ctx, v->root->objectid, b)) < 0)
+		if ((ret = tree_observers_salvaged(ctx, v->root->objectid, b, false)) < 0)
 			return ret;
 	}
 	if (v->shared_level >= 0 && (int)block_level(b) < v->shared_level)
@@ -204,9 +153,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 	seen = ebitmap_test_and_set(marks, b->bytenr, ctx->fs->nodesize);
 	if (seen < 0)
 		return seen;
-	if ((ret = refs_observe_block(ctx, v->root, b, !seen)) < 0)
-		return ret;
-	if ((ret = qgroups_observe_block(ctx, v->root, b, !seen)) < 0)
+	if ((ret = tree_observers_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
 	if (seen && !v->feed)
 		return 1; /* shared with a tree already checked: skip its subtree */
@@ -219,7 +166,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 	if (block_level(b) == 0)
 		ctx->stats.items += block_nritems(b);
 	/* a salvaged view stands for every copy: none of them verifies */
-	if (b->salvaged && (ret = check_report_salvaged(ctx, v->root->objectid, b)) < 0)
+	if (b->salvaged && (ret = tree_observers_salvaged(ctx, v->root->objectid, b, true)) < 0)
 		return ret;
 	if (!b->salvaged && (ret = copy_verifier_add(v->copies, v->root->objectid, b)) < 0)
 		return ret;

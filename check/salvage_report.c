@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "check/check.h"
+#include "check/tree_observers.h"
 #include "check/fs_lost.h"
 #include "libfs/block_salvage.h"
 #include "libfs/names.h"
@@ -87,3 +88,10 @@ int check_salvaged_lost(struct check_ctx *ctx, uint64_t tree, const struct tree_
 	hi = key_after(&s->dropped_hi);
 	return fs_lost_add(ctx->fs_lost, tree, &s->dropped_lo, &hi);
 }
+
+/* Registered with the tree-block walk (tree_observers.c). */
+const struct tree_observer salvage_tree_observer = {
+	.name = "salvaged blocks",
+	.salvaged_each = check_salvaged_lost,
+	.salvaged_first = check_report_salvaged,
+};
