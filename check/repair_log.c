@@ -5,16 +5,17 @@
  * have no extent items. What was fsynced since the last commit is lost.
  *
  * trans_start refuses a filesystem with a log tree, so this class starts its
- * own transaction from a superblock without one, and pins the log's blocks
- * (the checker collected them) so that no block of the transaction lands on
- * them: until the new superblocks are written the old log stays replayable. */
+ * transaction with the drop_log_tree option, and keeps the log's blocks (the
+ * checker collected them) until the commit so that no block of the
+ * transaction lands on them: until the new superblocks are written the old
+ * log stays replayable. */
 #include <errno.h>
 #include <inttypes.h>
 
 #include "check/repair.h"
 #include "libfs/ebitmap.h"
 #include "libfs/super.h"
-#include "libfs/trans_internal.h"
+#include "libfs/trans.h"
 
 /* Keep the allocator off the blocks of the log tree being dropped. */
 static int pin_log_blocks(struct trans *t, struct ebitmap *log_blocks)
@@ -25,7 +26,10 @@ static int pin_log_blocks(struct trans *t, struct ebitmap *log_blocks)
 	if (!log_blocks)
 		return 0;
 	while ((ret = ebitmap_next_set(log_blocks, from, &start, &len)) == 1) {
-		ret = ebitmap_set(t->pinned, start, len);
+		ret = trans_space_keep_until_commit(t, start, len);
+		/* outside every block group (a damaged log): no allocation lands there */
+		if (ret == -EUCLEAN)
+			ret = 0;
 		if (ret)
 			return ret;
 		from = start + len;
@@ -38,6 +42,7 @@ int repair_clear_log(struct repair_ctx *r)
 	struct fs_info *fs = r->fs;
 	uint64_t log_root = super_log_root(fs->super);
 	uint8_t level = super_log_root_level(fs->super);
+	const struct trans_options topts = { .drop_log_tree = true };
 	struct trans *t;
 	int ret;
 
@@ -45,18 +50,13 @@ int repair_clear_log(struct repair_ctx *r)
 		repair_say(r, "there is no log tree");
 		return 0;
 	}
-	super_set_log_root(fs->super, 0);
-	super_set_log_root_level(fs->super, 0);
-	ret = trans_start(fs, &t);
-	/* the in-memory superblock keeps the log until the commit says otherwise */
-	super_set_log_root(fs->super, log_root);
-	super_set_log_root_level(fs->super, level);
+	ret = trans_start_with(fs, &topts, &t);
 	if (ret)
 		return fs_error(fs, ret, "cannot start a transaction: %s", fs->errmsg);
 	ret = pin_log_blocks(t, r->found->log_blocks);
 	if (ret) {
 		trans_abort(t);
-		return fs_error(fs, ret, "pinning the log tree's blocks: out of memory");
+		return fs_error(fs, ret, "keeping the log tree's blocks: %s", ret == -ENOMEM ? "out of memory" : fs->errmsg);
 	}
 	repair_say(r, "log tree at %" PRIu64 " (level %u) dropped: what was fsynced since generation %" PRIu64
 		   " is lost", log_root, level, fs->generation);

@@ -23,7 +23,8 @@ static int trans_read_chunk_tree_uuid(struct trans *t)
 	return 0;
 }
 
-int trans_check_state(struct fs_info *fs)
+/* trans_check_state, with a log tree let through when it is being dropped. */
+static int check_state(struct fs_info *fs, bool drop_log)
 {
 	char why[400];
 	int ret;
@@ -37,7 +38,7 @@ int trans_check_state(struct fs_info *fs)
 		return fs_error(fs, -EUCLEAN, "the filesystem was opened despite damage to its chunk or root "
 				"trees (part of it is not mapped): it cannot be written");
 	/* the log's blocks have no extent items: a transaction could reuse them */
-	if (super_log_root(fs->super))
+	if (super_log_root(fs->super) && !drop_log)
 		return fs_error(fs, -EBUSY, "the filesystem has a log tree to replay: mount it once first (or "
 				"drop it with 'btk-check --clear-log', losing what was fsynced since the last commit)");
 	if ((super_flags(fs->super) & (BTRFS_SUPER_FLAG_CHANGING_FSID | BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) &&
@@ -47,15 +48,21 @@ int trans_check_state(struct fs_info *fs)
 	return 0;
 }
 
-int trans_start(struct fs_info *fs, struct trans **out)
+int trans_check_state(struct fs_info *fs)
 {
+	return check_state(fs, false);
+}
+
+int trans_start_with(struct fs_info *fs, const struct trans_options *opts, struct trans **out)
+{
+	bool drop_log = opts && opts->drop_log_tree;
 	struct trans *t;
 	int ret;
 
 	*out = NULL;
 	if (!fs->writable)
 		return fs_error(fs, -EROFS, "the filesystem was opened read-only");
-	if ((ret = trans_check_state(fs)))
+	if ((ret = check_state(fs, drop_log)))
 		return ret;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -64,6 +71,11 @@ int trans_start(struct fs_info *fs, struct trans **out)
 	t->transid = fs->generation + 1;
 	t->dirty_budget = trans_dirty_budget(fs);
 	memcpy(t->super, fs->super, sizeof(t->super));
+	/* the in-memory superblock keeps the log until the commit says otherwise */
+	if (drop_log) {
+		super_set_log_root(t->super, 0);
+		super_set_log_root_level(t->super, 0);
+	}
 	ret = trans_read_chunk_tree_uuid(t);
 	if (!ret)
 		ret = trans_refs_init(t);
@@ -75,6 +87,11 @@ int trans_start(struct fs_info *fs, struct trans **out)
 	}
 	*out = t;
 	return 0;
+}
+
+int trans_start(struct fs_info *fs, struct trans **out)
+{
+	return trans_start_with(fs, NULL, out);
 }
 
 uint64_t trans_transid(const struct trans *t)

@@ -36,6 +36,17 @@ struct trans;
 
 /* Begin a transaction on a filesystem opened writable. */
 int trans_start(struct fs_info *fs, struct trans **out);
+/* What a transaction may do that trans_start refuses. */
+struct trans_options {
+	/* The filesystem has a log tree: start anyway, and commit superblocks
+	 * without it (log_root 0), losing what was fsynced since the last
+	 * commit. Its blocks have no extent items: the caller keeps them
+	 * (trans_space_keep_until_commit) so that no new block lands on them
+	 * and the old log stays replayable until the commit. */
+	bool drop_log_tree;
+};
+/* trans_start with options (NULL: none). */
+int trans_start_with(struct fs_info *fs, const struct trans_options *opts, struct trans **out);
 /* Whether the state of the filesystem lets a transaction start (a log tree
  * to replay, missing devices, damage, an unfinished fsid change refuse it),
  * whether or not it was opened writable: 0, or -errno with the reason in
