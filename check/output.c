@@ -80,13 +80,6 @@ void check_output_summary(struct check_ctx *ctx, struct json_object *summary)
 	json_object_put(summary);
 }
 
-void check_output_section(struct check_ctx *ctx, const char *key, struct json_object *value)
-{
-	if (!ctx->json_doc)
-		ctx->json_doc = json_doc_new();
-	json_object_object_add(ctx->json_doc, key, value);
-}
-
 void check_output_end(struct check_ctx *ctx, int status, const char *error)
 {
 	struct json_object *doc;

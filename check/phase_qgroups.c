@@ -36,35 +36,6 @@
 
 /* ---- the table of qgroups ------------------------------------------------ */
 
-void *qgroups_grow(void *arr, size_t n, size_t *cap, size_t elem)
-{
-	size_t c = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (n < *cap)
-		return arr;
-	if (!(p = realloc(arr, c * elem)))
-		return NULL;
-	*cap = c;
-	return p;
-}
-
-struct qgroup *qgroup_find(struct qgroup_table *t, uint64_t id)
-{
-	size_t lo = 0, hi = t->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t->g[mid].id == id)
-			return &t->g[mid];
-		if (t->g[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 /* The group with this id, added (in order) if new; NULL on ENOMEM. The quota
  * tree is sorted by key, so groups almost always arrive in id order. */
 static struct qgroup *qgroup_get(struct qgroup_table *t, uint64_t id)
@@ -83,59 +54,6 @@ static struct qgroup *qgroup_get(struct qgroup_table *t, uint64_t id)
 	t->n++;
 	t->g[at] = (struct qgroup){ .id = id };
 	return &t->g[at];
-}
-
-static int push(uint32_t **a, size_t *n, size_t *cap, uint32_t v)
-{
-	uint32_t *p = qgroups_grow(*a, *n, cap, sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	*a = p;
-	p[(*n)++] = v;
-	return 0;
-}
-
-int qgroup_account(struct qgroup_table *t, const uint64_t *roots, size_t k, uint64_t bytes)
-{
-	size_t ntouched = 0;
-
-	if (!k)
-		return 0;
-	t->extent_seq++;
-	for (size_t i = 0; i < k; i++) {
-		struct qgroup *g0 = qgroup_find(t, roots[i]);
-		size_t nstack = 0;
-
-		if (!g0)
-			continue; /* a subvolume without a qgroup still counts in k */
-		t->root_seq++;
-		if (push(&t->stack, &nstack, &t->stack_cap, (uint32_t)(g0 - t->g)) < 0)
-			return -ENOMEM;
-		while (nstack) {
-			struct qgroup *g = &t->g[t->stack[--nstack]];
-			if (g->root_stamp == t->root_seq)
-				continue; /* reached twice from this root (or a relation loop) */
-			g->root_stamp = t->root_seq;
-			if (g->extent_stamp != t->extent_seq) {
-				g->extent_stamp = t->extent_seq;
-				g->count = 0;
-				if (push(&t->touched, &ntouched, &t->touched_cap, (uint32_t)(g - t->g)) < 0)
-					return -ENOMEM;
-			}
-			g->count++;
-			for (size_t j = 0; j < g->nparents; j++)
-				if (push(&t->stack, &nstack, &t->stack_cap, g->parents[j]) < 0)
-					return -ENOMEM;
-		}
-	}
-	for (size_t i = 0; i < ntouched; i++) {
-		struct qgroup *g = &t->g[t->touched[i]];
-		g->rfer += bytes;
-		if (g->count == k)
-			g->excl += bytes;
-	}
-	return 0;
 }
 
 static void qgroup_table_free(struct qgroup_table *t)
@@ -360,7 +278,7 @@ static int link_relations(struct check_ctx *ctx, struct qgroup_table *t, struct 
 				       "info item (%s)", a, b, !gm || !gm->has_info ? a : b);
 			continue;
 		}
-		if ((ret = push(&gm->parents, &gm->nparents, &gm->parents_cap, (uint32_t)(gp - t->g))) < 0)
+		if ((ret = qgroups_push(&gm->parents, &gm->nparents, &gm->parents_cap, (uint32_t)(gp - t->g))) < 0)
 			return ret;
 	}
 	return 0;

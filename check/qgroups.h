@@ -46,6 +46,8 @@ struct qgroup_table {
  * full): the array, moved or not, or NULL when out of memory (the old one
  * is then still valid). */
 void *qgroups_grow(void *arr, size_t n, size_t *cap, size_t elem);
+/* Append v to the growable index array *a: 0 or -ENOMEM. */
+int qgroups_push(uint32_t **a, size_t *n, size_t *cap, uint32_t v);
 
 /* The group with this id, or NULL. */
 struct qgroup *qgroup_find(struct qgroup_table *t, uint64_t id);
