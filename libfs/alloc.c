@@ -14,6 +14,15 @@
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
 
+/* The allocator's part of a transaction. */
+struct trans_alloc {
+	struct alloc_group **groups;
+	size_t ngroups, groups_cap;
+	struct ebitmap *pinned;     /* freed by this transaction: not reusable before commit */
+	uint64_t alloc_events;      /* allocations + frees, to detect a stable commit loop */
+	int64_t bytes_used_delta;
+};
+
 static bool group_fits_tree(const struct alloc_group *g, uint64_t root)
 {
 	if (root == BTRFS_CHUNK_TREE_OBJECTID)
@@ -27,19 +36,19 @@ struct alloc_group *alloc_add_group(struct trans *t, uint64_t start, uint64_t le
 {
 	struct alloc_group *g;
 
-	if (t->ngroups == t->groups_cap) {
-		size_t cap = t->groups_cap ? t->groups_cap * 2 : 16;
-		struct alloc_group **v = realloc(t->groups, cap * sizeof(*v));
+	if (t->alloc->ngroups == t->alloc->groups_cap) {
+		size_t cap = t->alloc->groups_cap ? t->alloc->groups_cap * 2 : 16;
+		struct alloc_group **v = realloc(t->alloc->groups, cap * sizeof(*v));
 		if (!v)
 			return NULL;
-		t->groups = v;
-		t->groups_cap = cap;
+		t->alloc->groups = v;
+		t->alloc->groups_cap = cap;
 	}
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return NULL;
 	*g = (struct alloc_group){ .start = start, .length = length, .flags = flags, .cursor = start };
-	t->groups[t->ngroups++] = g;
+	t->alloc->groups[t->alloc->ngroups++] = g;
 	return g;
 }
 
@@ -47,8 +56,11 @@ int alloc_init(struct trans *t)
 {
 	struct chunk_map *map = t->fs->chunks;
 
-	t->pinned = ebitmap_create(t->fs->sectorsize);
-	if (!t->pinned)
+	t->alloc = calloc(1, sizeof(*t->alloc));
+	if (!t->alloc)
+		return -ENOMEM;
+	t->alloc->pinned = ebitmap_create(t->fs->sectorsize);
+	if (!t->alloc->pinned)
 		return -ENOMEM;
 	for (size_t i = 0; i < map->count; i++) {
 		const struct chunk *c = map->chunks[i];
@@ -62,22 +74,50 @@ int alloc_init(struct trans *t)
 
 void alloc_release(struct trans *t)
 {
-	for (size_t i = 0; i < t->ngroups; i++) {
-		ebitmap_destroy(t->groups[i]->used);
-		free(t->groups[i]);
+	struct trans_alloc *a = t->alloc;
+
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->ngroups; i++) {
+		ebitmap_destroy(a->groups[i]->used);
+		free(a->groups[i]);
 	}
-	free(t->groups);
-	t->groups = NULL;
-	t->ngroups = t->groups_cap = 0;
-	ebitmap_destroy(t->pinned);
-	t->pinned = NULL;
+	free(a->groups);
+	ebitmap_destroy(a->pinned);
+	free(a);
+	t->alloc = NULL;
+}
+
+size_t alloc_group_count(const struct trans *t)
+{
+	return t->alloc->ngroups;
+}
+
+struct alloc_group *alloc_group_at(struct trans *t, size_t i)
+{
+	return t->alloc->groups[i];
+}
+
+uint64_t alloc_events(const struct trans *t)
+{
+	return t->alloc->alloc_events;
+}
+
+void alloc_note_event(struct trans *t)
+{
+	t->alloc->alloc_events++;
+}
+
+int64_t alloc_bytes_used_delta(const struct trans *t)
+{
+	return t->alloc->bytes_used_delta;
 }
 
 struct alloc_group *alloc_group_of(struct trans *t, uint64_t bytenr)
 {
-	for (size_t i = 0; i < t->ngroups; i++)
-		if (bytenr >= t->groups[i]->start && bytenr - t->groups[i]->start < t->groups[i]->length)
-			return t->groups[i];
+	for (size_t i = 0; i < t->alloc->ngroups; i++)
+		if (bytenr >= t->alloc->groups[i]->start && bytenr - t->alloc->groups[i]->start < t->alloc->groups[i]->length)
+			return t->alloc->groups[i];
 	return NULL;
 }
 
@@ -212,7 +252,7 @@ int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct 
 			return ret;
 	}
 	g->fst_stale = true;
-	t->alloc_events++;
+	t->alloc->alloc_events++;
 	return 0;
 }
 
@@ -324,7 +364,7 @@ loaded:
 	if (ret)
 		return ret;
 	/* blocks this transaction freed before the group was loaded */
-	for (from = g->start; ebitmap_next_set(t->pinned, from, &pstart, &plen) == 1; from = pstart + plen) {
+	for (from = g->start; ebitmap_next_set(t->alloc->pinned, from, &pstart, &plen) == 1; from = pstart + plen) {
 		if (pstart >= g->start + g->length)
 			break;
 		ret = ebitmap_clear(g->used, pstart, plen);
@@ -348,7 +388,7 @@ static int group_find_free(struct trans *t, struct alloc_group *g, uint64_t *byt
 		while (pos < limit && ebitmap_next_clear(g->used, pos, limit, &fstart, &flen) == 1) {
 			uint64_t a = (fstart + ns - 1) / ns * ns;
 			while (a + ns <= fstart + flen) {
-				if (ebitmap_test(t->pinned, a, ns) == 0) {
+				if (ebitmap_test(t->alloc->pinned, a, ns) == 0) {
 					*bytenr = a;
 					return 0;
 				}
@@ -384,17 +424,14 @@ static bool group_full_for_test(const struct trans *t, const struct alloc_group 
 {
 	if (!getenv("BTK_TEST_ALLOC_FULL"))
 		return false;
-	for (size_t i = 0; i < t->nnew_chunks; i++)
-		if (t->new_chunks[i].logical == g->start)
-			return false;
-	return true;
+	return !chunk_alloc_is_new(t, g->start);
 }
 
 /* A free block in the existing groups, -ENOSPC (without a message) if none. */
 static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr)
 {
-	for (size_t i = 0; i < t->ngroups; i++) {
-		struct alloc_group *g = t->groups[i];
+	for (size_t i = 0; i < t->alloc->ngroups; i++) {
+		struct alloc_group *g = t->alloc->groups[i];
 		int ret;
 
 		if (!group_fits_tree(g, root) || group_full_for_test(t, g))
@@ -416,8 +453,8 @@ static int alloc_from_groups(struct trans *t, uint64_t root, uint64_t *bytenr)
 		g->cursor = *bytenr + t->fs->nodesize;
 		g->used_delta += t->fs->nodesize;
 		g->fst_stale = true;
-		t->bytes_used_delta += t->fs->nodesize;
-		t->alloc_events++;
+		t->alloc->bytes_used_delta += t->fs->nodesize;
+		t->alloc->alloc_events++;
 		return 0;
 	}
 	return -ENOSPC;
@@ -431,7 +468,7 @@ int alloc_free_tree_block(struct trans *t, uint64_t bytenr)
 	if (!g)
 		return fs_error(t->fs, -EUCLEAN, "freed tree block %llu is in no metadata block group",
 				(unsigned long long)bytenr);
-	ret = ebitmap_set(t->pinned, bytenr, t->fs->nodesize);
+	ret = ebitmap_set(t->alloc->pinned, bytenr, t->fs->nodesize);
 	if (ret)
 		return ret;
 	if (g->used) {
@@ -441,8 +478,8 @@ int alloc_free_tree_block(struct trans *t, uint64_t bytenr)
 	}
 	g->used_delta -= t->fs->nodesize;
 	g->fst_stale = true;
-	t->bytes_used_delta -= t->fs->nodesize;
-	t->alloc_events++;
+	t->alloc->bytes_used_delta -= t->fs->nodesize;
+	t->alloc->alloc_events++;
 	return 0;
 }
 
@@ -488,19 +525,19 @@ int trans_extent_space(struct trans *t, uint64_t bytenr, uint64_t len, bool used
 	if ((ret = group_load(t, g)))
 		return ret;
 	if (used) {
-		if (ebitmap_test(t->pinned, bytenr, len) != 0)
+		if (ebitmap_test(t->alloc->pinned, bytenr, len) != 0)
 			return fs_error(t->fs, -EBUSY, "extent %llu was freed by this transaction",
 					(unsigned long long)bytenr);
 		ret = ebitmap_set(g->used, bytenr, len);
 	} else {
-		ret = ebitmap_set(t->pinned, bytenr, len);
+		ret = ebitmap_set(t->alloc->pinned, bytenr, len);
 		if (!ret)
 			ret = ebitmap_clear(g->used, bytenr, len);
 	}
 	if (ret)
 		return ret;
 	g->fst_stale = true;
-	t->alloc_events++;
+	t->alloc->alloc_events++;
 	return 0;
 }
 
@@ -522,7 +559,7 @@ int trans_space_forget(struct trans *t)
 			return ret;
 		g->fst_stale = true;
 	}
-	t->alloc_events++;
+	t->alloc->alloc_events++;
 	return 0;
 }
 
@@ -538,5 +575,5 @@ int trans_space_keep_until_commit(struct trans *t, uint64_t bytenr, uint64_t len
 		return ret;
 	if (ebitmap_test(g->used, bytenr, len) != 0)
 		return 0; /* claimed by an extent (or a superblock stripe): stays used */
-	return ebitmap_set(t->pinned, bytenr, len);
+	return ebitmap_set(t->alloc->pinned, bytenr, len);
 }

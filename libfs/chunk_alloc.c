@@ -18,6 +18,12 @@
 #include "libfs/trans_internal.h"
 #include "libfs/volumes.h"
 
+/* The chunks a transaction allocated for tree blocks. */
+struct trans_alloc_chunks {
+	struct new_chunk *new_chunks;
+	size_t nnew_chunks;
+};
+
 #define SZ_1M (1ULL << 20)
 #define SZ_16M (16ULL << 20)
 #define SZ_32M (32ULL << 20)
@@ -87,8 +93,8 @@ static int taken_collect(struct trans *t, uint64_t devid, struct taken *tk, uint
 	*used = 0;
 	if (ret || (ret = volumes_each_dev_extent(t->fs, &dev_root, devid, taken_dev_extent, &scan)) < 0)
 		return ret;
-	for (size_t i = 0; i < t->nnew_chunks; i++) {
-		const struct new_chunk *nc = &t->new_chunks[i];
+	for (size_t i = 0; i < t->alloc_chunks->nnew_chunks; i++) {
+		const struct new_chunk *nc = &t->alloc_chunks->new_chunks[i];
 		for (unsigned s = 0; s < nc->nstripes; s++) {
 			if (nc->devid[s] != devid || nc->items_written)
 				continue; /* written ones are in the dev tree already */
@@ -245,9 +251,9 @@ static int template_type(struct trans *t, uint64_t root, uint64_t *type)
 	const struct chunk_alloc_hints *h = t->fs->alloc_hints;
 	int64_t profile = !h ? -1 : want == BTRFS_BLOCK_GROUP_SYSTEM ? h->system_profile : h->metadata_profile;
 
-	for (size_t i = 0; i < t->ngroups; i++) {
-		if (t->groups[i]->flags & want) {
-			*type = t->groups[i]->flags & (BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK);
+	for (size_t i = 0; i < alloc_group_count(t); i++) {
+		if (alloc_group_at(t, i)->flags & want) {
+			*type = alloc_group_at(t, i)->flags & (BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK);
 			if (profile >= 0)
 				*type = (*type & ~BTRFS_BLOCK_GROUP_PROFILE_MASK) | (uint64_t)profile;
 			return 0;
@@ -304,23 +310,23 @@ int chunk_alloc_for_tree(struct trans *t, uint64_t root)
 	nc.stripe_size = nc.length = size;
 	nc.logical = next_logical(fs);
 	isize = build_chunk_item(t, &nc, item);
-	if (t->nnew_chunks % 8 == 0) {
-		struct new_chunk *v = realloc(t->new_chunks, (t->nnew_chunks + 8) * sizeof(*v));
+	if (t->alloc_chunks->nnew_chunks % 8 == 0) {
+		struct new_chunk *v = realloc(t->alloc_chunks->new_chunks, (t->alloc_chunks->nnew_chunks + 8) * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
-		t->new_chunks = v;
+		t->alloc_chunks->new_chunks = v;
 	}
 	ret = chunk_map_add_item(fs, nc.logical, item, isize);
 	if (ret)
 		return ret;
-	t->new_chunks[t->nnew_chunks++] = nc;
+	t->alloc_chunks->new_chunks[t->alloc_chunks->nnew_chunks++] = nc;
 	{
 		struct alloc_group *g = alloc_add_group(t, nc.logical, nc.length, nc.type);
 		if (!g)
 			return -ENOMEM;
 		g->fst_stale = true;
 	}
-	t->alloc_events++;
+	alloc_note_event(t);
 	return 0;
 }
 
@@ -342,7 +348,7 @@ static int sys_chunk_array_append(struct trans *t, uint64_t logical, const uint8
 
 static int write_one(struct trans *t, size_t idx)
 {
-	struct new_chunk nc = t->new_chunks[idx];
+	struct new_chunk nc = t->alloc_chunks->new_chunks[idx];
 	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, nc.logical };
 	struct btrfs_key bg_key = { nc.logical, BTRFS_BLOCK_GROUP_ITEM_KEY, nc.length };
 	uint8_t item[sizeof(struct btrfs_chunk) + NEW_CHUNK_MAX_STRIPES * sizeof(struct btrfs_stripe)];
@@ -352,7 +358,7 @@ static int write_one(struct trans *t, size_t idx)
 
 	/* written before the inserts: they may allocate, and a chunk they
 	 * allocate is written by the caller's next pass */
-	t->new_chunks[idx].items_written = true;
+	t->alloc_chunks->new_chunks[idx].items_written = true;
 	ret = trans_insert_item(t, BTRFS_CHUNK_TREE_OBJECTID, &key, item, isize);
 	if (!ret && (nc.type & BTRFS_BLOCK_GROUP_SYSTEM))
 		ret = sys_chunk_array_append(t, nc.logical, item, isize);
@@ -372,13 +378,49 @@ static int write_one(struct trans *t, size_t idx)
 
 int chunk_alloc_write_items(struct trans *t)
 {
-	for (size_t i = 0; i < t->nnew_chunks; i++) {
+	for (size_t i = 0; i < t->alloc_chunks->nnew_chunks; i++) {
 		int ret;
-		if (t->new_chunks[i].items_written)
+		if (t->alloc_chunks->new_chunks[i].items_written)
 			continue;
 		ret = write_one(t, i);
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+int chunk_alloc_init(struct trans *t)
+{
+	t->alloc_chunks = calloc(1, sizeof(*t->alloc_chunks));
+	return t->alloc_chunks ? 0 : -ENOMEM;
+}
+
+void chunk_alloc_release(struct trans *t)
+{
+	if (!t->alloc_chunks)
+		return;
+	free(t->alloc_chunks->new_chunks);
+	free(t->alloc_chunks);
+	t->alloc_chunks = NULL;
+}
+
+bool chunk_alloc_any(const struct trans *t)
+{
+	return t->alloc_chunks && t->alloc_chunks->nnew_chunks;
+}
+
+bool chunk_alloc_is_new(const struct trans *t, uint64_t logical)
+{
+	for (size_t i = 0; i < t->alloc_chunks->nnew_chunks; i++)
+		if (t->alloc_chunks->new_chunks[i].logical == logical)
+			return true;
+	return false;
+}
+
+bool chunk_alloc_items_pending(const struct trans *t)
+{
+	for (size_t i = 0; i < t->alloc_chunks->nnew_chunks; i++)
+		if (!t->alloc_chunks->new_chunks[i].items_written)
+			return true;
+	return false;
 }

@@ -39,8 +39,8 @@ static int root_item_key(struct trans *t, uint64_t objectid, struct btrfs_key *k
 /* Root items of changed trees (the root and chunk trees live in the superblock). */
 static int update_root_items(struct trans *t)
 {
-	for (size_t i = 0; i < t->nroots; i++) {
-		struct trans_root *r = &t->roots[i];
+	for (size_t i = 0; i < trans_root_count(t); i++) {
+		struct trans_root *r = trans_root_at(t, i);
 		struct btrfs_key key;
 		struct tree_path path;
 		uint8_t *item;
@@ -80,8 +80,8 @@ static int update_block_group_items(struct trans *t)
 {
 	uint64_t tree = trans_block_group_tree(t);
 
-	for (size_t i = 0; i < t->ngroups; i++) {
-		struct alloc_group *g = t->groups[i];
+	for (size_t i = 0; i < alloc_group_count(t); i++) {
+		struct alloc_group *g = alloc_group_at(t, i);
 		struct btrfs_key key = { g->start, BTRFS_BLOCK_GROUP_ITEM_KEY, g->length };
 		struct tree_path path;
 		uint8_t *item;
@@ -227,8 +227,8 @@ static int update_free_space_tree(struct trans *t)
 		return 0;
 	if (ret)
 		return ret;
-	for (size_t i = 0; i < t->ngroups; i++) {
-		struct alloc_group *g = t->groups[i];
+	for (size_t i = 0; i < alloc_group_count(t); i++) {
+		struct alloc_group *g = alloc_group_at(t, i);
 		if (!g->fst_stale)
 			continue;
 		if (!g->used && (ret = alloc_group_load(t, g)))
@@ -258,25 +258,17 @@ static int cow_root_tree(struct trans *t)
 	return ret < 0 ? ret : 0;
 }
 
-static bool chunk_items_pending(const struct trans *t)
-{
-	for (size_t i = 0; i < t->nnew_chunks; i++)
-		if (!t->new_chunks[i].items_written)
-			return true;
-	return false;
-}
-
 /* The rounds apply the queued references themselves: none in between. */
 static int commit_rounds(struct trans *t)
 {
 	for (int round = 0; round < COMMIT_MAX_ROUNDS; round++) {
-		uint64_t events = t->alloc_events;
+		uint64_t events = alloc_events(t);
 		int ret;
 
 		if ((ret = chunk_alloc_write_items(t)) || (ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
 		    (ret = update_block_group_items(t)) || (ret = update_free_space_tree(t)))
 			return ret;
-		if (t->alloc_events == events && !trans_refs_queued(t) && !chunk_items_pending(t))
+		if (alloc_events(t) == events && !trans_refs_queued(t) && !chunk_alloc_items_pending(t))
 			return 0;
 	}
 	return fs_error(t->fs, -ELOOP, "commit did not settle after %d rounds", COMMIT_MAX_ROUNDS);
@@ -290,9 +282,9 @@ int commit_stabilize(struct trans *t)
 		ret = trans_refs_free_deferred(t);
 	if (ret)
 		return ret;
-	t->refs_busy++;
+	trans_refs_busy_begin(t);
 	ret = commit_rounds(t);
-	t->refs_busy--;
+	trans_refs_busy_end(t);
 	return ret;
 }
 
@@ -413,19 +405,20 @@ static void adopt_new_state(struct trans *t)
 		{ BTRFS_RAID_STRIPE_TREE_OBJECTID, &fs->raid_stripe_root },
 	};
 
-	for (size_t i = 0; i < t->nroots; i++)
+	for (size_t i = 0; i < trans_root_count(t); i++) {
+		const struct trans_root *r = trans_root_at(t, i);
 		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
-			if (t->roots[i].ptr.objectid == map[k].id) {
-				*map[k].dst = t->roots[i].ptr;
-				if (t->roots[i].deleted)
+			if (r->ptr.objectid == map[k].id) {
+				*map[k].dst = r->ptr;
+				if (r->deleted)
 					map[k].dst->bytenr = 0;
 			}
+	}
 	memcpy(fs->super, t->super, BTRFS_SUPER_INFO_SIZE);
 	fs->generation = t->transid;
 	fs->incompat = super_incompat_flags(t->super);
 	fs->compat_ro = super_compat_ro_flags(t->super);
-	for (size_t i = 0; i < t->ndirty; i++)
-		t->dirty[i]->dirty = false;
+	trans_writeback_clean(t);
 }
 
 int commit_write(struct trans *t)
@@ -433,11 +426,9 @@ int commit_write(struct trans *t)
 	struct tree_root_ptr root, chunk;
 	int ret;
 
-	for (size_t i = 0; i < t->ndirty; i++) {
-		ret = trans_write_block(t, t->dirty[i]);
-		if (ret)
-			return ret;
-	}
+	ret = trans_writeback_write_dirty(t);
+	if (ret)
+		return ret;
 	ret = trans_writeback_finish(t);
 	if (ret)
 		return ret;
@@ -457,7 +448,7 @@ int commit_write(struct trans *t)
 	super_set_chunk_root(t->super, chunk.bytenr);
 	super_set_chunk_root_level(t->super, chunk.level);
 	super_set_chunk_root_generation(t->super, chunk.generation);
-	super_set_bytes_used(t->super, super_bytes_used(t->super) + (uint64_t)t->bytes_used_delta);
+	super_set_bytes_used(t->super, super_bytes_used(t->super) + (uint64_t)alloc_bytes_used_delta(t));
 	fill_backup_roots(t, t->super);
 	ret = write_superblocks(t);
 	if (ret)
@@ -520,11 +511,7 @@ int trans_commit(struct trans *t)
 		trans_abort(t);
 		return ret;
 	}
-	for (size_t i = 0; i < t->ndirty; i++) {
-		block_put(t->fs, t->dirty[i]);
-		t->dirty[i] = NULL;
-	}
-	t->ndirty = 0;
+	trans_writeback_put_dirty(t);
 	trans_abort(t); /* frees what is left; nothing dirty remains */
 	return 0;
 }

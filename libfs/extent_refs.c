@@ -101,9 +101,9 @@ int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 {
 	int ret;
 
-	t->refs_busy++;
+	trans_refs_busy_begin(t);
 	ret = cow_refs(t, b, root, shared);
-	t->refs_busy--;
+	trans_refs_busy_end(t);
 	return ret;
 }
 
@@ -114,9 +114,9 @@ int extent_drop_shared(struct trans *t, const struct tree_block *b, uint64_t roo
 	uint64_t left;
 	int ret;
 
-	t->refs_busy++;
+	trans_refs_busy_begin(t);
 	ret = backref_drop(t, &x, &r, &left);
-	t->refs_busy--;
+	trans_refs_busy_end(t);
 	return ret;
 }
 
@@ -205,7 +205,7 @@ int extent_refs_run(struct trans *t)
 {
 	int ret = 0;
 
-	t->refs_busy++;
+	trans_refs_busy_begin(t);
 	while (!ret && trans_refs_queued(t)) {
 		struct refs_batch batch;
 		struct delayed_ref r;
@@ -216,6 +216,6 @@ int extent_refs_run(struct trans *t)
 			ret = r.op == REF_ADD ? ref_add(t, &r) : ref_drop(t, &r);
 		trans_refs_batch_free(&batch);
 	}
-	t->refs_busy--;
+	trans_refs_busy_end(t);
 	return ret;
 }

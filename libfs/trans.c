@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* Transaction state: start and end, roots, dirty blocks. */
+/* A transaction's start and end: every part (trans_internal.h) is set up
+ * and released here. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,6 @@ int trans_start_with(struct fs_info *fs, const struct trans_options *opts, struc
 		return -ENOMEM;
 	t->fs = fs;
 	t->transid = fs->generation + 1;
-	t->dirty_budget = trans_dirty_budget(fs);
 	memcpy(t->super, fs->super, sizeof(t->super));
 	/* the in-memory superblock keeps the log until the commit says otherwise */
 	if (drop_log) {
@@ -78,7 +78,13 @@ int trans_start_with(struct fs_info *fs, const struct trans_options *opts, struc
 	}
 	ret = trans_read_chunk_tree_uuid(t);
 	if (!ret)
+		ret = trans_writeback_init(t);
+	if (!ret)
+		ret = trans_roots_init(t);
+	if (!ret)
 		ret = trans_refs_init(t);
+	if (!ret)
+		ret = chunk_alloc_init(t);
 	if (!ret)
 		ret = alloc_init(t);
 	if (ret) {
@@ -94,25 +100,46 @@ int trans_start(struct fs_info *fs, struct trans **out)
 	return trans_start_with(fs, NULL, out);
 }
 
-uint64_t trans_transid(const struct trans *t)
+/* The transaction's figures go to the fs's statistics (and, with
+ * $BTK_TRANS_STATS, to a note when it committed). */
+static void trans_add_figures(struct trans *t)
 {
-	return t->transid;
-}
+	struct trans_mem_stats *s = &t->fs->trans_stats;
+	struct trans_figures f = { 0 };
 
-uint8_t *trans_super(struct trans *t)
-{
-	return t->super;
+	trans_writeback_figures(t, &f);
+	trans_refs_figures(t, &f);
+	s->dirty_budget = f.dirty_budget;
+	if (f.peak_dirty > s->peak_dirty_blocks)
+		s->peak_dirty_blocks = f.peak_dirty;
+	s->written_early += f.written_early;
+	s->adopted_again += f.adopted_again;
+	if (f.peak_refs > s->peak_queued_refs)
+		s->peak_queued_refs = f.peak_refs;
+	s->refs_limit = f.refs_limit;
+	s->refs_early_runs += f.refs_early_runs;
+	s->refs_applied_early += f.refs_applied_early;
+	s->refs_spilled += f.refs_spilled_total;
+	if (t->committed && getenv("BTK_TRANS_STATS"))
+		fs_note(t->fs, FS_NOTE_INFO,
+			"transaction %llu: at most %zu dirty tree blocks in memory (budget %llu bytes), "
+			"%llu written before the commit, %llu of them changed again; at most %zu extent "
+			"reference changes queued in memory (%zu bytes; limit %zu), %llu applied before the "
+			"commit in %llu runs, %llu through a spilling sorter",
+			(unsigned long long)t->transid, f.peak_dirty, (unsigned long long)f.dirty_budget,
+			(unsigned long long)f.written_early, (unsigned long long)f.adopted_again, f.peak_refs,
+			f.peak_refs * sizeof(struct delayed_ref), f.refs_limit,
+			(unsigned long long)f.refs_applied_early, (unsigned long long)f.refs_early_runs,
+			(unsigned long long)f.refs_spilled_total);
 }
 
 static void trans_free(struct trans *t)
 {
-	for (size_t i = 0; i < t->ndirty; i++)
-		block_put(t->fs, t->dirty[i]);
+	trans_add_figures(t);
 	trans_writeback_release(t, !t->committed);
-	free(t->dirty);
-	free(t->roots);
+	trans_roots_release(t);
 	trans_refs_release(t);
-	free(t->new_chunks);
+	chunk_alloc_release(t);
 	alloc_release(t);
 	free(t);
 }
@@ -122,102 +149,10 @@ void trans_abort(struct trans *t)
 	if (!t)
 		return;
 	/* dirty blocks must not stay in the cache: they were never written */
-	for (size_t i = 0; i < t->ndirty; i++) {
-		t->dirty[i]->dirty = false;
-		block_forget(t->fs, t->dirty[i]);
-		t->dirty[i] = NULL;
-	}
-	t->ndirty = 0;
+	trans_writeback_forget_dirty(t);
 	/* chunks it allocated are in the chunk map, not on disk: read the map again */
-	if (t->nnew_chunks && !t->committed)
+	if (chunk_alloc_any(t) && !t->committed)
 		volumes_reload(t->fs);
 	trans_free(t);
 }
 
-struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid)
-{
-	struct trans_root *r;
-
-	for (size_t i = 0; i < t->nroots; i++)
-		if (t->roots[i].ptr.objectid == objectid)
-			return &t->roots[i];
-	if (t->nroots == t->roots_cap) {
-		size_t cap = t->roots_cap ? t->roots_cap * 2 : 16;
-		r = realloc(t->roots, cap * sizeof(*r));
-		if (!r)
-			return NULL;
-		t->roots = r;
-		t->roots_cap = cap;
-	}
-	r = &t->roots[t->nroots];
-	memset(r, 0, sizeof(*r));
-	if (objectid == BTRFS_ROOT_TREE_OBJECTID)
-		r->ptr = t->fs->tree_root;
-	else if (objectid == BTRFS_CHUNK_TREE_OBJECTID)
-		r->ptr = t->fs->chunk_root;
-	else {
-		int ret = fs_find_root(t->fs, objectid, &r->ptr);
-		/* callers tell "no such tree" from -ENOMEM by the message */
-		if (ret == -ENOENT)
-			fs_error(t->fs, -ENOENT, "tree %llu does not exist", (unsigned long long)objectid);
-		if (ret)
-			return NULL;
-	}
-	t->nroots++;
-	return r;
-}
-
-int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out)
-{
-	struct trans_root *r = trans_root_entry(t, objectid);
-
-	if (!r)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
-	if (r->deleted)
-		return -ENOENT;
-	*out = r->ptr;
-	return 0;
-}
-
-int trans_mark_dirty(struct trans *t, struct tree_block *b)
-{
-	if (b->dirty)
-		return 0;
-	if (t->ndirty == t->dirty_cap) {
-		size_t cap = t->dirty_cap ? t->dirty_cap * 2 : 64;
-		struct tree_block **v = realloc(t->dirty, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		t->dirty = v;
-		t->dirty_cap = cap;
-	}
-	b->dirty = true;
-	block_hold(t->fs, b);
-	t->dirty[t->ndirty++] = b;
-	if (t->ndirty > t->peak_dirty)
-		t->peak_dirty = t->ndirty;
-	return 0;
-}
-
-/* A block this transaction created is gone again: never write it. */
-void trans_forget_dirty(struct trans *t, struct tree_block *b)
-{
-	for (size_t i = 0; i < t->ndirty; i++) {
-		if (t->dirty[i] != b)
-			continue;
-		t->dirty[i] = t->dirty[--t->ndirty];
-		b->dirty = false;
-		block_forget(t->fs, b); /* the transaction's reference */
-		return;
-	}
-}
-
-uint64_t trans_block_group_tree(struct trans *t)
-{
-	struct tree_root_ptr bgt;
-
-	if ((super_compat_ro_flags(t->super) & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE) &&
-	    trans_get_root(t, BTRFS_BLOCK_GROUP_TREE_OBJECTID, &bgt) == 0)
-		return BTRFS_BLOCK_GROUP_TREE_OBJECTID;
-	return BTRFS_EXTENT_TREE_OBJECTID;
-}

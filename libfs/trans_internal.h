@@ -54,71 +54,65 @@ struct delayed_ref {
 	uint8_t level;
 };
 
+/* The parts of a transaction, each a struct defined in (and only touched by)
+ * the file that owns it; the others go through that file's functions. */
+struct trans_writeback;     /* trans_writeback.c: dirty blocks, early writeback */
+struct trans_roots;         /* trans_roots.c: the trees' roots as this transaction sees them */
+struct trans_ref_queue;     /* trans_refs.c: queued extent-tree changes */
+struct trans_alloc;         /* alloc.c: block groups the allocator uses, pinned space */
+struct trans_alloc_chunks;  /* chunk_alloc.c: chunks this transaction allocated */
+
 struct trans {
 	struct fs_info *fs;
 	uint64_t transid;
 	uint8_t super[BTRFS_SUPER_INFO_SIZE];
 	uint8_t chunk_tree_uuid[BTRFS_UUID_SIZE]; /* stamped into new blocks */
-
-	struct tree_block **dirty;  /* blocks to write; the transaction holds a reference */
-	size_t ndirty, dirty_cap;
-	/* Early writeback (trans_writeback.c): past dirty_budget bytes, dirty
-	 * blocks no path holds are written to their places before the commit
-	 * and leave the dirty list; `written` holds them until the transaction
-	 * changes one again (trans_adopt_block) or frees it. */
-	uint64_t dirty_budget;
-	struct ebitmap *written;
-	uint64_t written_epoch;     /* fs->chunk_map_epoch when the first was written */
-	size_t peak_dirty, peak_refs;
-	uint64_t written_early, adopted_again;
-
-	struct trans_root *roots;
-	size_t nroots, roots_cap;
-
-	/* Queued extent-tree changes (trans_refs.c). A REF_ADD counts while its
-	 * bytenr is in pending_adds: a block freed again before its reference
-	 * was applied leaves its entry behind, cancelled. Past refs_limit live
-	 * entries the queue is applied at the start of a tree operation, unless
-	 * refs_keep: the caller edits extent items itself (a repair, a rebuild),
-	 * from what the committed trees say, and the queue waits for the commit,
-	 * spilled to a sorter (refs_spill) past the limit. */
-	struct delayed_ref *refs;
-	size_t nrefs, refs_cap;
-	struct ebitmap *pending_adds;
-	size_t refs_cancelled;      /* cancelled REF_ADD entries among refs (at most) */
-	size_t refs_limit;
-	unsigned refs_busy;         /* applying the queue, or libfs's own extent edits */
-	bool refs_keep;
-	struct recsort *refs_spill;
-	uint64_t refs_spilled;      /* entries in refs_spill */
-	uint64_t refs_early_runs, refs_applied_early, refs_spilled_total;
-	/* Tree blocks whose drop was applied early: their space stays used to the
-	 * allocator until the commit frees it (trans_refs_free_deferred), so it
-	 * never scans the holes they would leave. */
-	struct ebitmap *freed_early;
-	bool refs_early;            /* applying the queue before the commit */
-
-	struct alloc_group **groups;
-	size_t ngroups, groups_cap;
-	struct ebitmap *pinned;     /* freed by this transaction: not reusable before commit */
-	uint64_t alloc_events;      /* allocations + frees, to detect a stable commit loop */
-	int64_t bytes_used_delta;
-	bool aborted;
-
-	struct new_chunk *new_chunks;
-	size_t nnew_chunks;
 	bool committed;             /* the superblocks were written */
 	bool qgroups_marked;        /* qgroups were marked inconsistent (shared blocks copied) */
 	bool qgroups_inconsistent;  /* ... and quotas were on: the flag is set */
+
+	struct trans_writeback *writeback;
+	struct trans_roots *root_set;
+	struct trans_ref_queue *ref_queue;
+	struct trans_alloc *alloc;
+	struct trans_alloc_chunks *alloc_chunks;
 };
 
-/* trans.c */
+/* What the parts report when a transaction ends (trans.c adds them to the
+ * fs's statistics and, with $BTK_TRANS_STATS, a note). */
+struct trans_figures {
+	size_t peak_dirty;
+	uint64_t dirty_budget, written_early, adopted_again;
+	size_t peak_refs, refs_limit;
+	uint64_t refs_early_runs, refs_applied_early, refs_spilled_total;
+};
+
+/* trans_roots.c */
+int trans_roots_init(struct trans *t);
+void trans_roots_release(struct trans *t);
+/* The entry of tree objectid, looked up in the committed trees the first
+ * time (NULL: no such tree, with a message, or out of memory). */
 struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid);
+/* A new zeroed entry (a tree made by this transaction); NULL: out of memory. */
+struct trans_root *trans_root_add(struct trans *t);
+/* The entries so far, for the commit. */
+size_t trans_root_count(const struct trans *t);
+struct trans_root *trans_root_at(struct trans *t, size_t i);
+
+/* trans_writeback.c: the dirty list */
+int trans_writeback_init(struct trans *t);
 int trans_mark_dirty(struct trans *t, struct tree_block *b);
 
 /* trans_refs.c */
 int trans_refs_init(struct trans *t);
 void trans_refs_release(struct trans *t);
+/* libfs edits extent items itself (or applies the queue): no early run of
+ * the queue until the matching trans_refs_busy_end. */
+void trans_refs_busy_begin(struct trans *t);
+void trans_refs_busy_end(struct trans *t);
+/* The caller gives the extent tree its items: the queue waits for the commit. */
+void trans_refs_keep_until_commit(struct trans *t);
+void trans_refs_figures(const struct trans *t, struct trans_figures *f);
 int trans_queue_ref(struct trans *t, enum ref_op op, uint64_t bytenr, uint64_t root, uint8_t level);
 /* Cancel a queued, not yet applied REF_ADD: 1 if one was found. */
 int trans_remove_pending_add(struct trans *t, uint64_t bytenr);
@@ -151,6 +145,14 @@ int trans_refs_free_deferred(struct trans *t);
 /* alloc.c */
 int alloc_init(struct trans *t);
 void alloc_release(struct trans *t);
+/* The block groups tracked so far, for the commit. */
+size_t alloc_group_count(const struct trans *t);
+struct alloc_group *alloc_group_at(struct trans *t, size_t i);
+/* Allocations and frees so far (a commit round that changes none is stable). */
+uint64_t alloc_events(const struct trans *t);
+void alloc_note_event(struct trans *t);
+/* Bytes allocated minus bytes freed: the superblock's bytes_used changes by it. */
+int64_t alloc_bytes_used_delta(const struct trans *t);
 /* Allocate a tree block for tree `root` (system chunks for the chunk tree). */
 int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr);
 /* A tree block's extent is gone: its space becomes free after the commit. */
@@ -166,10 +168,19 @@ struct chunk;
  * them, and so does the space the free-space tree must call free. */
 int alloc_group_relayout(struct trans *t, const struct chunk *old, const struct chunk *new_layout);
 
-/* trans.c */
+/* trans_writeback.c */
 void trans_forget_dirty(struct trans *t, struct tree_block *b);
 
 /* chunk_alloc.c */
+int chunk_alloc_init(struct trans *t);
+void chunk_alloc_release(struct trans *t);
+/* This transaction allocated chunks (the chunk map must be read again when
+ * it is dropped). */
+bool chunk_alloc_any(const struct trans *t);
+/* The chunk at logical is one this transaction allocated. */
+bool chunk_alloc_is_new(const struct trans *t, uint64_t logical);
+/* Some allocated chunk's items are still to be written. */
+bool chunk_alloc_items_pending(const struct trans *t);
 /* Every block group that can hold tree blocks of `root` is full: allocate a
  * new chunk with the profile of the existing ones (metadata, or system for
  * the chunk tree) on free device space, usable at once. */
@@ -222,7 +233,16 @@ int trans_adopt_block(struct trans *t, struct tree_block *b);
 /* Before the commit's flush: blocks written early under a chunk map whose
  * copies changed since are written again to every copy. */
 int trans_writeback_finish(struct trans *t);
-/* The transaction ends: its statistics go to the fs, cached copies of blocks
+/* Write every dirty block (the commit, before its flush). */
+int trans_writeback_write_dirty(struct trans *t);
+/* The commit is durable: the dirty blocks are clean now. */
+void trans_writeback_clean(struct trans *t);
+/* Let go of the dirty blocks (after the commit). */
+void trans_writeback_put_dirty(struct trans *t);
+/* The transaction is dropped: its dirty blocks must not stay in the cache. */
+void trans_writeback_forget_dirty(struct trans *t);
+void trans_writeback_figures(const struct trans *t, struct trans_figures *f);
+/* The transaction ends: the dirty list is let go, cached copies of blocks
  * an aborted transaction wrote early are dropped. */
 void trans_writeback_release(struct trans *t, bool aborted);
 

@@ -646,16 +646,8 @@ int trans_create_tree(struct trans *t, uint64_t objectid)
 	if (root && !root->deleted)
 		return fs_error(t->fs, -EEXIST, "tree %llu exists already", (unsigned long long)objectid);
 	t->fs->errmsg[0] = 0;
-	if (!root) {
-		if (t->nroots == t->roots_cap) {
-			struct trans_root *v = realloc(t->roots, (t->roots_cap + 16) * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			t->roots = v;
-			t->roots_cap += 16;
-		}
-		root = &t->roots[t->nroots++];
-	}
+	if (!root && !(root = trans_root_add(t)))
+		return -ENOMEM;
 	memset(root, 0, sizeof(*root));
 	root->ptr.objectid = objectid;
 	root->created = true;
@@ -752,7 +744,7 @@ int trans_restart_tree(struct trans *t, uint64_t objectid)
 		return ret;
 	/* a rebuilt extent tree gets its items from the caller */
 	if (objectid == BTRFS_EXTENT_TREE_OBJECTID)
-		t->refs_keep = true;
+		trans_refs_keep_until_commit(t);
 	if ((ret = new_tree_block(t, root, 0, &leaf)))
 		return ret;
 	set_root(root, leaf);

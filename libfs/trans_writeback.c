@@ -20,6 +20,21 @@
 
 #define TRANS_DIRTY_BUDGET_DEFAULT (256ULL << 20)
 
+/* The dirty blocks of a transaction and those written before its commit. */
+struct trans_writeback {
+	struct tree_block **dirty;  /* blocks to write; the transaction holds a reference */
+	size_t ndirty, dirty_cap;
+	/* Past dirty_budget bytes, dirty blocks no path holds are written to
+	 * their places before the commit and leave the dirty list; `written`
+	 * holds them until the transaction changes one again
+	 * (trans_adopt_block) or frees it. */
+	uint64_t dirty_budget;
+	struct ebitmap *written;
+	uint64_t written_epoch;     /* fs->chunk_map_epoch when the first was written */
+	size_t peak_dirty;
+	uint64_t written_early, adopted_again;
+};
+
 /* A size in bytes with an optional K, M or G suffix; 0 when malformed. */
 static uint64_t parse_budget(const char *s)
 {
@@ -82,29 +97,29 @@ int trans_write_block(struct trans *t, struct tree_block *b)
  * until at most `target` stay dirty; the others keep their order. */
 static int writeback_pass(struct trans *t, bool leaves_only, size_t target)
 {
-	size_t out = 0, left = t->ndirty;
+	size_t out = 0, left = t->writeback->ndirty;
 	int ret = 0;
 
-	for (size_t i = 0; i < t->ndirty; i++) {
-		struct tree_block *b = t->dirty[i];
+	for (size_t i = 0; i < t->writeback->ndirty; i++) {
+		struct tree_block *b = t->writeback->dirty[i];
 		/* refs 1: only the transaction holds it, no path or iterator */
 		if (ret || left <= target || b->refs != 1 || (leaves_only && block_level(b) != 0)) {
-			t->dirty[out++] = b;
+			t->writeback->dirty[out++] = b;
 			continue;
 		}
 		ret = trans_write_block(t, b);
 		if (!ret)
-			ret = ebitmap_set(t->written, b->bytenr, b->len);
+			ret = ebitmap_set(t->writeback->written, b->bytenr, b->len);
 		if (ret) {
-			t->dirty[out++] = b;
+			t->writeback->dirty[out++] = b;
 			continue;
 		}
 		b->dirty = false;
 		block_put(t->fs, b); /* stays cached, unreferenced: the cache may evict it */
-		t->written_early++;
+		t->writeback->written_early++;
 		left--;
 	}
-	t->ndirty = out;
+	t->writeback->ndirty = out;
 	return ret;
 }
 
@@ -114,19 +129,19 @@ int trans_writeback_maybe(struct trans *t)
 	size_t target;
 	int ret;
 
-	if ((uint64_t)t->ndirty * ns <= t->dirty_budget)
+	if ((uint64_t)t->writeback->ndirty * ns <= t->writeback->dirty_budget)
 		return 0;
-	if (!t->written) {
-		t->written = ebitmap_create(ns);
-		if (!t->written)
+	if (!t->writeback->written) {
+		t->writeback->written = ebitmap_create(ns);
+		if (!t->writeback->written)
 			return -ENOMEM;
-		t->written_epoch = t->fs->chunk_map_epoch;
+		t->writeback->written_epoch = t->fs->chunk_map_epoch;
 	}
 	/* down to half the budget, so the next writeback is many operations away;
 	 * leaves first: the nodes above them come back on every search */
-	target = (size_t)(t->dirty_budget / 2 / ns);
+	target = (size_t)(t->writeback->dirty_budget / 2 / ns);
 	ret = writeback_pass(t, true, target);
-	if (!ret && t->ndirty > target)
+	if (!ret && t->writeback->ndirty > target)
 		ret = writeback_pass(t, false, target);
 	return ret;
 }
@@ -137,15 +152,15 @@ int trans_adopt_block(struct trans *t, struct tree_block *b)
 
 	if (b->dirty)
 		return 1;
-	if (!t->written || block_generation(b) != t->transid ||
-	    ebitmap_test(t->written, b->bytenr, b->len) != EBITMAP_ALL)
+	if (!t->writeback->written || block_generation(b) != t->transid ||
+	    ebitmap_test(t->writeback->written, b->bytenr, b->len) != EBITMAP_ALL)
 		return 0;
 	ret = trans_mark_dirty(t, b);
 	if (!ret)
-		ret = ebitmap_clear(t->written, b->bytenr, b->len);
+		ret = ebitmap_clear(t->writeback->written, b->bytenr, b->len);
 	if (ret)
 		return ret;
-	t->adopted_again++;
+	t->writeback->adopted_again++;
 	return 1;
 }
 
@@ -154,11 +169,11 @@ int trans_writeback_finish(struct trans *t)
 	uint64_t from = 0, start, len;
 	int ret = 0;
 
-	if (!t->written || t->written_epoch == t->fs->chunk_map_epoch)
+	if (!t->writeback->written || t->writeback->written_epoch == t->fs->chunk_map_epoch)
 		return 0;
 	/* the copies of some chunk changed after blocks were written early: the
 	 * first copy holds them (the old stripes come first), write every copy */
-	while (!ret && ebitmap_next_set(t->written, from, &start, &len) == 1) {
+	while (!ret && ebitmap_next_set(t->writeback->written, from, &start, &len) == 1) {
 		for (uint64_t x = start; !ret && x < start + len; x += t->fs->nodesize) {
 			struct block_expect e = { .generation = t->transid, .level = -1 };
 			struct tree_block *b;
@@ -175,35 +190,21 @@ int trans_writeback_finish(struct trans *t)
 
 void trans_writeback_release(struct trans *t, bool aborted)
 {
-	struct trans_mem_stats *s = &t->fs->trans_stats;
+	struct trans_writeback *w = t->writeback;
 	uint64_t from = 0, start, len;
 
-	s->dirty_budget = t->dirty_budget;
-	if (t->peak_dirty > s->peak_dirty_blocks)
-		s->peak_dirty_blocks = t->peak_dirty;
-	s->written_early += t->written_early;
-	s->adopted_again += t->adopted_again;
-	if (t->peak_refs > s->peak_queued_refs)
-		s->peak_queued_refs = t->peak_refs;
-	s->refs_limit = t->refs_limit;
-	s->refs_early_runs += t->refs_early_runs;
-	s->refs_applied_early += t->refs_applied_early;
-	s->refs_spilled += t->refs_spilled_total;
-	if (!aborted && getenv("BTK_TRANS_STATS"))
-		fs_note(t->fs, FS_NOTE_INFO,
-			"transaction %llu: at most %zu dirty tree blocks in memory (budget %llu bytes), "
-			"%llu written before the commit, %llu of them changed again; at most %zu extent "
-			"reference changes queued in memory (%zu bytes; limit %zu), %llu applied before the "
-			"commit in %llu runs, %llu through a spilling sorter",
-			(unsigned long long)t->transid, t->peak_dirty, (unsigned long long)t->dirty_budget,
-			(unsigned long long)t->written_early, (unsigned long long)t->adopted_again, t->peak_refs,
-			t->peak_refs * sizeof(struct delayed_ref), t->refs_limit,
-			(unsigned long long)t->refs_applied_early, (unsigned long long)t->refs_early_runs,
-			(unsigned long long)t->refs_spilled_total);
-	if (!t->written)
+	if (!w)
 		return;
+	for (size_t i = 0; i < w->ndirty; i++)
+		block_put(t->fs, w->dirty[i]);
+	free(w->dirty);
+	if (!w->written) {
+		free(w);
+		t->writeback = NULL;
+		return;
+	}
 	/* an aborted transaction's blocks must not be found in the cache later */
-	while (aborted && ebitmap_next_set(t->written, from, &start, &len) == 1) {
+	while (aborted && ebitmap_next_set(w->written, from, &start, &len) == 1) {
 		for (uint64_t x = start; x < start + len; x += t->fs->nodesize) {
 			struct tree_block *b;
 			if (!block_is_cached(t->fs, x) || block_read(t->fs, x, &BLOCK_EXPECT_ANY, &b))
@@ -215,6 +216,105 @@ void trans_writeback_release(struct trans *t, bool aborted)
 		}
 		from = start + len;
 	}
-	ebitmap_destroy(t->written);
-	t->written = NULL;
+	ebitmap_destroy(w->written);
+	free(w);
+	t->writeback = NULL;
+}
+
+int trans_writeback_init(struct trans *t)
+{
+	t->writeback = calloc(1, sizeof(*t->writeback));
+	if (!t->writeback)
+		return -ENOMEM;
+	t->writeback->dirty_budget = trans_dirty_budget(t->fs);
+	return 0;
+}
+
+int trans_mark_dirty(struct trans *t, struct tree_block *b)
+{
+	struct trans_writeback *w = t->writeback;
+
+	if (b->dirty)
+		return 0;
+	if (w->ndirty == w->dirty_cap) {
+		size_t cap = w->dirty_cap ? w->dirty_cap * 2 : 64;
+		struct tree_block **v = realloc(w->dirty, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		w->dirty = v;
+		w->dirty_cap = cap;
+	}
+	b->dirty = true;
+	block_hold(t->fs, b);
+	w->dirty[w->ndirty++] = b;
+	if (w->ndirty > w->peak_dirty)
+		w->peak_dirty = w->ndirty;
+	return 0;
+}
+
+/* A block this transaction created is gone again: never write it. */
+void trans_forget_dirty(struct trans *t, struct tree_block *b)
+{
+	struct trans_writeback *w = t->writeback;
+
+	for (size_t i = 0; i < w->ndirty; i++) {
+		if (w->dirty[i] != b)
+			continue;
+		w->dirty[i] = w->dirty[--w->ndirty];
+		b->dirty = false;
+		block_forget(t->fs, b); /* the transaction's reference */
+		return;
+	}
+}
+
+int trans_writeback_write_dirty(struct trans *t)
+{
+	for (size_t i = 0; i < t->writeback->ndirty; i++) {
+		int ret = trans_write_block(t, t->writeback->dirty[i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+void trans_writeback_clean(struct trans *t)
+{
+	for (size_t i = 0; i < t->writeback->ndirty; i++)
+		t->writeback->dirty[i]->dirty = false;
+}
+
+void trans_writeback_put_dirty(struct trans *t)
+{
+	struct trans_writeback *w = t->writeback;
+
+	for (size_t i = 0; i < w->ndirty; i++) {
+		block_put(t->fs, w->dirty[i]);
+		w->dirty[i] = NULL;
+	}
+	w->ndirty = 0;
+}
+
+void trans_writeback_forget_dirty(struct trans *t)
+{
+	struct trans_writeback *w = t->writeback;
+
+	for (size_t i = 0; w && i < w->ndirty; i++) {
+		w->dirty[i]->dirty = false;
+		block_forget(t->fs, w->dirty[i]);
+		w->dirty[i] = NULL;
+	}
+	if (w)
+		w->ndirty = 0;
+}
+
+void trans_writeback_figures(const struct trans *t, struct trans_figures *f)
+{
+	const struct trans_writeback *w = t->writeback;
+
+	if (!w)
+		return;
+	f->dirty_budget = w->dirty_budget;
+	f->peak_dirty = w->peak_dirty;
+	f->written_early = w->written_early;
+	f->adopted_again = w->adopted_again;
 }

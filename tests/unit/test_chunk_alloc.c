@@ -89,9 +89,9 @@ static void new_chunk_for(uint64_t tree, uint64_t kind)
 	}
 	cr_assert_neq(c->stripes[0].physical, c->stripes[1].physical);
 	/* the allocator uses it at once */
-	t->groups[t->ngroups - 1]->cursor = c->logical;
-	for (size_t i = 0; i + 1 < t->ngroups; i++) {
-		struct alloc_group *g = t->groups[i];
+	alloc_group_at(t, alloc_group_count(t) - 1)->cursor = c->logical;
+	for (size_t i = 0; i + 1 < alloc_group_count(t); i++) {
+		struct alloc_group *g = alloc_group_at(t, i);
 		if (!(g->flags & kind))
 			continue;
 		/* the old groups are full */
