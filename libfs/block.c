@@ -323,6 +323,31 @@ static int cached_matches(const struct fs_info *fs, const struct tree_block *b, 
 	return 1;
 }
 
+/* The first key of the child a pointer leads to (read with no other
+ * expectation than its level), or -errno. */
+static int child_first_key(struct fs_info *fs, const uint8_t *p, unsigned level, struct btrfs_key *k)
+{
+	struct block_expect e = { .generation = key_ptr_generation(p), .level = (int)level };
+	struct tree_block *b;
+	int ret = block_read(fs, key_ptr_blockptr(p), &e, &b);
+
+	if (ret)
+		return ret;
+	if (!block_nritems(b)) {
+		block_put(fs, b);
+		return -ENOENT;
+	}
+	block_key(b, 0, k);
+	block_put(fs, b);
+	return 0;
+}
+
+int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
+		  struct block_salvage *out)
+{
+	return block_salvage_view(fs, bytenr, buf, e, child_first_key, out);
+}
+
 /* No copy verifies: the first copy whose identity does can be salvaged
  * (block_salvage.h) into buf. 0 when it was (and logged), else -EUCLEAN. */
 static int salvage_copy(struct fs_info *fs, uint64_t bytenr, const struct block_expect *expect,

@@ -390,26 +390,8 @@ static bool ptr_plausible(struct fs_info *fs, const uint8_t *p)
 	       volumes_num_copies(fs, bytenr) > 0;
 }
 
-/* The first key of the child a pointer leads to (read with no other
- * expectation than its level), or -errno. */
-static int child_first_key(struct fs_info *fs, const uint8_t *p, unsigned level, struct btrfs_key *k)
-{
-	struct block_expect e = { .generation = key_ptr_generation(p), .level = (int)level };
-	struct tree_block *b;
-	int ret = block_read(fs, key_ptr_blockptr(p), &e, &b);
-
-	if (ret)
-		return ret;
-	if (!block_nritems(b)) {
-		block_put(fs, b);
-		return -ENOENT;
-	}
-	block_key(b, 0, k);
-	block_put(fs, b);
-	return 0;
-}
-
-static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_expect *e, struct block_salvage *s)
+static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_expect *e,
+			block_child_key_fn read_child_key, struct block_salvage *s)
 {
 	uint32_t n = header_nritems(buf), max = (fs->nodesize - HDR) / KPTR, kept = 0, last = 0;
 	unsigned level = header_level(buf);
@@ -445,7 +427,7 @@ static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_exp
 		bool bad = (i > 0 && key_compare(&v[i - 1].key, &v[i].key) >= 0) ||
 			   (i + 1 < kept && key_compare(&v[i].key, &v[i + 1].key) >= 0);
 		struct btrfs_key k;
-		if (!bad || child_first_key(fs, v[i].raw, level - 1, &k) != 0)
+		if (!bad || read_child_key(fs, v[i].raw, level - 1, &k) != 0)
 			continue;
 		if (key_compare(&k, &v[i].key)) {
 			v[i].key = k;
@@ -484,8 +466,8 @@ static unsigned level_fit(struct fs_info *fs, const uint8_t *buf, unsigned level
 	return fit;
 }
 
-int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
-		  struct block_salvage *s)
+int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
+		       block_child_key_fn read_child_key, struct block_salvage *s)
 {
 	unsigned level = header_level(buf), want = level, mismatches = 0;
 	uint64_t gen = header_generation(buf);
@@ -523,7 +505,7 @@ int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struc
 	}
 	if (mismatches > 1)
 		return -EUCLEAN;
-	ret = want ? salvage_node(fs, buf, e, s) : salvage_leaf(fs, buf, e, s);
+	ret = want ? salvage_node(fs, buf, e, read_child_key, s) : salvage_leaf(fs, buf, e, s);
 	if (ret)
 		return ret == -ENOMEM ? ret : -EUCLEAN;
 	s->level = (uint8_t)want;

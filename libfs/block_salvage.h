@@ -50,10 +50,18 @@ const struct block_salvage_log *block_salvage_log(const struct fs_info *fs);
 const struct block_salvage *block_salvage_find(const struct fs_info *fs, uint64_t bytenr);
 void block_salvage_log_free(struct fs_info *fs);
 
+/* The first key of the child the node pointer p leads to, read as a block
+ * of `level`: 0, or -errno. */
+typedef int (*block_child_key_fn)(struct fs_info *fs, const uint8_t *p, unsigned level, struct btrfs_key *k);
 /* Salvage buf (the nodesize bytes of one copy of the block at bytenr, whose
  * checksum, bytenr, fsid and flags verify) in place for a referrer expecting
  * e. 0 with *out filled, -EUCLEAN when nothing valid can be made of it.
- * Reads children of a node whose keys are out of order (their first keys). */
+ * Reads children of a node whose keys are out of order (their first keys)
+ * through read_child_key. */
+int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
+		       block_child_key_fn read_child_key, struct block_salvage *out);
+/* block_salvage_view with the children read through the block cache
+ * (block.c, whose verified read falls back on it). */
 int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
 		  struct block_salvage *out);
 /* Record a salvage (the first record of a bytenr stays). 0 or -ENOMEM. */
