@@ -21,157 +21,6 @@
 
 #define SAY_MAX 100
 
-struct inode_counts {
-	uint64_t names;       /* names in inode refs and extrefs */
-	uint64_t dir_size;    /* name lengths of its dir items and dir indexes */
-	uint64_t bytes;       /* bytes of its file extents (inline: their length) */
-	uint64_t end;         /* where its last file extent ends */
-};
-
-static void count_refs(const struct btrfs_key *k, const uint8_t *d, uint32_t size, struct inode_counts *c)
-{
-	uint32_t hdr = k->type == BTRFS_INODE_REF_KEY ? sizeof(struct btrfs_inode_ref)
-						       : sizeof(struct btrfs_inode_extref);
-
-	for (uint32_t off = 0; size - off >= hdr;) {
-		uint16_t len = k->type == BTRFS_INODE_REF_KEY ? inode_ref_name_len(d + off)
-							     : inode_extref_name_len(d + off);
-		if (size - off - hdr < len)
-			break;
-		c->names++;
-		off += hdr + len;
-	}
-}
-
-static void count_dir_entries(const uint8_t *d, uint32_t size, struct inode_counts *c)
-{
-	const uint32_t hdr = sizeof(struct btrfs_dir_item);
-
-	for (uint32_t off = 0; size - off >= hdr;) {
-		uint32_t len = dir_item_name_len(d + off), data_len = dir_item_data_len(d + off);
-		if (size - off - hdr < len + data_len)
-			break;
-		c->dir_size += len;
-		off += hdr + len + data_len;
-	}
-}
-
-static void count_extent(uint64_t offset, const uint8_t *d, uint32_t size, struct inode_counts *c)
-{
-	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
-		return;
-	if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE) {
-		/* uncompressed, the data is what counts (a wrong ram_bytes is made right from it) */
-		uint64_t ram = file_extent_compression(d) == BTRFS_COMPRESS_NONE
-				       ? size - BTRFS_FILE_EXTENT_INLINE_DATA_START : file_extent_ram_bytes(d);
-		c->bytes += ram;
-		c->end = offset + ram;
-	} else if (size >= sizeof(struct btrfs_file_extent_item)) {
-		if (file_extent_disk_bytenr(d))
-			c->bytes += file_extent_num_bytes(d);
-		c->end = offset + file_extent_num_bytes(d);
-	}
-}
-
-static int count_inode(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino,
-		       struct inode_counts *c)
-{
-	struct btrfs_key min = { ino, 0, 0 }, max = { ino, 255, (uint64_t)-1 }, k;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
-	int ret;
-
-	memset(c, 0, sizeof(*c));
-	tree_iter_init(&it, r->fs, root, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		switch (k.type) {
-		case BTRFS_INODE_REF_KEY:
-		case BTRFS_INODE_EXTREF_KEY:
-			count_refs(&k, d, size, c);
-			break;
-		case BTRFS_DIR_ITEM_KEY:
-		case BTRFS_DIR_INDEX_KEY:
-			count_dir_entries(d, size, c);
-			break;
-		case BTRFS_EXTENT_DATA_KEY:
-			count_extent(k.offset, d, size, c);
-			break;
-		}
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
-}
-
-/* Set one counter of the inode item to its recomputed value. */
-static int set_counter(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code,
-		       const struct inode_counts *c)
-{
-	struct tree_path path;
-	const char *what = NULL;
-	uint64_t from = 0, to = 0;
-	uint8_t *item;
-	int ret = link_inode_for_update(r, root, ino, &item, &path);
-
-	if (ret == 0 && code == PR_INODE_NLINK) {
-		/* a subvolume's top directory has no name inside the subvolume */
-		to = c->names ? c->names : (ino == BTRFS_FIRST_FREE_OBJECTID ? 1 : 0);
-		from = inode_nlink(item);
-		what = "nlink";
-		if (to > UINT32_MAX)
-			ret = fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", ino);
-		else
-			inode_set_nlink(item, (uint32_t)to);
-	} else if (ret == 0 && code == PR_DIR_ISIZE) {
-		from = inode_size(item);
-		to = c->dir_size;
-		what = "size";
-		inode_set_size(item, to);
-	} else if (ret == 0 && code == PR_INODE_NBYTES) {
-		from = inode_nbytes(item);
-		to = c->bytes;
-		what = "nbytes";
-		inode_set_nbytes(item, to);
-	}
-	if (what && !ret && from != to) {
-		if (r->changes++ < SAY_MAX)
-			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": %s %" PRIu64 " -> %" PRIu64, root, ino, what,
-				   from, to);
-	}
-	tree_path_release(r->fs, &path);
-	return ret;
-}
-
-/* A subvolume's top directory that lost its ".." inode ref (its one name,
- * as the kernel and btrfs check count it): the ref again, and nlink 1. */
-static int top_dir_ref(struct repair_ctx *r, uint64_t root, struct inode_counts *c)
-{
-	const uint64_t ino = BTRFS_FIRST_FREE_OBJECTID;
-	int ret = link_add_ref(r, root, ino, ino, 0, (const uint8_t *)"..", 2);
-
-	if (ret)
-		return ret;
-	if (r->changes++ < SAY_MAX)
-		repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": its \"..\" inode ref made again", root, ino);
-	c->names = 1;
-	return set_counter(r, root, ino, PR_INODE_NLINK, c);
-}
-
-int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
-{
-	struct tree_root_ptr rp;
-	struct inode_counts c;
-	int ret = trans_get_root(r->t, root, &rp);
-
-	if (!ret)
-		ret = count_inode(r, &rp, ino, &c);
-	if (!ret && code == PR_INODE_NLINK && !c.names && ino != BTRFS_FIRST_FREE_OBJECTID)
-		return lostfound_link(r, root, ino);   /* no name left: nlink 0 would lose it */
-	if (!ret && code == PR_INODE_NLINK && !c.names)
-		return top_dir_ref(r, root, &c);
-	return ret ? ret : set_counter(r, root, ino, code, &c);
-}
-
 static uint32_t ftype_to_mode(uint8_t ftype)
 {
 	static const uint32_t modes[] = {
@@ -244,7 +93,7 @@ static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 
 	if (ret != 0)
 		return ret < 0 ? ret : 0;   /* made already, or there all along */
-	if ((ret = trans_get_root(r->t, root, &rp)) || (ret = count_inode(r, &rp, ino, &c)) ||
+	if ((ret = trans_get_root(r->t, root, &rp)) || (ret = inode_count_items(r, &rp, ino, &c)) ||
 	    (ret = guess_ftype(r, &rp, ino, &ftype)))
 		return ret;
 	if (ino == BTRFS_FIRST_FREE_OBJECTID)
@@ -363,7 +212,7 @@ static int unreachable_link(struct repair_ctx *r, uint64_t root, uint64_t ino)
 	int ret = trans_get_root(r->t, root, &rp);
 
 	if (!ret)
-		ret = count_inode(r, &rp, ino, &c);
+		ret = inode_count_items(r, &rp, ino, &c);
 	if (ret || c.names)
 		return ret;
 	return lostfound_link(r, root, ino);

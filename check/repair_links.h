@@ -86,10 +86,20 @@ int names_drop_parentless(struct repair_ctx *r, uint64_t root, uint64_t dir, uin
  * holds no dir item or dir index, 0 when it is or does, -errno. */
 int names_parent_missing(struct repair_ctx *r, uint64_t root, uint64_t dir);
 
+/* What an inode's items say its counters are (check/repair_recount.c). */
+struct inode_counts {
+	uint64_t names;       /* names in inode refs and extrefs */
+	uint64_t dir_size;    /* name lengths of its dir items and dir indexes */
+	uint64_t bytes;       /* bytes of its file extents (inline: their length) */
+	uint64_t end;         /* where its last file extent ends */
+};
+/* Count the items of inode ino in the tree at root. 0 or -errno. */
+int inode_count_items(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino,
+		      struct inode_counts *c);
 /* Recompute one counter of an inode from its items (code: PR_INODE_NLINK,
  * PR_DIR_ISIZE or PR_INODE_NBYTES), as the inodes class does; says what it
  * changed (nothing when it was right). An inode whose nlink is recomputed and
- * that has no name left is linked into /lost+found. check/repair_inodes.c. */
+ * that has no name left is linked into /lost+found. check/repair_recount.c. */
 int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code);
 
 /* Without the no-holes feature: an explicit hole file extent for each range
