@@ -760,6 +760,48 @@ Test(trans, refuses_interrupted_fsid_change)
 	image_release(&img);
 }
 
+/* A log tree refuses trans_start; trans_start_with(drop_log_tree) lets it
+ * through, keeps the log in the in-memory superblock until the commit (an
+ * abort leaves it there), and commits superblocks without it. */
+Test(trans, drop_log_tree_option)
+{
+	const struct trans_options drop = { .drop_log_tree = true };
+	struct image img;
+	struct fs_info *fs;
+	struct trans *t;
+	uint64_t log;
+
+	image_load("small", &img);
+	fs = image_open(&img, true);
+	log = fs->tree_root.bytenr;   /* any tree block: nothing reads the log here */
+	cr_assert_eq(trans_start(fs, &t), 0);
+	super_set_log_root(trans_super(t), log);
+	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
+	fs_close(fs);
+
+	fs = image_open(&img, true);
+	cr_assert_eq(super_log_root(fs->super), log);
+	cr_assert_eq(trans_start(fs, &t), -EBUSY);
+	cr_assert_null(t);
+	cr_assert_eq(trans_start_with(fs, &drop, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(super_log_root(trans_super(t)), 0);
+	trans_abort(t);
+	cr_assert_eq(super_log_root(fs->super), log, "an aborted drop must leave the log in place");
+	cr_assert_eq(trans_start_with(fs, &drop, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_space_keep_until_commit(t, log, fs->nodesize), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
+	cr_assert_eq(super_log_root(fs->super), 0);
+	fs_close(fs);
+
+	fs = image_open(&img, true);
+	cr_assert_eq(super_log_root(fs->super), 0);
+	cr_assert_eq(trans_start(fs, &t), 0, "%s", fs->errmsg);
+	trans_abort(t);
+	fs_close(fs);
+	btrfs_check_clean(&img);
+	image_release(&img);
+}
+
 /* A tree that does not exist is -ENOENT (not -ENOMEM) to trans_get_root. */
 Test(trans, missing_tree_is_enoent)
 {
