@@ -115,7 +115,7 @@ void check_ctx_release(struct check_ctx *ctx);
  * that: the records grow with the metadata, and runs of that size still merge
  * in one pass; past them, spilling sorted runs (large sequential writes, read
  * back once) costs less than the memory, so memory use follows the need, not
- * the budget (run.c). */
+ * the budget (sort_budget.c). */
 #define CHECK_SORT_LIMIT_MIN (128ULL << 20)
 /* The tree-block cache at most: the walks of a check read each block once,
  * in order (and hold their paths); a repair's transactions revisit blocks. */

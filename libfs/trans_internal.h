@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Internals shared by the transaction files (trans*.c, alloc.c, extent_refs.c,
- * commit.c). Not part of the library surface. */
+/* Internals shared by the transaction files (trans*.c, alloc.c, chunk_alloc.c,
+ * dev_space.c, chunk_edit.c, extent_refs.c, backref.c, commit.c). Not part of
+ * the library surface: programs use trans.h (check/repair_log.c included this
+ * file to get past trans_start; trans_start_with is the API for that now). */
 #ifndef BTK_TRANS_INTERNAL_H
 #define BTK_TRANS_INTERNAL_H
 
