@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check/phase_fs.h"
+#include "check/tree_observers.h"
 #include "common/messages.h"
 #include "libfs/block.h"
 #include "libfs/walk.h"
@@ -279,3 +280,40 @@ out:
 	fs_feed_free(ctx);
 	return ret;
 }
+
+static uint64_t feed_reread_estimate(struct check_ctx *ctx)
+{
+	return fs_feed_shared_estimate(ctx->fs_feed);
+}
+
+static bool feed_tree_begin(struct check_ctx *ctx, const struct tree_root_ptr *root)
+{
+	return fs_feed_tree_begin(ctx->fs_feed, root);
+}
+
+static int feed_tree_block(struct check_ctx *ctx, const struct tree_block *b, bool shared)
+{
+	return fs_feed_block(ctx->fs_feed, b, shared);
+}
+
+static void feed_tree_bad_block(struct check_ctx *ctx, uint64_t bytenr, int level, const char *why)
+{
+	fs_feed_bad_block(ctx->fs_feed, bytenr, level, why);
+}
+
+static int feed_tree_end(struct check_ctx *ctx, int walk_ret)
+{
+	return fs_feed_tree_end(ctx->fs_feed, walk_ret);
+}
+
+/* Registered with the tree-block walk (tree_observers.c): it follows every
+ * live subvolume tree it has not been fed yet. */
+const struct tree_observer fs_tree_observer = {
+	.name = "filesystem trees",
+	.walk_begin = fs_feed_start,
+	.reread_estimate = feed_reread_estimate,
+	.tree_begin = feed_tree_begin,
+	.tree_block = feed_tree_block,
+	.tree_bad_block = feed_tree_bad_block,
+	.tree_end = feed_tree_end,
+};

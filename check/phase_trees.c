@@ -13,7 +13,6 @@
 #include "check/check.h"
 #include "check/copy_verify.h"
 #include "check/key_types.h"
-#include "check/phase_fs.h"
 #include "check/tree_observers.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
@@ -25,11 +24,11 @@ struct tree_visit {
 	struct check_ctx *ctx;
 	const struct tree_root_ptr *root;
 	struct copy_verifier *copies;   /* the other copies of each block, on -j threads */
-	struct fs_feed *feed;           /* the tree is a live subvolume: its blocks feed the fs checks */
+	unsigned follow;                /* the observers that follow this tree (tree_observers.h) */
 	/* >= 0: the level of a block checked before, whose subtree is walked
 	 * for the fs checks only (until a block at that level or above) */
 	int shared_level;
-	int feed_err;                   /* the fs checks stopped the walk */
+	int feed_err;                   /* a following observer stopped the walk */
 	uint64_t shared_bytes;          /* read again for them, for the progress */
 	const struct fs_tree_list *trees; /* every tree (NULL: the root tree is unreadable) */
 	uint64_t owner_known, owner_missing; /* the last owner looked up in trees */
@@ -55,18 +54,18 @@ static void report_copies(void *arg, const struct copy_job *j)
 			       j->tree, j->bytenr, m + 1);
 }
 
-/* Hand a block of a live subvolume tree to the fs checks. */
+/* Hand a block of a followed tree to the observers following it. */
 static int feed_block(struct tree_visit *v, const struct tree_block *b, bool shared)
 {
 	int ret;
 
-	if (!v->feed)
+	if (!v->follow)
 		return 0;
 	if (shared) {
 		v->shared_bytes += b->len;
 		progress_update(v->ctx->progress, v->ctx->stats.tree_bytes + v->shared_bytes);
 	}
-	ret = fs_feed_block(v->feed, b, shared);
+	ret = tree_observers_tree_block(v->ctx, v->follow, b, shared);
 	if (ret < 0)
 		v->feed_err = ret;
 	return ret;
@@ -155,7 +154,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 		return seen;
 	if ((ret = tree_observers_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
-	if (seen && !v->feed)
+	if (seen && !v->follow)
 		return 1; /* shared with a tree already checked: skip its subtree */
 	if (seen) {
 		v->shared_level = (int)block_level(b);
@@ -196,7 +195,7 @@ static bool skipped_child(void *arg, uint64_t bytenr)
 {
 	struct tree_visit *v = arg;
 
-	return !v->feed && visited(v, bytenr);
+	return !v->follow && visited(v, bytenr);
 }
 
 /* Such a child read again for the fs checks: its other copies were verified. */
@@ -204,7 +203,7 @@ static bool reread_child(void *arg, uint64_t bytenr)
 {
 	struct tree_visit *v = arg;
 
-	return v->feed && visited(v, bytenr);
+	return v->follow && visited(v, bytenr);
 }
 
 static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
@@ -212,8 +211,8 @@ static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char
 	struct tree_visit *v = arg;
 
 	(void)err;
-	if (v->feed)
-		fs_feed_bad_block(v->feed, bytenr, level, why);
+	if (v->follow)
+		tree_observers_tree_bad_block(v->ctx, v->follow, bytenr, level, why);
 	if (v->shared_level >= 0 && level < v->shared_level)
 		return;   /* below a shared block: reported when the tree that reached it first was walked */
 	v->shared_level = -1;
@@ -235,10 +234,10 @@ int check_tree_blocks(struct check_ctx *ctx)
 	ctx->log_blocks = ebitmap_create(fs->sectorsize);
 	if (!ctx->visited || !ctx->log_blocks)
 		return -ENOMEM;
-	if ((ret = fs_feed_start(ctx)))
+	if ((ret = tree_observers_walk_begin(ctx)))
 		return ret;
 	/* the subvolume trees' shared blocks are read again for the fs checks */
-	progress_set_total(ctx->progress, ctx->metadata_bytes + fs_feed_shared_estimate(ctx->fs_feed));
+	progress_set_total(ctx->progress, ctx->metadata_bytes + tree_observers_reread_estimate(ctx));
 	ret = copy_verifier_create(fs, ctx->opts->jobs, report_copies, ctx, &v.copies);
 	if (ret)
 		return ret;
@@ -264,7 +263,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	for (size_t i = 0; i < list.count && !cli_cancelled(); i++) {
 		struct tree_walk_ops ops = { visit_block, bad_block, &v };
 		v.root = &list.roots[i];
-		v.feed = fs_feed_tree_begin(ctx->fs_feed, v.root) ? ctx->fs_feed : NULL;
+		v.follow = tree_observers_tree_begin(ctx, v.root);
 		v.shared_level = -1;
 		v.feed_err = 0;
 		ctx->stats.trees++;
@@ -272,8 +271,8 @@ int check_tree_blocks(struct check_ctx *ctx)
 		ctx->walk_drop = pf.dropped;
 		ret = tree_walk_prefetching(fs, v.root, &ops, &pf, NULL);
 		copy_verifier_drain(v.copies);   /* a tree's copy problems come before the next tree's */
-		if (v.feed) {
-			int r = fs_feed_tree_end(v.feed, ret);
+		if (v.follow) {
+			int r = tree_observers_tree_end(ctx, v.follow, ret);
 			if (r || v.feed_err) {   /* cancelled, or an operational error of the fs checks */
 				ret = r == -ECANCELED ? 0 : r;
 				break;
