@@ -119,6 +119,10 @@ static const struct repair_class classes[] = {
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
 	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN }, true, fst_forced,
 	  repair_free_space_tree, { 0 }, true },
+	/* before csums: the check runs again after it and finds the checksums the data now lacks */
+	{ "compressed-nodatasum", "Clear nodatasum on files with compressed extents that decompress whole (their "
+	  "checksums are then computed from the data)", { PR_FILE_EXTENT_COMPRESSED_NODATASUM }, true, NULL,
+	  repair_compressed_nodatasum, { 0 }, false },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
 	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
 	  "from the data (a csum tree with unreadable blocks is dropped whole first)",
@@ -315,7 +319,8 @@ static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
-	       c->run == repair_root_generations || c->run == repair_salvaged_blocks;
+	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
+	       c->run == repair_compressed_nodatasum;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

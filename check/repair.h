@@ -87,6 +87,7 @@ int repair_num_devices(struct repair_ctx *r); /* check/repair_num_devices.c */
 int repair_file_extent_bytenrs(struct repair_ctx *r); /* check/repair_bytenrs.c */
 int repair_root_generations(struct repair_ctx *r); /* check/repair_root_gens.c */
 int repair_stripe_crossing(struct repair_ctx *r); /* check/repair_stripe_cross.c */
+int repair_compressed_nodatasum(struct repair_ctx *r); /* check/repair_compressed.c */
 /* A tree block of len bytes at bytenr lies across a 64 KiB stripe boundary. */
 bool tree_block_crosses_stripe(uint64_t bytenr, uint64_t len);
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every

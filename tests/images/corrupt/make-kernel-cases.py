@@ -282,6 +282,31 @@ def compressed_nodatasum(work: Path) -> Path:
     return img
 
 
+def compressed_nodatasum_nocsum(work: Path) -> Path:
+    """Files compressed with zstd, zlib and lzo whose inodes say nodatasum (one
+    also nodatacow) and whose checksums are gone, as a buggy kernel wrote them;
+    a plain nodatasum file beside them."""
+    img = work / "cn.img"
+    mkfs(img)
+    sizes = {"zstd": 300000, "zlib": 200000, "lzo": 140000}
+    with Mounted(img, "compress-force=zstd") as m:
+        for i, (algo, n) in enumerate(sizes.items()):
+            f = m.path / algo
+            f.touch()
+            run(["btrfs", "property", "set", f, "compression", algo])
+            f.write_bytes(pattern(n, 20 + i))
+        os.sync()
+    with Mounted(img, "nodatasum") as m:
+        (m.path / "plain").write_bytes(pattern(50000, 30))
+        os.sync()
+    for algo, flags in (("zstd", 1), ("zlib", 3), ("lzo", 1)):
+        corrupt(img, "-t", "5", "-k", f"{ino_of(img, sizes[algo])},INODE_ITEM,0", "-f", "flags", "-v", str(flags))
+    for r in items(img, "-t", "7"):
+        if r.get("type") == "EXTENT_CSUM":
+            corrupt(img, "-t", "7", "-k", f"{r['key'][0]},EXTENT_CSUM,{r['key'][2]}", "-d")
+    return img
+
+
 def missing_extents(work: Path) -> Path:
     """No-holes off: a file's explicit hole in the middle, another's whole first
     extent (item and data extent) and a third's last extent are gone."""
@@ -547,7 +572,10 @@ CASES = [
     Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
          ("inline-extent-corrupt", "inode-nbytes"), 4, "inodes", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
-         ("file-extent-compressed-nodatasum",), 4, "none", 4),
+         ("file-extent-compressed-nodatasum",), 4, "compressed-nodatasum", 1),
+    Case("compressed-nodatasum-nocsum", compressed_nodatasum_nocsum, "zstd, zlib and lzo files with nodatasum "
+         "(one nodatacow too) and no checksums", ("file-extent-compressed-nodatasum",), 4,
+         "compressed-nodatasum csums", 1),
 ]
 
 
