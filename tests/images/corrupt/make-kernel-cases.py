@@ -458,6 +458,33 @@ def root_generations(work: Path) -> Path:
     return img
 
 
+def root_blocks_future(work: Path) -> Path:
+    """Root items and their root blocks from the same generation after the
+    filesystem's (the blocks verify against their pointers): a one-leaf
+    subvolume, and a two-level one whose root node and first leaf are both
+    from the future (the node's pointer to the leaf too)."""
+    img = work / "rf.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        for sv in ("one", "two"):
+            run(["btrfs", "subvolume", "create", m.path / sv])
+        (m.path / "one" / "f").write_bytes(pattern(20000, 18))
+        for i in range(400):
+            (m.path / "two" / f"file-with-a-long-name-{i:04d}").write_bytes(b"%d\n" % i)
+        os.sync()
+    roots = {r["key"][0]: r["fields"] for r in items(img, "-t", "1") if r.get("type") == "ROOT_ITEM"}
+    one, two = roots[256], roots[257]
+    assert one["level"] == 0 and two["level"] >= 1, (one, two)
+    corrupt(img, "-b", str(one["bytenr"]), "-f", "header.generation", "-v", "+15")
+    corrupt(img, "-t", "1", "-k", "256,ROOT_ITEM,0", "-f", "generation", "-v", "+15")
+    leaf = int(corrupt_get(img, two["bytenr"], "ptr0.blockptr"))
+    corrupt(img, "-b", str(leaf), "-f", "header.generation", "-v", "+4")
+    corrupt(img, "-b", str(two["bytenr"]), "-f", "ptr0.generation", "-v", "+4")
+    corrupt(img, "-b", str(two["bytenr"]), "-f", "header.generation", "-v", "+6")
+    corrupt(img, "-t", "1", "-k", "257,ROOT_ITEM,0", "-f", "generation", "-v", "+6")
+    return img
+
+
 def crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
     for b in data:
@@ -567,6 +594,9 @@ CASES = [
          ("file-extent-inline", "inode-nbytes"), 4, "inodes", 1),
     Case("root-item-generation-future", root_generations, "root items newer than the filesystem",
          ("root-item-generation", "tree-block-transid"), 4, "tree-salvage", 1),
+    Case("root-blocks-future", root_blocks_future, "root items and their root blocks (one a node, with a "
+         "leaf) from a generation after the filesystem's", ("extent-generation", "root-item-generation"), 4,
+         "root-generations", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
     Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
