@@ -102,7 +102,7 @@ static const struct repair_class classes[] = {
 	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */
 	{ "root-generations", "Give root items from the future their root block's generation (a root block from the "
 	  "future too: copied on write)",
-	  { PR_ROOT_ITEM_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
+	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
 	/* the commit writes the superblock with the count */
 	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },

@@ -9,6 +9,7 @@
  * alone does not stop this transaction; any other unreadable tree does. The
  * check runs again after it. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "check/repair.h"
@@ -42,8 +43,9 @@ static int block_explains(struct repair_ctx *r, const uint8_t *d, uint64_t *gen)
 }
 
 /* The first keys of the blocks from the future under bytenr (the block itself
- * included), following pointers whose generation is from the future too. */
-static int future_blocks(struct repair_ctx *r, uint64_t bytenr, int depth, struct repair_keys *l)
+ * included), following pointers whose generation is from the future too, or
+ * (all) every pointer. */
+static int future_blocks(struct repair_ctx *r, uint64_t bytenr, int depth, bool all, struct repair_keys *l)
 {
 	struct block_expect any = BLOCK_EXPECT_ANY;
 	struct btrfs_key first = { 0, 0, 0 };
@@ -52,26 +54,28 @@ static int future_blocks(struct repair_ctx *r, uint64_t bytenr, int depth, struc
 
 	if (ret)
 		return ret;
-	if (block_generation(b) <= r->fs->generation || !block_nritems(b) || depth > BTRFS_MAX_LEVEL) {
+	if ((!all && block_generation(b) <= r->fs->generation) || !block_nritems(b) || depth > BTRFS_MAX_LEVEL) {
 		block_put(r->fs, b);
 		return 0;
 	}
 	block_key(b, 0, &first);
-	ret = repair_keys_push(l, &first);
+	/* (a copy this transaction made has its generation, the filesystem's next) */
+	if (block_generation(b) > r->fs->generation && block_generation(b) != trans_transid(r->t))
+		ret = repair_keys_push(l, &first);
 	for (unsigned i = 0; !ret && block_level(b) && i < block_nritems(b); i++) {
 		const uint8_t *p = node_key_ptr(b->data, i);
-		if (key_ptr_generation(p) > r->fs->generation)
-			ret = future_blocks(r, key_ptr_blockptr(p), depth + 1, l);
+		if (all || key_ptr_generation(p) > r->fs->generation)
+			ret = future_blocks(r, key_ptr_blockptr(p), depth + 1, all, l);
 	}
 	block_put(r->fs, b);
 	return ret;
 }
 
 /* Copy the future blocks of tree `root` on write: a search for each one's first key. */
-static int cow_future_tree(struct repair_ctx *r, uint64_t root, uint64_t bytenr)
+static int cow_future_tree(struct repair_ctx *r, uint64_t root, uint64_t bytenr, bool all)
 {
 	struct repair_keys l = { 0 };
-	int ret = future_blocks(r, bytenr, 0, &l);
+	int ret = future_blocks(r, bytenr, 0, all, &l);
 
 	for (size_t i = 0; ret >= 0 && i < l.n; i++) {
 		struct tree_path path;
@@ -79,8 +83,10 @@ static int cow_future_tree(struct repair_ctx *r, uint64_t root, uint64_t bytenr)
 		ret = trans_search(r->t, root, &l.keys[i], 0, &path);
 		tree_path_release(r->fs, &path);
 	}
+	if (ret >= 0 && l.n)
+		repair_say(r, "tree %" PRIu64 ": %zu block(s) from the future copied on write", root, l.n);
 	if (ret >= 0)
-		repair_say(r, "root %" PRIu64 ": %zu block(s) from the future copied on write", root, l.n);
+		r->changes += l.n;
 	free(l.keys);
 	return ret < 0 ? ret : 0;
 }
@@ -96,6 +102,27 @@ static int note_root(void *arg, const struct btrfs_key *k, const uint8_t *d, uin
 		return repair_keys_push(&s->l, k);
 	s->other_unreadable += check_tree_unreadable(s->r->found, k->objectid);
 	return 0;
+}
+
+/* The trees the check saw blocks from the future in (below root items that are
+ * not): every such block copied on write, the tree walked whole. */
+static int cow_future_blocks(struct repair_ctx *r)
+{
+	const struct check_stats *st = &r->found->stats;
+	int ret = 0;
+
+	if (st->n_future_trees == UINT_MAX) {
+		repair_say(r, "blocks from the future in too many trees: left");
+		r->left++;
+		return 0;
+	}
+	for (unsigned i = 0; !ret && i < st->n_future_trees; i++) {
+		struct tree_root_ptr rp;
+		if ((ret = trans_get_root(r->t, st->future_trees[i], &rp)))
+			break;
+		ret = cow_future_tree(r, st->future_trees[i], rp.bytenr, true);
+	}
+	return ret;
 }
 
 int repair_root_generations(struct repair_ctx *r)
@@ -137,12 +164,13 @@ int repair_root_generations(struct repair_ctx *r)
 		tree_path_release(r->fs, &path);
 		if (how == 2) {
 			/* the commit gives the item the copy's generation */
-			ret = cow_future_tree(r, s.l.keys[i].objectid, bytenr);
-			r->changes++;
+			ret = cow_future_tree(r, s.l.keys[i].objectid, bytenr, false);
 			repair_say(r, "root %" PRIu64 ": generation %" PRIu64 " -> this transaction's", s.l.keys[i].objectid,
 				   from);
 		}
 	}
 	free(s.l.keys);
+	if (ret >= 0 && !s.other_unreadable)
+		ret = cow_future_blocks(r);
 	return ret < 0 ? ret : 0;
 }

@@ -462,15 +462,17 @@ def root_blocks_future(work: Path) -> Path:
     """Root items and their root blocks from the same generation after the
     filesystem's (the blocks verify against their pointers): a one-leaf
     subvolume, and a two-level one whose root node and first leaf are both
-    from the future (the node's pointer to the leaf too)."""
+    from the future (the node's pointer to the leaf too); and a leaf from the
+    future in the top level, whose root is not."""
     img = work / "rf.img"
     mkfs(img)
     with Mounted(img) as m:
         for sv in ("one", "two"):
             run(["btrfs", "subvolume", "create", m.path / sv])
         (m.path / "one" / "f").write_bytes(pattern(20000, 18))
-        for i in range(400):
-            (m.path / "two" / f"file-with-a-long-name-{i:04d}").write_bytes(b"%d\n" % i)
+        for d in ("two", "."):
+            for i in range(400):
+                (m.path / d / f"file-with-a-long-name-{i:04d}").write_bytes(b"%d\n" % i)
         os.sync()
     roots = {r["key"][0]: r["fields"] for r in items(img, "-t", "1") if r.get("type") == "ROOT_ITEM"}
     one, two = roots[256], roots[257]
@@ -482,6 +484,10 @@ def root_blocks_future(work: Path) -> Path:
     corrupt(img, "-b", str(two["bytenr"]), "-f", "ptr0.generation", "-v", "+4")
     corrupt(img, "-b", str(two["bytenr"]), "-f", "header.generation", "-v", "+6")
     corrupt(img, "-t", "1", "-k", "257,ROOT_ITEM,0", "-f", "generation", "-v", "+6")
+    top = roots[5]["bytenr"]
+    leaf = int(corrupt_get(img, top, "ptr1.blockptr"))
+    corrupt(img, "-b", str(leaf), "-f", "header.generation", "-v", "+3")
+    corrupt(img, "-b", str(top), "-f", "ptr1.generation", "-v", "+3")
     return img
 
 
@@ -595,7 +601,8 @@ CASES = [
     Case("root-item-generation-future", root_generations, "root items newer than the filesystem",
          ("root-item-generation", "tree-block-transid"), 4, "tree-salvage", 1),
     Case("root-blocks-future", root_blocks_future, "root items and their root blocks (one a node, with a "
-         "leaf) from a generation after the filesystem's", ("extent-generation", "root-item-generation"), 4,
+         "leaf), and a leaf under an older root, from a generation after the filesystem's",
+         ("extent-generation", "root-item-generation", "tree-block-generation"), 4,
          "root-generations", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
