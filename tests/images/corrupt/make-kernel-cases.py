@@ -491,6 +491,24 @@ def root_blocks_future(work: Path) -> Path:
     return img
 
 
+def bgt_no_fst(work: Path, drop_tree: bool) -> Path:
+    """A block-group tree without the free-space-tree (and no-holes) feature
+    bits: btrfs check 7.3 accepts it, the kernel mounts nothing. drop_tree:
+    the free-space tree's root item is gone too (its block leaked)."""
+    img = work / "bgt.img"
+    mkfs(img, "-O", "block-group-tree")
+    with Mounted(img) as m:
+        (m.path / "f").write_bytes(pattern(200000, 19))
+        (m.path / "d").mkdir()
+        (m.path / "d" / "g").write_bytes(pattern(5000, 20))
+        os.sync()
+    corrupt(img, "-S", "-f", "compat_ro_flags", "-v", "^3")
+    if drop_tree:
+        corrupt(img, "-S", "-f", "incompat_flags", "-v", "^0x200")
+        corrupt(img, "-t", "1", "-k", "10,ROOT_ITEM,0", "-d")
+    return img
+
+
 def crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
     for b in data:
@@ -604,6 +622,11 @@ CASES = [
          "leaf), and a leaf under an older root, from a generation after the filesystem's",
          ("extent-generation", "root-item-generation", "tree-block-generation"), 4,
          "root-generations", 1),
+    Case("bgt-no-fst-flags", lambda w: bgt_no_fst(w, False), "block-group tree, the free-space-tree feature "
+         "bits cleared", ("block-group-tree-no-fst",), 0, "free-space-tree", 1),
+    Case("bgt-no-fst", lambda w: bgt_no_fst(w, True), "block-group tree without the free-space-tree and no-holes "
+         "features, the free-space tree's root item gone", ("block-group-tree-no-fst", "tree-block-leaked"), 4,
+         "extent-refs free-space-tree", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
     Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
