@@ -488,9 +488,11 @@ void fs_inode_finish(struct fs_walk *w)
 	}
 	/* (a subvolume's top directory counts its ".." ref: one name; a wrong
 	 * nlink on a directory with one name is inode-nlink, which repairs it) */
-	if (s->ftype == BTRFS_FT_DIR && s->names > 1)
+	if (s->ftype == BTRFS_FT_DIR && s->names > 1) {
 		report_problem(w->ctx, PR_DIR_HARDLINK, "root %" PRIu64 " dir %" PRIu64 ": nlink %u, %" PRIu64
 			       " name(s)", root, s->ino, s->nlink, s->names);
+		repair_note_dir_links(w->ctx, root, s->ino);
+	}
 	if (s->names == 0 && s->nlink == 0) {
 		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
 		fs_emit_link(w, w->orphans, &r);

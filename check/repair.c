@@ -153,6 +153,10 @@ static const struct repair_class classes[] = {
 	  { PR_INODE_ITEM_MISSING, PR_DIR_PARENT_MISSING }, true, NULL, repair_inode_items,
 	  { PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT,
 	    PR_EXTENT_REFS_TOTAL }, false },
+	/* before names and inodes, which it unblocks; the check runs again after it */
+	{ "dir-links", "Remove every name but the first of directories with more than one name",
+	  { PR_DIR_HARDLINK }, true, NULL, repair_dir_links,
+	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_FILE_EXTENT_NOT_FILE }, false },
 	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
 	  "re-key names under a wrong hash, remove entries naming nothing and refs into a parent that is not there, "
 	  "remove or clean names holding '/' or NUL "
@@ -321,7 +325,7 @@ static bool class_checks_again(const struct repair_class *c)
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
-	       c->run == repair_compressed_nodatasum;
+	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

@@ -17,7 +17,7 @@
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
 
-#define SAY_MAX 50
+#define SAY_MAX REPAIR_SAY_MAX
 /* the kernel's largest compressed extent is 128 KiB of data: anything far past that is damage */
 #define COMPRESSED_MAX (1u << 20)
 
@@ -115,22 +115,5 @@ static int fix_inode(struct repair_ctx *r, uint64_t root, uint64_t ino)
 
 int repair_compressed_nodatasum(struct repair_ctx *r)
 {
-	uint64_t root = 0, ino = 0;
-	const void *rec;
-	int ret;
-
-	while ((ret = repair_notes_next(r->found, NOTES_NODATASUM, &rec)) == 1) {
-		const struct inode_fix *f = rec;
-		if (f->root == root && f->ino == ino)
-			continue;
-		root = f->root;
-		ino = f->ino;
-		if ((ret = fix_inode(r, root, ino)) < 0)
-			return ret;
-	}
-	if (ret < 0)
-		return ret;
-	if (r->changes > SAY_MAX)
-		repair_say(r, "... %" PRIu64 " more", r->changes - SAY_MAX);
-	return 0;
+	return repair_each_noted_inode(r, NOTES_NODATASUM, fix_inode);
 }

@@ -509,6 +509,28 @@ def bgt_no_fst(work: Path, drop_tree: bool) -> Path:
     return img
 
 
+def dir_names(work: Path) -> Path:
+    """A directory with three names in three directories: an empty file with
+    three links given a directory's mode, its entries a directory's type."""
+    img = work / "dn.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        for d in ("a", "b"):
+            (m.path / d).mkdir()
+        (m.path / "a" / "x").write_bytes(b"")
+        os.link(m.path / "a" / "x", m.path / "b" / "y")
+        os.link(m.path / "a" / "x", m.path / "z")
+        (m.path / "a" / "keep").write_bytes(pattern(9000, 3))
+        os.sync()
+    recs = items(img, "-t", "5")
+    ino = next(r["key"][0] for r in recs if r.get("type") == "INODE_ITEM" and r["fields"]["nlink"] == 3)
+    corrupt(img, "-t", "5", "-k", f"{ino},INODE_ITEM,0", "-f", "mode", "-v", str(0o40755))
+    for r in recs:
+        if r.get("type") in ("DIR_ITEM", "DIR_INDEX") and any(e["location"][0] == ino for e in r["fields"]["entries"]):
+            corrupt(img, "-t", "5", "-k", f"{r['key'][0]},{r['type']},{r['key'][2]}", "-f", "type", "-v", "2")
+    return img
+
+
 def crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
     for b in data:
@@ -627,6 +649,8 @@ CASES = [
     Case("bgt-no-fst", lambda w: bgt_no_fst(w, True), "block-group tree without the free-space-tree and no-holes "
          "features, the free-space tree's root item gone", ("block-group-tree-no-fst", "tree-block-leaked"), 4,
          "extent-refs free-space-tree", 1),
+    Case("dir-names", dir_names, "a directory with three names (in the top directory and two others)",
+         ("dir-hardlink",), 4, "dir-links inodes", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
     Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
