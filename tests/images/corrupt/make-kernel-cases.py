@@ -307,6 +307,30 @@ def compressed_nodatasum_nocsum(work: Path) -> Path:
     return img
 
 
+def physical_of(img: Path, logical: int) -> int:
+    """The device offset of a logical address in a single-device image (first stripe)."""
+    cur = None
+    for line in run([BUILD / "btk-inspect", "map", img]).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "chunk":
+            cur = (int(f[1]), int(f[3]))
+        elif f and f[0] == "stripe" and cur and cur[0] <= logical < cur[0] + cur[1]:
+            return int(f[f.index("physical") + 1]) + logical - cur[0]
+    raise RuntimeError(f"no chunk holds {logical}")
+
+
+def compressed_nodatasum_damaged(work: Path) -> Path:
+    """As compressed-nodatasum-nocsum, and the lzo file's first extent does not
+    decompress: that file keeps nodatasum, the others are repaired."""
+    img = compressed_nodatasum_nocsum(work)
+    ino = ino_of(img, 140000)
+    ext = next(r for r in items(img, "-t", "5") if r.get("type") == "EXTENT_DATA" and r["key"][0] == ino)
+    with open(img, "r+b") as f:
+        f.seek(physical_of(img, ext["fields"]["disk_bytenr"]) + 200)
+        f.write(b"\xde\xad\xbe\xef" * 4)
+    return img
+
+
 def missing_extents(work: Path) -> Path:
     """No-holes off: a file's explicit hole in the middle, another's whole first
     extent (item and data extent) and a third's last extent are gone."""
@@ -657,6 +681,9 @@ CASES = [
          ("inline-extent-corrupt", "inode-nbytes"), 4, "inodes", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
          ("file-extent-compressed-nodatasum",), 4, "compressed-nodatasum", 1),
+    Case("compressed-nodatasum-damaged", compressed_nodatasum_damaged, "as compressed-nodatasum-nocsum, the lzo "
+         "file's data damaged (it keeps nodatasum)", ("file-extent-compressed-nodatasum",), 4,
+         "compressed-nodatasum csums", 4),
     Case("compressed-nodatasum-nocsum", compressed_nodatasum_nocsum, "zstd, zlib and lzo files with nodatasum "
          "(one nodatacow too) and no checksums", ("file-extent-compressed-nodatasum",), 4,
          "compressed-nodatasum csums", 1),
