@@ -206,19 +206,42 @@ static int check_inode(const struct btrfs_key *k, const struct item_view *v, str
 {
 	if (v->size < sizeof(struct btrfs_inode_item))
 		return fault(out, ITEM_TOO_SMALL, 0, "inode item too small");
-	if (v->size != sizeof(struct btrfs_inode_item))
-		return fault(out, ITEM_BAD_SIZE, 0, "inode item larger than its struct");
 	if (k->offset)
 		return fault(out, ITEM_BAD_KEY, 0, "inode item key offset is not 0");
+	if (v->size != sizeof(struct btrfs_inode_item))
+		return fault(out, ITEM_BAD_SIZE, 0, "inode item larger than its struct");
 	return 0;
+}
+
+enum item_fault item_entry_check(uint8_t key_type, const struct item_entry *e)
+{
+	bool dir = key_type == BTRFS_DIR_ITEM_KEY || key_type == BTRFS_DIR_INDEX_KEY;
+	bool ref = key_type == BTRFS_INODE_REF_KEY || key_type == BTRFS_INODE_EXTREF_KEY;
+	uint8_t t;
+
+	/* (a ref's name is bounded by the item only) */
+	if (e->name_len == 0 || (!ref && e->name_len > BTRFS_NAME_LEN))
+		return ITEM_NAME_LEN;
+	if (dir && e->data_len)
+		return ITEM_DATA_LEN;
+	if (!dir && key_type != BTRFS_XATTR_ITEM_KEY)
+		return ITEM_OK;
+	t = dir_item_type(e->hdr) & ~BTRFS_FT_ENCRYPTED;
+	if (dir ? t == BTRFS_FT_UNKNOWN || t >= BTRFS_FT_XATTR : t != BTRFS_FT_XATTR)
+		return ITEM_ENTRY_TYPE;
+	return ITEM_OK;
 }
 
 /* Refs and dir entries: whole entries that fill the item. */
 static int check_entries(const struct btrfs_key *k, const struct item_view *v, struct item_verdict *out)
 {
-	bool dir = k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY;
-	bool xattr = k->type == BTRFS_XATTR_ITEM_KEY;
+	static const char *const why[] = {
+		[ITEM_NAME_LEN] = "name length out of range",
+		[ITEM_DATA_LEN] = "dir entry has data",
+		[ITEM_ENTRY_TYPE] = "dir entry type invalid",
+	};
 	struct item_entry e;
+	enum item_fault f;
 	uint32_t off = 0;
 	unsigned n = 0;
 	int ret;
@@ -226,16 +249,8 @@ static int check_entries(const struct btrfs_key *k, const struct item_view *v, s
 	if (v->size < item_min_size(k->type))
 		return fault(out, ITEM_TOO_SMALL, 0, "item smaller than one entry");
 	while ((ret = item_entry_next(k->type, v, &off, &e)) == 1) {
-		if (e.name_len == 0 || (k->type != BTRFS_INODE_EXTREF_KEY && k->type != BTRFS_INODE_REF_KEY &&
-					e.name_len > BTRFS_NAME_LEN))
-			return fault(out, ITEM_NAME_LEN, e.off, "name length out of range");
-		if (dir && e.data_len)
-			return fault(out, ITEM_BAD_FIELD, e.off, "dir entry has data");
-		if (dir || xattr) {
-			uint8_t t = dir_item_type(e.hdr) & ~BTRFS_FT_ENCRYPTED;
-			if (xattr ? t != BTRFS_FT_XATTR : (t == BTRFS_FT_UNKNOWN || t >= BTRFS_FT_XATTR))
-				return fault(out, ITEM_BAD_FIELD, e.off, "dir entry type invalid");
-		}
+		if ((f = item_entry_check(k->type, &e)) != ITEM_OK)
+			return fault(out, f, e.off, why[f]);
 		if (k->type == BTRFS_DIR_INDEX_KEY && n)
 			return fault(out, ITEM_BAD_SIZE, e.off, "dir index holds more than one entry");
 		if ((k->type == BTRFS_ROOT_REF_KEY || k->type == BTRFS_ROOT_BACKREF_KEY) && n)
@@ -257,7 +272,7 @@ static int check_file_extent(const struct item_geometry *g, const struct btrfs_k
 		return fault(out, ITEM_TOO_SMALL, 0, "file extent too small");
 	type = file_extent_type(d);
 	if (type > BTRFS_FILE_EXTENT_PREALLOC)
-		return fault(out, ITEM_BAD_FIELD, 0, "unknown file extent type");
+		return fault(out, ITEM_BAD_FIELD, 0, "unknown type");
 	if (type == BTRFS_FILE_EXTENT_INLINE) {
 		if (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
 		    v->size != BTRFS_FILE_EXTENT_INLINE_DATA_START + file_extent_ram_bytes(d))
@@ -286,10 +301,10 @@ static int check_file_extent(const struct item_geometry *g, const struct btrfs_k
 static int check_csum(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,
 		      struct item_verdict *out)
 {
+	if (!g->csum_size || v->size % g->csum_size)
+		return fault(out, ITEM_BAD_SIZE, 0, "csum item size not a multiple of the checksum size");
 	if (k->objectid != BTRFS_EXTENT_CSUM_OBJECTID)
 		return fault(out, ITEM_BAD_KEY, 0, "csum item objectid is not EXTENT_CSUM");
-	if (!g->csum_size || v->size % g->csum_size || !v->size)
-		return fault(out, ITEM_BAD_SIZE, 0, "csum item size not a multiple of the checksum size");
 	if (!aligned(k->offset, g->sectorsize))
 		return fault(out, ITEM_BAD_KEY, 0, "csum item offset not sector aligned");
 	return 0;
@@ -315,16 +330,14 @@ static int check_extent(const struct item_geometry *g, const struct btrfs_key *k
 
 	if (v->size < sizeof(struct btrfs_extent_item))
 		return fault(out, ITEM_TOO_SMALL, 0, "extent item too small");
-	if (!aligned(k->objectid, g->sectorsize))
-		return fault(out, ITEM_BAD_KEY, 0, "bytenr not sector aligned");
-	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
-		return fault(out, ITEM_BAD_KEY, 0, "tree level out of range");
+	if (item_key_check(g, k, out))
+		return -EUCLEAN;
 	flags = extent_flags(v->data);
 	if (!!(flags & BTRFS_EXTENT_FLAG_DATA) == !!(flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
 		return fault(out, ITEM_BAD_FIELD, 0, "flags not data xor tree block");
 	if (k->type == BTRFS_EXTENT_ITEM_KEY && (flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
 	    v->size < sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info))
-		return fault(out, ITEM_TOO_SMALL, 0, "tree block extent item without its tree block info");
+		return fault(out, ITEM_BAD_SIZE, 0, "tree block extent item without its tree block info");
 	if ((f = inline_refs_check(v, extent_item_refs_start(k, v), &at)) != ITEM_OK)
 		return fault(out, f, at, f == ITEM_REF_ORDER ? "inline references out of order"
 							      : "inline reference of an invalid type");
@@ -494,6 +507,30 @@ static int check_multiple(const struct item_view *v, uint32_t unit, bool empty_o
 	if (v->size % unit || (!empty_ok && !v->size))
 		return fault(out, ITEM_BAD_SIZE, 0, "item size is not a multiple of its unit");
 	return 0;
+}
+
+int item_key_check(const struct item_geometry *g, const struct btrfs_key *k, struct item_verdict *out)
+{
+	*out = (struct item_verdict){ ITEM_OK, 0, NULL };
+	if (k->type != BTRFS_EXTENT_ITEM_KEY && k->type != BTRFS_METADATA_ITEM_KEY)
+		return 0;
+	if (!aligned(k->objectid, g->sectorsize))
+		return fault(out, ITEM_BAD_KEY, 0, "bytenr not sector aligned");
+	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
+		return fault(out, ITEM_BAD_KEY, 0, "tree level out of range");
+	if (k->type == BTRFS_METADATA_ITEM_KEY && !(g->incompat & BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA))
+		return fault(out, ITEM_BAD_KEY, 0, "skinny metadata item without the skinny-metadata feature");
+	return 0;
+}
+
+int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size,
+		  struct item_verdict *out)
+{
+	struct item_geometry g;
+	struct item_view v = item_view_of(data, size);
+
+	item_geometry_of(fs, &g);
+	return item_check(&g, key, &v, out);
 }
 
 int item_check(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,

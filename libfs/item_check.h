@@ -61,6 +61,8 @@ enum item_fault {
 	ITEM_BAD_SIZE,     /* not the size its type or its own fields demand */
 	ITEM_TRUNCATED,    /* a variable-length entry runs past the end */
 	ITEM_NAME_LEN,     /* a name of 0 bytes, or longer than the format allows */
+	ITEM_DATA_LEN,     /* data after a name where the type allows none */
+	ITEM_ENTRY_TYPE,   /* a dir entry's file type out of range for its key type */
 	ITEM_BAD_KEY,      /* the key breaks its type's rules */
 	ITEM_BAD_FIELD,    /* a field has a value the format forbids */
 	ITEM_REF_TYPE,     /* an inline reference of a type that cannot be inline */
@@ -77,6 +79,14 @@ struct item_verdict {
  * valid (or of a type without rules), -EUCLEAN with *out filled otherwise. */
 int item_check(const struct item_geometry *g, const struct btrfs_key *key, const struct item_view *v,
 	       struct item_verdict *out);
+
+/* The same, from an open filesystem's geometry. */
+int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size,
+		  struct item_verdict *out);
+
+/* The rules of the key alone (alignment, levels, features): 0 or -EUCLEAN
+ * with *out; item_check applies them too. */
+int item_key_check(const struct item_geometry *g, const struct btrfs_key *key, struct item_verdict *out);
 
 /* Whether a fault is about the item's length (its fields cannot be read). */
 static inline bool item_fault_is_size(enum item_fault f)
@@ -106,6 +116,10 @@ struct item_entry {
  * *off past it. Returns 1 with *e, 0 at the end, -EUCLEAN when the entry
  * does not fit in the item, -EINVAL for another key type. */
 int item_entry_next(uint8_t key_type, const struct item_view *v, uint32_t *off, struct item_entry *e);
+
+/* The rules of one entry walked by item_entry_next: ITEM_OK, ITEM_NAME_LEN,
+ * ITEM_DATA_LEN or ITEM_ENTRY_TYPE (the first that applies). */
+enum item_fault item_entry_check(uint8_t key_type, const struct item_entry *e);
 
 /* One inline reference of an extent item. */
 struct inline_ref_view {

@@ -68,6 +68,7 @@ Test(item_check, inode_item)
 	cr_assert_eq(check(256, BTRFS_INODE_ITEM_KEY, 0, b, 0), ITEM_TOO_SMALL);
 	cr_assert_eq(check(256, BTRFS_INODE_ITEM_KEY, 0, b, sizeof(b)), ITEM_BAD_SIZE);
 	cr_assert_eq(check(256, BTRFS_INODE_ITEM_KEY, 1, b, sizeof(struct btrfs_inode_item)), ITEM_BAD_KEY);
+	cr_assert_eq(check(256, BTRFS_INODE_ITEM_KEY, 1, b, sizeof(b)), ITEM_BAD_KEY, "the key before the size");
 }
 
 Test(item_check, dir_item_several_entries)
@@ -108,18 +109,20 @@ Test(item_check, dir_item_lengths_and_types)
 	cr_assert_eq(check(256, BTRFS_DIR_ITEM_KEY, 7, b, n), ITEM_NAME_LEN);
 	/* data only in xattrs; types in range */
 	n = put_dir_entry(b, BTRFS_FT_REG_FILE, "a", 4);
-	cr_assert_eq(check(256, BTRFS_DIR_ITEM_KEY, 7, b, n), ITEM_BAD_FIELD);
+	cr_assert_eq(check(256, BTRFS_DIR_ITEM_KEY, 7, b, n), ITEM_DATA_LEN);
 	n = put_dir_entry(b, BTRFS_FT_XATTR, "user.a", 4);
 	cr_assert_eq(check(256, BTRFS_XATTR_ITEM_KEY, 7, b, n), ITEM_OK);
 	/* data_len past the end */
 	dir_item_set_data_len(b, 5);
 	cr_assert_eq(check(256, BTRFS_XATTR_ITEM_KEY, 7, b, n), ITEM_TRUNCATED);
 	n = put_dir_entry(b, BTRFS_FT_REG_FILE, "user.a", 0);
-	cr_assert_eq(check(256, BTRFS_XATTR_ITEM_KEY, 7, b, n), ITEM_BAD_FIELD);
+	cr_assert_eq(check(256, BTRFS_XATTR_ITEM_KEY, 7, b, n), ITEM_ENTRY_TYPE);
 	n = put_dir_entry(b, BTRFS_FT_XATTR, "a", 0);
-	cr_assert_eq(check(256, BTRFS_DIR_ITEM_KEY, 7, b, n), ITEM_BAD_FIELD);
+	cr_assert_eq(check(256, BTRFS_DIR_ITEM_KEY, 7, b, n), ITEM_ENTRY_TYPE);
 	n = put_dir_entry(b, BTRFS_FT_MAX, "a", 0);
-	cr_assert_eq(check(256, BTRFS_DIR_INDEX_KEY, 7, b, n), ITEM_BAD_FIELD);
+	cr_assert_eq(check(256, BTRFS_DIR_INDEX_KEY, 7, b, n), ITEM_ENTRY_TYPE);
+	n = put_dir_entry(b, BTRFS_FT_UNKNOWN, "a", 0);
+	cr_assert_eq(check(256, BTRFS_DIR_INDEX_KEY, 7, b, n), ITEM_ENTRY_TYPE);
 	n = put_dir_entry(b, BTRFS_FT_REG_FILE | BTRFS_FT_ENCRYPTED, "a", 0);
 	cr_assert_eq(check(256, BTRFS_DIR_INDEX_KEY, 7, b, n), ITEM_OK);
 }
@@ -232,6 +235,16 @@ Test(item_check, metadata_item_inline_refs)
 	cr_assert_eq(check(1 << 20, BTRFS_METADATA_ITEM_KEY, 0, b, n - 1), ITEM_REF_TYPE, "cut inline ref");
 	cr_assert_eq(check(1 << 20, BTRFS_METADATA_ITEM_KEY, 8, b, n), ITEM_BAD_KEY, "level 8");
 	cr_assert_eq(check((1 << 20) + 1, BTRFS_METADATA_ITEM_KEY, 0, b, n), ITEM_BAD_KEY, "unaligned");
+	{
+		struct item_geometry flat = geo;
+		struct btrfs_key k = { 1 << 20, BTRFS_METADATA_ITEM_KEY, 0 };
+		struct item_verdict vd;
+
+		flat.incompat = 0;
+		cr_assert_eq(item_key_check(&flat, &k, &vd), -EUCLEAN, "skinny item without the feature");
+		cr_assert_eq(vd.fault, ITEM_BAD_KEY);
+		cr_assert_eq(item_key_check(&geo, &k, &vd), 0);
+	}
 	cr_assert_eq(check(1 << 20, BTRFS_METADATA_ITEM_KEY, 0, b, 20), ITEM_TOO_SMALL);
 	n = put_extent(b, BTRFS_EXTENT_FLAG_TREE_BLOCK, bad, o2, 2);
 	cr_assert_eq(check(1 << 20, BTRFS_METADATA_ITEM_KEY, 0, b, n), ITEM_REF_TYPE);
@@ -268,7 +281,7 @@ Test(item_check, extent_item_tree_block_info_and_data_refs)
 	memset(b, 0, sizeof(b));
 	extent_set_flags(b, BTRFS_EXTENT_FLAG_TREE_BLOCK);
 	cr_assert_eq(check(1 << 20, BTRFS_EXTENT_ITEM_KEY, 16384, b, sizeof(struct btrfs_extent_item)),
-		     ITEM_TOO_SMALL);
+		     ITEM_BAD_SIZE);
 	b[sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info)] = BTRFS_TREE_BLOCK_REF_KEY;
 	cr_assert_eq(check(1 << 20, BTRFS_EXTENT_ITEM_KEY, 16384, b,
 			   sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info) + 9), ITEM_OK);
@@ -328,7 +341,8 @@ Test(item_check, csum_items)
 
 	cr_assert_eq(check(BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 1 << 20, b, 12), ITEM_OK);
 	cr_assert_eq(check(BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 1 << 20, b, 13), ITEM_BAD_SIZE);
-	cr_assert_eq(check(BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 1 << 20, b, 0), ITEM_BAD_SIZE);
+	cr_assert_eq(check(BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 1 << 20, b, 0), ITEM_OK);
+	cr_assert_eq(check(256, BTRFS_EXTENT_CSUM_KEY, 1 << 20, b, 13), ITEM_BAD_SIZE, "size first");
 	cr_assert_eq(check(BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 100, b, 12), ITEM_BAD_KEY);
 	cr_assert_eq(check(256, BTRFS_EXTENT_CSUM_KEY, 1 << 20, b, 12), ITEM_BAD_KEY);
 }
