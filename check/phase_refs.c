@@ -154,7 +154,8 @@ static int refs_start(struct check_ctx *ctx)
 	if (!st)
 		return -ENOMEM;
 	st->budget = (size_t)budget;
-	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget, NULL);
+	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget,
+				       &ctx->fs->knobs.recsort);
 	st->full_backref = ebitmap_create(ctx->fs->sectorsize);
 	ctx->refs = st;
 	if (!st->expected || !st->full_backref)
@@ -497,7 +498,7 @@ static int start_big_extent(struct extent_pass *p)
 {
 	int ret = 0;
 
-	p->big = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, p->st->budget, NULL);
+	p->big = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, p->st->budget, &p->ctx->fs->knobs.recsort);
 	if (!p->big)
 		return -errno ? -errno : -ENOMEM;
 	for (size_t i = p->ready; i < p->n && !ret; i++)

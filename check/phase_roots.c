@@ -526,8 +526,10 @@ int check_subvolumes(struct check_ctx *ctx)
 	s.links = ctx->subvol_entries;
 	ctx->subvol_entries = NULL;
 	if (!s.links)
-		s.links = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16), NULL);
-	s.uuids = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16), NULL);
+		s.links = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16),
+				       &ctx->fs->knobs.recsort);
+	s.uuids = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16),
+				       &ctx->fs->knobs.recsort);
 	if (!s.links || !s.uuids) {
 		ret = -ENOMEM;
 		goto out;

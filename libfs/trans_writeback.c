@@ -20,33 +20,8 @@
 
 #define TRANS_DIRTY_BUDGET_DEFAULT (256ULL << 20)
 
-/* A size in bytes with an optional K, M or G suffix; 0 when malformed. */
-static uint64_t parse_budget(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return 0;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	default: break;
-	}
-	return *end ? 0 : (uint64_t)v;
-}
-
 uint64_t trans_dirty_budget(const struct fs_info *fs)
 {
-	/* a test knob: force the writeback with a budget of a few blocks */
-	const char *env = getenv("BTK_TRANS_DIRTY_BUDGET");
-	uint64_t v = env ? parse_budget(env) : 0;
-
-	if (v)
-		return v;
 	return fs->trans_dirty_bytes ? fs->trans_dirty_bytes : TRANS_DIRTY_BUDGET_DEFAULT;
 }
 
@@ -189,7 +164,7 @@ void trans_writeback_release(struct trans *t, bool aborted)
 	s->refs_early_runs += t->refs_early_runs;
 	s->refs_applied_early += t->refs_applied_early;
 	s->refs_spilled += t->refs_spilled_total;
-	if (!aborted && getenv("BTK_TRANS_STATS"))
+	if (!aborted && t->fs->knobs.trans_stats)
 		fs_note(t->fs, FS_NOTE_INFO,
 			"transaction %llu: at most %zu dirty tree blocks in memory (budget %llu bytes), "
 			"%llu written before the commit, %llu of them changed again; at most %zu extent "
