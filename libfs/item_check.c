@@ -191,12 +191,25 @@ enum item_fault inline_refs_check(const struct item_view *v, uint32_t off, uint3
 
 /* ---- per key type ---- */
 
+static int key_rules(const struct item_geometry *g, const struct btrfs_key *k, struct item_verdict *out);
+
+/* Record a fault; 0 when the verdict asks for sizes only and this is not
+ * one (the check goes on), else -EUCLEAN. */
 static int fault(struct item_verdict *out, enum item_fault f, uint32_t at, const char *why)
 {
-	*out = (struct item_verdict){ f, at, why };
+	if (out->sizes_only && !item_fault_is_size(f))
+		return 0;
+	out->fault = f;
+	out->at = at;
+	out->why = why;
 	return -EUCLEAN;
 }
 
+#define FAULT(o, f, at, why)                                  \
+	do {                                                  \
+		if (fault((o), (f), (at), (why)))             \
+			return -EUCLEAN;                      \
+	} while (0)
 static bool aligned(uint64_t v, uint32_t a)
 {
 	return !a || v % a == 0;
@@ -205,11 +218,11 @@ static bool aligned(uint64_t v, uint32_t a)
 static int check_inode(const struct btrfs_key *k, const struct item_view *v, struct item_verdict *out)
 {
 	if (v->size < sizeof(struct btrfs_inode_item))
-		return fault(out, ITEM_TOO_SMALL, 0, "inode item too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "inode item too small");
 	if (k->offset)
-		return fault(out, ITEM_BAD_KEY, 0, "inode item key offset is not 0");
+		FAULT(out, ITEM_BAD_KEY, 0, "inode item key offset is not 0");
 	if (v->size != sizeof(struct btrfs_inode_item))
-		return fault(out, ITEM_BAD_SIZE, 0, "inode item larger than its struct");
+		FAULT(out, ITEM_BAD_SIZE, 0, "inode item larger than its struct");
 	return 0;
 }
 
@@ -247,18 +260,18 @@ static int check_entries(const struct btrfs_key *k, const struct item_view *v, s
 	int ret;
 
 	if (v->size < item_min_size(k->type))
-		return fault(out, ITEM_TOO_SMALL, 0, "item smaller than one entry");
+		FAULT(out, ITEM_TOO_SMALL, 0, "item smaller than one entry");
 	while ((ret = item_entry_next(k->type, v, &off, &e)) == 1) {
 		if ((f = item_entry_check(k->type, &e)) != ITEM_OK)
-			return fault(out, f, e.off, why[f]);
+			FAULT(out, f, e.off, why[f]);
 		if (k->type == BTRFS_DIR_INDEX_KEY && n)
-			return fault(out, ITEM_BAD_SIZE, e.off, "dir index holds more than one entry");
+			FAULT(out, ITEM_BAD_SIZE, e.off, "dir index holds more than one entry");
 		if ((k->type == BTRFS_ROOT_REF_KEY || k->type == BTRFS_ROOT_BACKREF_KEY) && n)
-			return fault(out, ITEM_BAD_SIZE, e.off, "root ref holds more than one name");
+			FAULT(out, ITEM_BAD_SIZE, e.off, "root ref holds more than one name");
 		n++;
 	}
 	if (ret < 0)
-		return fault(out, ITEM_TRUNCATED, off, "entry runs past the end of the item");
+		FAULT(out, ITEM_TRUNCATED, off, "entry runs past the end of the item");
 	return 0;
 }
 
@@ -269,32 +282,35 @@ static int check_file_extent(const struct item_geometry *g, const struct btrfs_k
 	uint8_t type;
 
 	if (v->size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
-		return fault(out, ITEM_TOO_SMALL, 0, "file extent too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "file extent too small");
 	type = file_extent_type(d);
 	if (type > BTRFS_FILE_EXTENT_PREALLOC)
-		return fault(out, ITEM_BAD_FIELD, 0, "unknown type");
+		FAULT(out, ITEM_BAD_FIELD, 0, "unknown type");
 	if (type == BTRFS_FILE_EXTENT_INLINE) {
 		if (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
 		    v->size != BTRFS_FILE_EXTENT_INLINE_DATA_START + file_extent_ram_bytes(d))
-			return fault(out, ITEM_BAD_SIZE, 0, "inline extent size is not its ram_bytes");
+			FAULT(out, ITEM_BAD_SIZE, 0, "inline extent size is not its ram_bytes");
 	} else if (v->size != sizeof(struct btrfs_file_extent_item)) {
-		return fault(out, ITEM_BAD_SIZE, 0, "file extent has the wrong size");
+		FAULT(out, ITEM_BAD_SIZE, 0, "file extent has the wrong size");
 	}
 	if (file_extent_compression(d) > BTRFS_COMPRESS_ZSTD)
-		return fault(out, ITEM_BAD_FIELD, 0, "unknown compression");
+		FAULT(out, ITEM_BAD_FIELD, 0, "unknown compression");
 	if (file_extent_encryption(d) || file_extent_other_encoding(d))
-		return fault(out, ITEM_BAD_FIELD, 0, "unknown encryption or encoding");
-	if (type == BTRFS_FILE_EXTENT_INLINE)
-		return k->offset ? fault(out, ITEM_BAD_KEY, 0, "inline extent not at offset 0") : 0;
+		FAULT(out, ITEM_BAD_FIELD, 0, "unknown encryption or encoding");
+	if (type == BTRFS_FILE_EXTENT_INLINE) {
+		if (k->offset)
+			FAULT(out, ITEM_BAD_KEY, 0, "inline extent not at offset 0");
+		return 0;
+	}
 	if (type == BTRFS_FILE_EXTENT_PREALLOC && file_extent_compression(d) != BTRFS_COMPRESS_NONE)
-		return fault(out, ITEM_BAD_FIELD, 0, "preallocated extent is compressed");
+		FAULT(out, ITEM_BAD_FIELD, 0, "preallocated extent is compressed");
 	if (!aligned(k->offset, g->sectorsize) || !aligned(file_extent_ram_bytes(d), g->sectorsize) ||
 	    !aligned(file_extent_disk_bytenr(d), g->sectorsize) ||
 	    !aligned(file_extent_disk_num_bytes(d), g->sectorsize) ||
 	    !aligned(file_extent_offset(d), g->sectorsize) || !aligned(file_extent_num_bytes(d), g->sectorsize))
-		return fault(out, ITEM_BAD_FIELD, 0, "not sector aligned");
+		FAULT(out, ITEM_BAD_FIELD, 0, "not sector aligned");
 	if (k->offset + file_extent_num_bytes(d) < k->offset)
-		return fault(out, ITEM_BAD_FIELD, 0, "end overflows");
+		FAULT(out, ITEM_BAD_FIELD, 0, "end overflows");
 	return 0;
 }
 
@@ -302,22 +318,22 @@ static int check_csum(const struct item_geometry *g, const struct btrfs_key *k, 
 		      struct item_verdict *out)
 {
 	if (!g->csum_size || v->size % g->csum_size)
-		return fault(out, ITEM_BAD_SIZE, 0, "csum item size not a multiple of the checksum size");
+		FAULT(out, ITEM_BAD_SIZE, 0, "csum item size not a multiple of the checksum size");
 	if (k->objectid != BTRFS_EXTENT_CSUM_OBJECTID)
-		return fault(out, ITEM_BAD_KEY, 0, "csum item objectid is not EXTENT_CSUM");
+		FAULT(out, ITEM_BAD_KEY, 0, "csum item objectid is not EXTENT_CSUM");
 	if (!aligned(k->offset, g->sectorsize))
-		return fault(out, ITEM_BAD_KEY, 0, "csum item offset not sector aligned");
+		FAULT(out, ITEM_BAD_KEY, 0, "csum item offset not sector aligned");
 	return 0;
 }
 
 static int check_root(const struct item_view *v, struct item_verdict *out)
 {
 	if (v->size < BTRFS_ROOT_ITEM_V1_SIZE)
-		return fault(out, ITEM_TOO_SMALL, 0, "root item too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "root item too small");
 	if (v->size != BTRFS_ROOT_ITEM_V1_SIZE && v->size != sizeof(struct btrfs_root_item))
-		return fault(out, ITEM_BAD_SIZE, 0, "root item neither the old nor the new size");
+		FAULT(out, ITEM_BAD_SIZE, 0, "root item neither the old nor the new size");
 	if (root_item_level(v->data) >= BTRFS_MAX_LEVEL || root_item_drop_level(v->data) >= BTRFS_MAX_LEVEL)
-		return fault(out, ITEM_BAD_FIELD, 0, "root item level out of range");
+		FAULT(out, ITEM_BAD_FIELD, 0, "root item level out of range");
 	return 0;
 }
 
@@ -329,17 +345,17 @@ static int check_extent(const struct item_geometry *g, const struct btrfs_key *k
 	enum item_fault f;
 
 	if (v->size < sizeof(struct btrfs_extent_item))
-		return fault(out, ITEM_TOO_SMALL, 0, "extent item too small");
-	if (item_key_check(g, k, out))
+		FAULT(out, ITEM_TOO_SMALL, 0, "extent item too small");
+	if (key_rules(g, k, out))
 		return -EUCLEAN;
 	flags = extent_flags(v->data);
 	if (!!(flags & BTRFS_EXTENT_FLAG_DATA) == !!(flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
-		return fault(out, ITEM_BAD_FIELD, 0, "flags not data xor tree block");
+		FAULT(out, ITEM_BAD_FIELD, 0, "flags not data xor tree block");
 	if (k->type == BTRFS_EXTENT_ITEM_KEY && (flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
 	    v->size < sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info))
-		return fault(out, ITEM_BAD_SIZE, 0, "tree block extent item without its tree block info");
+		FAULT(out, ITEM_BAD_SIZE, 0, "tree block extent item without its tree block info");
 	if ((f = inline_refs_check(v, extent_item_refs_start(k, v), &at)) != ITEM_OK)
-		return fault(out, f, at, f == ITEM_REF_ORDER ? "inline references out of order"
+		FAULT(out, f, at, f == ITEM_REF_ORDER ? "inline references out of order"
 							      : "inline reference of an invalid type");
 	return 0;
 }
@@ -351,9 +367,9 @@ static int check_keyed_ref(const struct btrfs_key *k, const struct item_view *v,
 			: k->type == BTRFS_SHARED_DATA_REF_KEY ? sizeof(struct btrfs_shared_data_ref) : 0;
 
 	if (v->size < want)
-		return fault(out, ITEM_TOO_SMALL, 0, "reference item too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "reference item too small");
 	if (v->size != want)
-		return fault(out, ITEM_BAD_SIZE, 0, "reference item of the wrong size");
+		FAULT(out, ITEM_BAD_SIZE, 0, "reference item of the wrong size");
 	return 0;
 }
 
@@ -408,35 +424,37 @@ static int check_chunk(const struct item_geometry *g, const struct btrfs_key *k,
 	uint64_t type;
 
 	if (v->size < sizeof(struct btrfs_chunk))
-		return fault(out, ITEM_TOO_SMALL, 0, "chunk item too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "chunk item too small");
 	n = chunk_num_stripes(c);
 	if (!n)
-		return fault(out, ITEM_BAD_FIELD, 0, "chunk has no stripes");
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk has no stripes");
 	if (v->size != sizeof(struct btrfs_chunk) + (uint32_t)n * sizeof(struct btrfs_stripe))
-		return fault(out, ITEM_BAD_SIZE, 0, "chunk item size does not match its stripe count");
+		FAULT(out, ITEM_BAD_SIZE, 0, "chunk item size does not match its stripe count");
 	if (k->objectid != BTRFS_FIRST_CHUNK_TREE_OBJECTID || !aligned(k->offset, g->sectorsize))
-		return fault(out, ITEM_BAD_KEY, 0, "chunk key objectid or offset");
+		FAULT(out, ITEM_BAD_KEY, 0, "chunk key objectid or offset");
 	if (!chunk_length(c) || !aligned(chunk_length(c), g->sectorsize))
-		return fault(out, ITEM_BAD_FIELD, 0, "chunk length zero or not sector aligned");
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk length zero or not sector aligned");
 	if (chunk_stripe_len(c) != BTRFS_STRIPE_LEN)
-		return fault(out, ITEM_BAD_FIELD, 0, "chunk stripe length is not 64KiB");
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk stripe length is not 64KiB");
 	type = chunk_type(c);
 	if ((why = bg_type_bad(g, type)))
-		return fault(out, ITEM_BAD_FIELD, 0, why);
+		FAULT(out, ITEM_BAD_FIELD, 0, why);
 	profile_stripes(type, &min, &max);
 	if (n < min || n > max || ((type & BTRFS_BLOCK_GROUP_RAID10) && (chunk_sub_stripes(c) != 2 || n % 2)))
-		return fault(out, ITEM_BAD_FIELD, 0, "stripe count does not fit the profile");
+		FAULT(out, ITEM_BAD_FIELD, 0, "stripe count does not fit the profile");
 	return 0;
 }
 
 static int check_dev_item(const struct btrfs_key *k, const struct item_view *v, struct item_verdict *out)
 {
 	if (v->size < sizeof(struct btrfs_dev_item))
-		return fault(out, ITEM_TOO_SMALL, 0, "dev item too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "dev item too small");
+	if (v->size != sizeof(struct btrfs_dev_item))
+		FAULT(out, ITEM_BAD_SIZE, 0, "dev item larger than its struct");
 	if (k->objectid != BTRFS_DEV_ITEMS_OBJECTID)
-		return fault(out, ITEM_BAD_KEY, 0, "dev item objectid is not 1");
+		FAULT(out, ITEM_BAD_KEY, 0, "dev item objectid is not 1");
 	if (dev_item_devid(v->data) != k->offset)
-		return fault(out, ITEM_BAD_FIELD, 0, "dev item devid differs from its key");
+		FAULT(out, ITEM_BAD_FIELD, 0, "dev item devid differs from its key");
 	return 0;
 }
 
@@ -446,11 +464,13 @@ static int check_dev_extent(const struct item_geometry *g, const struct btrfs_ke
 	const uint8_t *d = v->data;
 
 	if (v->size < sizeof(struct btrfs_dev_extent))
-		return fault(out, ITEM_TOO_SMALL, 0, "dev extent too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "dev extent too small");
+	if (v->size != sizeof(struct btrfs_dev_extent))
+		FAULT(out, ITEM_BAD_SIZE, 0, "dev extent larger than its struct");
 	if (dev_extent_chunk_tree(d) != BTRFS_CHUNK_TREE_OBJECTID ||
 	    dev_extent_chunk_objectid(d) != BTRFS_FIRST_CHUNK_TREE_OBJECTID ||
 	    !aligned(k->offset | dev_extent_chunk_offset(d) | dev_extent_length(d), g->sectorsize))
-		return fault(out, ITEM_BAD_FIELD, 0, "chunk tree, chunk objectid or alignment");
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk tree, chunk objectid or alignment");
 	return 0;
 }
 
@@ -460,16 +480,16 @@ static int check_block_group(const struct item_geometry *g, const struct btrfs_k
 	const char *why;
 
 	if (v->size != sizeof(struct btrfs_block_group_item))
-		return fault(out, v->size < sizeof(struct btrfs_block_group_item) ? ITEM_TOO_SMALL : ITEM_BAD_SIZE, 0,
+		FAULT(out, v->size < sizeof(struct btrfs_block_group_item) ? ITEM_TOO_SMALL : ITEM_BAD_SIZE, 0,
 			     "block group item size");
 	if (!k->offset || !aligned(k->objectid, g->sectorsize))
-		return fault(out, ITEM_BAD_KEY, 0, "block group key start or length");
+		FAULT(out, ITEM_BAD_KEY, 0, "block group key start or length");
 	if (block_group_chunk_objectid(v->data) != BTRFS_FIRST_CHUNK_TREE_OBJECTID)
-		return fault(out, ITEM_BAD_FIELD, 0, "block group chunk objectid is not 256");
+		FAULT(out, ITEM_BAD_FIELD, 0, "block group chunk objectid is not 256");
 	if (block_group_used(v->data) > k->offset)
-		return fault(out, ITEM_BAD_FIELD, 0, "block group uses more than its length");
+		FAULT(out, ITEM_BAD_FIELD, 0, "block group uses more than its length");
 	if ((why = bg_type_bad(g, block_group_flags(v->data))))
-		return fault(out, ITEM_BAD_FIELD, 0, why);
+		FAULT(out, ITEM_BAD_FIELD, 0, why);
 	return 0;
 }
 
@@ -478,7 +498,8 @@ static int check_exact(const struct item_view *v, uint32_t want, struct item_ver
 {
 	if (v->size == want)
 		return 0;
-	return fault(out, v->size < want ? ITEM_TOO_SMALL : ITEM_BAD_SIZE, 0, "item size is not its type's");
+	FAULT(out, v->size < want ? ITEM_TOO_SMALL : ITEM_BAD_SIZE, 0, "item size is not its type's");
+	return 0;
 }
 
 static int check_free_space_bitmap(const struct item_geometry *g, const struct btrfs_key *k,
@@ -486,40 +507,41 @@ static int check_free_space_bitmap(const struct item_geometry *g, const struct b
 {
 	uint64_t bits = g->sectorsize ? k->offset / g->sectorsize : 0;
 
+	if (!v->size)
+		FAULT(out, ITEM_BAD_SIZE, 0, "empty free space bitmap");
 	if (!g->sectorsize || !k->offset || !aligned(k->offset, g->sectorsize))
-		return fault(out, ITEM_BAD_KEY, 0, "free space bitmap length");
-	if (v->size != (bits + 7) / 8)
-		return fault(out, ITEM_BAD_SIZE, 0, "free space bitmap size is not its range's");
+		FAULT(out, ITEM_BAD_KEY, 0, "free space bitmap length");
+	if (g->sectorsize && v->size != (bits + 7) / 8)
+		FAULT(out, ITEM_BAD_SIZE, 0, "free space bitmap size is not its range's");
 	return 0;
 }
 
 static int check_qgroup_status(const struct item_view *v, struct item_verdict *out)
 {
 	if (v->size < BTRFS_QGROUP_STATUS_V1_SIZE)
-		return fault(out, ITEM_TOO_SMALL, 0, "qgroup status too small");
+		FAULT(out, ITEM_TOO_SMALL, 0, "qgroup status too small");
 	if (v->size != BTRFS_QGROUP_STATUS_V1_SIZE && v->size != sizeof(struct btrfs_qgroup_status_item))
-		return fault(out, ITEM_BAD_SIZE, 0, "qgroup status neither the old nor the new size");
+		FAULT(out, ITEM_BAD_SIZE, 0, "qgroup status neither the old nor the new size");
 	return 0;
 }
 
 static int check_multiple(const struct item_view *v, uint32_t unit, bool empty_ok, struct item_verdict *out)
 {
 	if (v->size % unit || (!empty_ok && !v->size))
-		return fault(out, ITEM_BAD_SIZE, 0, "item size is not a multiple of its unit");
+		FAULT(out, ITEM_BAD_SIZE, 0, "item size is not a multiple of its unit");
 	return 0;
 }
 
-int item_key_check(const struct item_geometry *g, const struct btrfs_key *k, struct item_verdict *out)
+static int key_rules(const struct item_geometry *g, const struct btrfs_key *k, struct item_verdict *out)
 {
-	*out = (struct item_verdict){ ITEM_OK, 0, NULL };
 	if (k->type != BTRFS_EXTENT_ITEM_KEY && k->type != BTRFS_METADATA_ITEM_KEY)
 		return 0;
 	if (!aligned(k->objectid, g->sectorsize))
-		return fault(out, ITEM_BAD_KEY, 0, "bytenr not sector aligned");
+		FAULT(out, ITEM_BAD_KEY, 0, "bytenr not sector aligned");
 	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
-		return fault(out, ITEM_BAD_KEY, 0, "tree level out of range");
+		FAULT(out, ITEM_BAD_KEY, 0, "tree level out of range");
 	if (k->type == BTRFS_METADATA_ITEM_KEY && !(g->incompat & BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA))
-		return fault(out, ITEM_BAD_KEY, 0, "skinny metadata item without the skinny-metadata feature");
+		FAULT(out, ITEM_BAD_KEY, 0, "skinny metadata item without the skinny-metadata feature");
 	return 0;
 }
 
@@ -533,12 +555,11 @@ int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const v
 	return item_check(&g, key, &v, out);
 }
 
-int item_check(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,
-	       struct item_verdict *out)
+static int item_rules(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,
+		      struct item_verdict *out)
 {
-	*out = (struct item_verdict){ ITEM_OK, 0, NULL };
 	if (!v->data && v->size)
-		return fault(out, ITEM_TOO_SMALL, 0, "no item data");
+		FAULT(out, ITEM_TOO_SMALL, 0, "no item data");
 	switch (k->type) {
 	case BTRFS_INODE_ITEM_KEY:
 		return check_inode(k, v, out);
@@ -597,7 +618,7 @@ int item_check(const struct item_geometry *g, const struct btrfs_key *k, const s
 	case BTRFS_PERSISTENT_ITEM_KEY:
 		/* device statistics: whole counters, no more than the kernel knows */
 		if (k->objectid == BTRFS_DEV_STATS_OBJECTID && v->size > sizeof(struct btrfs_dev_stats_item))
-			return fault(out, ITEM_BAD_SIZE, 0, "dev stats item larger than its struct");
+			FAULT(out, ITEM_BAD_SIZE, 0, "dev stats item larger than its struct");
 		return k->objectid == BTRFS_DEV_STATS_OBJECTID ? check_multiple(v, sizeof(uint64_t), true, out) : 0;
 	case BTRFS_DEV_REPLACE_KEY:
 		return check_exact(v, sizeof(struct btrfs_dev_replace_item), out);
@@ -609,4 +630,28 @@ int item_check(const struct item_geometry *g, const struct btrfs_key *k, const s
 	default:
 		return 0;
 	}
+}
+
+int item_key_check(const struct item_geometry *g, const struct btrfs_key *k, struct item_verdict *out)
+{
+	*out = (struct item_verdict){ ITEM_OK, 0, NULL, false };
+	return key_rules(g, k, out);
+}
+
+int item_check(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,
+	       struct item_verdict *out)
+{
+	*out = (struct item_verdict){ ITEM_OK, 0, NULL, false };
+	return item_rules(g, k, v, out);
+}
+
+int item_check_sizes(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,
+		     struct item_verdict *out)
+{
+	int ret;
+
+	*out = (struct item_verdict){ ITEM_OK, 0, NULL, true };
+	ret = item_rules(g, k, v, out);
+	out->sizes_only = false;
+	return ret;
 }

@@ -73,12 +73,19 @@ struct item_verdict {
 	enum item_fault fault;
 	uint32_t at;       /* offset in the item where the fault is */
 	const char *why;   /* one line, for messages: static text */
+	bool sizes_only;   /* (item_check_sizes' mode: other faults pass) */
 };
 
 /* Check one item (key, bytes) against its type's rules. Returns 0 when it is
  * valid (or of a type without rules), -EUCLEAN with *out filled otherwise. */
 int item_check(const struct item_geometry *g, const struct btrfs_key *key, const struct item_view *v,
 	       struct item_verdict *out);
+
+/* The same rules, only the faults of item_fault_is_size: whether the bytes
+ * have the length (and whole entries) an item of this type has, whatever
+ * its values (what a salvage of a damaged leaf can tell). */
+int item_check_sizes(const struct item_geometry *g, const struct btrfs_key *key, const struct item_view *v,
+		     struct item_verdict *out);
 
 /* The same, from an open filesystem's geometry. */
 int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size,

@@ -397,6 +397,7 @@ Test(item_check, dev_items_and_extents)
 	cr_assert_eq(check(BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 1, b, sizeof(b)), ITEM_OK);
 	cr_assert_eq(check(BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 2, b, sizeof(b)), ITEM_BAD_FIELD);
 	cr_assert_eq(check(BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 1, b, sizeof(b) - 1), ITEM_TOO_SMALL);
+	cr_assert_eq(check(BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, 1, b, 0), ITEM_TOO_SMALL);
 	cr_assert_eq(check(2, BTRFS_DEV_ITEM_KEY, 1, b, sizeof(b)), ITEM_BAD_KEY);
 
 	memset(b, 0, sizeof(b));
@@ -406,6 +407,7 @@ Test(item_check, dev_items_and_extents)
 	dev_extent_set_length(b, 1 << 20);
 	cr_assert_eq(check(1, BTRFS_DEV_EXTENT_KEY, 1 << 20, b, sizeof(struct btrfs_dev_extent)), ITEM_OK);
 	cr_assert_eq(check(1, BTRFS_DEV_EXTENT_KEY, 1 << 20, b, sizeof(struct btrfs_dev_extent) - 1), ITEM_TOO_SMALL);
+	cr_assert_eq(check(1, BTRFS_DEV_EXTENT_KEY, 1 << 20, b, sizeof(struct btrfs_dev_extent) + 1), ITEM_BAD_SIZE);
 	cr_assert_eq(check(1, BTRFS_DEV_EXTENT_KEY, 100, b, sizeof(struct btrfs_dev_extent)), ITEM_BAD_FIELD);
 	dev_extent_set_chunk_tree(b, 2);
 	cr_assert_eq(check(1, BTRFS_DEV_EXTENT_KEY, 1 << 20, b, sizeof(struct btrfs_dev_extent)), ITEM_BAD_FIELD);
@@ -467,4 +469,46 @@ Test(item_check, quota_uuid_and_device_items)
 	cr_assert_eq(check(1 << 20, BTRFS_RAID_STRIPE_KEY, 4096, b, 24), ITEM_BAD_SIZE);
 	/* a type without rules passes whatever its size */
 	cr_assert_eq(check(1, 77, 0, b, 3), ITEM_OK);
+}
+
+/* The size rules alone (what a leaf salvage asks): values the format forbids
+ * pass, lengths do not, and a forbidden value does not end the walk. */
+Test(item_check, sizes_only)
+{
+	uint8_t b[256] = { 0 };
+	struct btrfs_key k = { 256, BTRFS_DIR_ITEM_KEY, 7 };
+	struct item_view v;
+	struct item_verdict vd;
+	uint32_t n;
+
+	n = put_dir_entry(b, BTRFS_FT_MAX, "a", 0);          /* bad type */
+	n += put_dir_entry(b + n, BTRFS_FT_REG_FILE, "", 0);  /* empty name */
+	v = item_view_of(b, n);
+	cr_assert_eq(item_check(&geo, &k, &v, &vd), -EUCLEAN);
+	cr_assert_eq(vd.fault, ITEM_ENTRY_TYPE);
+	cr_assert_eq(item_check_sizes(&geo, &k, &v, &vd), 0);
+	cr_assert_eq(vd.fault, ITEM_OK);
+	cr_assert_not(vd.sizes_only, "the mode does not stick");
+	v = item_view_of(b, n - 1);                           /* and the second entry cut */
+	cr_assert_eq(item_check_sizes(&geo, &k, &v, &vd), -EUCLEAN);
+	cr_assert_eq(vd.fault, ITEM_TRUNCATED);
+	cr_assert_eq(vd.at, 31u);
+	/* a key the format forbids, then a size that is wrong */
+	k = (struct btrfs_key){ 256, BTRFS_INODE_ITEM_KEY, 1 };
+	v = item_view_of(b, sizeof(struct btrfs_inode_item) + 1);
+	cr_assert_eq(item_check_sizes(&geo, &k, &v, &vd), -EUCLEAN);
+	cr_assert_eq(vd.fault, ITEM_BAD_SIZE);
+	/* an unknown file extent type is laid out as a regular one */
+	memset(b, 0, sizeof(b));
+	file_extent_set_type(b, 7);
+	k = (struct btrfs_key){ 257, BTRFS_EXTENT_DATA_KEY, 0 };
+	v = item_view_of(b, sizeof(struct btrfs_file_extent_item));
+	cr_assert_eq(item_check_sizes(&geo, &k, &v, &vd), 0);
+	v = item_view_of(b, 30);
+	cr_assert_eq(item_check_sizes(&geo, &k, &v, &vd), -EUCLEAN);
+	/* the chunk's stripe count decides its size, even when it is 0 */
+	k = (struct btrfs_key){ 256, BTRFS_CHUNK_ITEM_KEY, 1 << 20 };
+	v = item_view_of(b, sizeof(struct btrfs_chunk));
+	cr_assert_eq(item_check_sizes(&geo, &k, &v, &vd), 0);
+	cr_assert_eq(item_check(&geo, &k, &v, &vd), -EUCLEAN);
 }
