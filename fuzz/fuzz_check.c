@@ -6,7 +6,7 @@
  *
  * Flag bits of this harness:
  *   5  a tiny memory budget, and runs of FUZZ_RUN_RECORDS records at most
- *      ($BTK_RECSORT_RUN_RECORDS): the sorters (libfs/recsort) spill to
+ *      (fs_test_knobs.recsort.run_records): the sorters (libfs/recsort) spill to
  *      $TMPDIR and merge runs on disk even on the small bases
  *   6  --format json (problems collected as JSON objects)
  *   7  --check-data-csum (every checksummed data block, every copy)
