@@ -607,9 +607,12 @@ static int item_rules(const struct item_geometry *g, const struct btrfs_key *k, 
 	case BTRFS_QGROUP_STATUS_KEY:
 		return check_qgroup_status(v, out);
 	case BTRFS_QGROUP_INFO_KEY:
-		return check_exact(v, sizeof(struct btrfs_qgroup_info_item), out);
 	case BTRFS_QGROUP_LIMIT_KEY:
-		return check_exact(v, sizeof(struct btrfs_qgroup_limit_item), out);
+		/* (the key's offset is the qgroup; the objectid is always 0) */
+		if (k->objectid)
+			FAULT(out, ITEM_BAD_KEY, 0, "qgroup item objectid is not 0");
+		return check_exact(v, k->type == BTRFS_QGROUP_INFO_KEY ? sizeof(struct btrfs_qgroup_info_item)
+								      : sizeof(struct btrfs_qgroup_limit_item), out);
 	case BTRFS_QGROUP_RELATION_KEY:
 		return check_exact(v, 0, out);
 	case BTRFS_UUID_KEY_SUBVOL:

@@ -449,6 +449,7 @@ Test(item_check, quota_uuid_and_device_items)
 	cr_assert_eq(check(0, BTRFS_QGROUP_INFO_KEY, 5, b, 40), ITEM_OK);
 	cr_assert_eq(check(0, BTRFS_QGROUP_INFO_KEY, 5, b, 39), ITEM_TOO_SMALL);
 	cr_assert_eq(check(0, BTRFS_QGROUP_LIMIT_KEY, 5, b, 41), ITEM_BAD_SIZE);
+	cr_assert_eq(check(1, BTRFS_QGROUP_INFO_KEY, 5, b, 41), ITEM_BAD_KEY, "the key before the size");
 	cr_assert_eq(check(5, BTRFS_QGROUP_RELATION_KEY, 1ULL << 48, b, 0), ITEM_OK);
 	cr_assert_eq(check(5, BTRFS_QGROUP_RELATION_KEY, 1ULL << 48, b, 8), ITEM_BAD_SIZE);
 	cr_assert_eq(check(1, BTRFS_UUID_KEY_SUBVOL, 2, b, 16), ITEM_OK);
