@@ -79,7 +79,8 @@ int csum_runs_open_used(struct csum_runs *s, struct fs_info *fs, size_t memory_b
 
 	memset(s, 0, sizeof(*s));
 	s->fs = fs;
-	if (!(s->rs = recsort_create(sizeof(struct csum_run), run_cmp, NULL, memory_budget, NULL)))
+	if (!(s->rs = recsort_create(sizeof(struct csum_run), run_cmp, NULL, memory_budget,
+				     &fs->knobs.recsort)))
 		return fs_error(fs, -errno, "cannot create a sorter for the used data ranges");
 	ret = fs_each_live_subvolume(fs, &fs->tree_root, SUBVOLS_WALKABLE, root_used_extents, s);
 	if (ret >= 0)

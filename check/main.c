@@ -12,6 +12,7 @@
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include "common/messages.h"
+#include "common/env_knobs.h"
 #include "common/sizes.h"
 #include "libfs/blockgroups.h"
 #include "libfs/ebitmap.h"
@@ -255,6 +256,7 @@ int main(int argc, char **argv)
 	fo.cache_bytes = a.opts.memory_limit / 8 < cache_max ? a.opts.memory_limit / 8 : cache_max;
 	/* a repair's transaction keeps another eighth in dirty tree blocks at most */
 	fo.trans_dirty_bytes = a.opts.memory_limit / 8;
+	env_knobs_fill(&fo);
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
 	ctx.opts = &a.opts;
 	if (ret) {

@@ -11,6 +11,7 @@
 #include "check/check.h"
 #include "libfs/blockgroups.h"
 #include "libfs/io.h"
+#include "libfs/item_check.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
 
@@ -38,16 +39,16 @@ static int load_dev_extents(struct check_ctx *ctx, struct dev_extent_rec **out, 
 
 	tree_iter_init(&it, ctx->fs, &ctx->fs->dev_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		struct item_verdict vd;
+
 		if (key.type != BTRFS_DEV_EXTENT_KEY)
 			continue;
-		if (size < sizeof(struct btrfs_dev_extent)) {
+		if (item_check_fs(ctx->fs, &key, data, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 			report_problem(ctx, PR_ITEM_MALFORMED, "dev extent (%" PRIu64 ", %" PRIu64 ") is %u bytes",
 				       key.objectid, key.offset, size);
 			continue;
 		}
-		if (dev_extent_chunk_tree(data) != BTRFS_CHUNK_TREE_OBJECTID ||
-		    dev_extent_chunk_objectid(data) != BTRFS_FIRST_CHUNK_TREE_OBJECTID ||
-		    (key.offset | dev_extent_chunk_offset(data) | dev_extent_length(data)) % ctx->fs->sectorsize)
+		if (vd.fault == ITEM_BAD_FIELD)
 			report_problem(ctx, PR_ITEM_MALFORMED, "dev extent (%" PRIu64 ", %" PRIu64 "): chunk tree %" PRIu64
 				       ", chunk objectid %" PRIu64 ", chunk offset %" PRIu64 ", length %" PRIu64
 				       " (the tree checker wants 3, 256 and sector aligned)", key.objectid, key.offset,
@@ -125,16 +126,17 @@ struct dev_load {
 static int load_device(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct dev_load *l = arg;
+	struct item_verdict vd;
 	struct dev_rec *r;
 
 	if (l->count >= l->ctx->fs->num_devices)
 		return 1; /* more dev items than devices: the tree is not read to the end */
-	if (size < sizeof(struct btrfs_dev_item)) {
+	if (item_check_fs(l->ctx->fs, key, data, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 		report_problem(l->ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " is %u bytes", key->offset, size);
 		return 0;
 	}
 	/* a commit copies this item into the device's superblock */
-	if (dev_item_devid(data) != key->offset)
+	if (vd.fault == ITEM_BAD_FIELD)
 		report_problem(l->ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " says devid %" PRIu64, key->offset,
 			       dev_item_devid(data));
 	r = &l->v[l->count++];

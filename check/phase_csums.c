@@ -11,6 +11,7 @@
 #include "check/log_data.h"
 #include "check/refs.h"
 #include "libfs/csum_tree.h"
+#include "libfs/item_check.h"
 #include "libfs/tree.h"
 
 struct csum_cursor {
@@ -53,6 +54,7 @@ static int next_item(struct csum_cursor *c)
 {
 	struct check_ctx *ctx = c->ctx;
 	unsigned csize = ctx->fs->csum_size;
+	struct item_verdict vd;
 	struct btrfs_key k;
 	const uint8_t *d;
 	uint32_t size;
@@ -73,7 +75,7 @@ static int next_item(struct csum_cursor *c)
 		}
 		return ret;
 	}
-	if (!csize || size % csize)
+	if (item_check_fs(ctx->fs, &k, d, size, &vd) && vd.fault == ITEM_BAD_SIZE)
 		report_problem(ctx, PR_CSUM_ITEM_SIZE, "csum item %" PRIu64 " is %u bytes, not a multiple of %u",
 			       k.offset, size, csize);
 	c->have = true;

@@ -14,6 +14,7 @@
 #include "check/check.h"
 #include "libfs/blockgroups.h"
 #include "libfs/ebitmap.h"
+#include "libfs/item_check.h"
 #include "libfs/trans.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
@@ -89,15 +90,13 @@ static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_ke
  * and the skinny-metadata feature set. */
 static void check_extent_key(struct check_ctx *ctx, const struct btrfs_key *k)
 {
-	if (k->objectid % ctx->fs->sectorsize)
-		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): bytenr not sector "
-			       "aligned", k->objectid, k->type, k->offset);
-	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
-		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): tree level %" PRIu64
-			       " out of range", k->objectid, k->type, k->offset, k->offset);
-	if (k->type == BTRFS_METADATA_ITEM_KEY && !(ctx->fs->incompat & BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA))
-		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): skinny metadata "
-			       "item without the skinny-metadata feature", k->objectid, k->type, k->offset);
+	struct item_geometry g;
+	struct item_verdict vd;
+
+	item_geometry_of(ctx->fs, &g);
+	if (item_key_check(&g, k, &vd))
+		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): %s", k->objectid,
+			       k->type, k->offset, vd.why);
 }
 
 static int scan_extent_tree(struct extent_scan *s)
@@ -118,14 +117,18 @@ static int scan_extent_tree(struct extent_scan *s)
 		if (key.type == BTRFS_METADATA_ITEM_KEY || key.type == BTRFS_EXTENT_ITEM_KEY)
 			check_extent_key(s->ctx, &key);
 		if (key.type == BTRFS_METADATA_ITEM_KEY) {
-			if (size >= sizeof(struct btrfs_extent_item))
+			struct item_view v = item_view_of(data, size);
+
+			if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_extent_item))
 				check_extent_generation(s->ctx, &key, data);
 			ret = scan_extent(s, key.objectid, fs->nodesize, true);
 		} else if (key.type == BTRFS_EXTENT_ITEM_KEY) {
 			/* not one node long: data with a bad flag (phase_refs.c reports it) */
-			bool tree = size >= sizeof(struct btrfs_extent_item) &&
-				    (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK) && key.offset == fs->nodesize;
-			if (size < sizeof(struct btrfs_extent_item))
+			struct item_verdict vd;
+			bool small = item_check_fs(fs, &key, data, size, &vd) && vd.fault == ITEM_TOO_SMALL;
+			bool tree = !small && (extent_flags(data) & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
+				    key.offset == fs->nodesize;
+			if (small)
 				report_problem(s->ctx, PR_ITEM_MALFORMED, "extent item %" PRIu64 " is %u bytes",
 					       key.objectid, size);
 			else

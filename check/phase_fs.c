@@ -70,7 +70,7 @@ static int tree_end(struct fs_walk *w, const struct tree_root_ptr *root, int ret
 static struct recsort *link_sorter(struct check_ctx *ctx, recsort_cmp_fn cmp, unsigned share)
 {
 	struct recsort *rs = recsort_create(sizeof(struct link_rec), cmp, NULL, fs_check_sort_budget(ctx, share),
-					    NULL);
+					    &ctx->fs->knobs.recsort);
 
 	if (rs)
 		recsort_set_jobs(rs, ctx->opts->jobs);
@@ -79,7 +79,8 @@ static struct recsort *link_sorter(struct check_ctx *ctx, recsort_cmp_fn cmp, un
 
 static struct recsort *subvol_sorter_create(struct check_ctx *ctx)
 {
-	return recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16), NULL);
+	return recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16),
+			      &ctx->fs->knobs.recsort);
 }
 
 void fs_feed_free(struct check_ctx *ctx)

@@ -13,6 +13,7 @@
 #include "check/phase_fs.h"
 #include "check/repair_notes.h"
 #include "libfs/csum.h"
+#include "libfs/item_check.h"
 #include "libfs/names.h"
 
 #define BTRFS_NAME_LEN 255
@@ -45,13 +46,14 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 {
 	struct inode_state *s = &w->ino;
 	uint64_t gen_limit = w->ctx->fs->generation;
+	struct item_verdict vd;
 	uint32_t mode;
 
-	if (size < sizeof(struct btrfs_inode_item)) {
+	if (item_check_fs(w->ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 		malformed(w, k, "inode item too small", size);
 		return;
 	}
-	if (k->offset)
+	if (vd.fault == ITEM_BAD_KEY)
 		malformed(w, k, "inode item key offset is not 0", size);
 	w->inodes++;
 	s->have_item = true;
@@ -128,33 +130,34 @@ static void check_name_chars(struct fs_walk *w, const struct btrfs_key *k, const
 
 void fs_item_inode_ref(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	const uint32_t hdr = sizeof(struct btrfs_inode_ref);
+	struct item_view v = item_view_of(d, size);
+	struct item_entry e;
+	uint32_t off = 0;
+	int ret;
 
-	for (uint32_t off = 0; off < size;) {
-		uint16_t len;
-		if (size - off < hdr || size - off - hdr < (len = inode_ref_name_len(d + off))) {
-			malformed(w, k, "inode ref truncated", size);
-			return;
-		}
-		if (len == 0 || len > BTRFS_NAME_LEN)
+	while ((ret = item_entry_next(k->type, &v, &off, &e)) == 1) {
+		/* (the validator bounds a ref's name by the item only: the 255 is the namespace's) */
+		if (item_entry_check(k->type, &e) == ITEM_NAME_LEN || e.name_len > BTRFS_NAME_LEN)
 			malformed(w, k, "inode ref name length out of range", size);
-		check_name_chars(w, k, d + off + hdr, len, size, k->offset, k->objectid);
-		emit_ref(w, k->objectid, k->offset, inode_ref_index(d + off), d + off + hdr, len);
-		off += hdr + len;
+		check_name_chars(w, k, e.name, e.name_len, size, k->offset, k->objectid);
+		emit_ref(w, k->objectid, k->offset, inode_ref_index(e.hdr), e.name, e.name_len);
 	}
+	if (ret < 0)
+		malformed(w, k, "inode ref truncated", size);
 }
 
 void fs_item_inode_extref(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	const uint32_t hdr = sizeof(struct btrfs_inode_extref);
+	struct item_view v = item_view_of(d, size);
+	struct item_entry ent;
+	uint32_t off = 0;
+	int ret;
 
-	for (uint32_t off = 0; off < size;) {
-		const uint8_t *e = d + off;
-		uint16_t len;
-		if (size - off < hdr || size - off - hdr < (len = inode_extref_name_len(e))) {
-			malformed(w, k, "inode extref truncated", size);
-			return;
-		}
+	while ((ret = item_entry_next(k->type, &v, &off, &ent)) == 1) {
+		const uint8_t *e = ent.hdr;
+		const uint16_t len = ent.name_len;
+		const uint32_t hdr = (uint32_t)(ent.name - ent.hdr);
+
 		check_name_chars(w, k, e + hdr, len, size, inode_extref_parent_objectid(e), k->objectid);
 		if (btrfs_extref_hash(inode_extref_parent_objectid(e), e + hdr, len) != k->offset) {
 			report_problem(w->ctx, PR_NAME_HASH, "root %" PRIu64 " inode %" PRIu64 ": extref in parent %"
@@ -165,8 +168,9 @@ void fs_item_inode_extref(struct fs_walk *w, const struct btrfs_key *k, const ui
 					 k->objectid);
 		}
 		emit_ref(w, k->objectid, inode_extref_parent_objectid(e), inode_extref_index(e), e + hdr, len);
-		off += hdr + len;
 	}
+	if (ret < 0)
+		malformed(w, k, "inode extref truncated", size);
 }
 
 /* A dir entry (DIR_ITEM / DIR_INDEX) naming the subvolume `child`. */
@@ -254,36 +258,30 @@ static void dir_entry(struct fs_walk *w, const struct btrfs_key *k, const uint8_
  * before) has this name. */
 static bool name_earlier(const uint8_t *d, uint32_t end, const uint8_t *name, uint32_t len)
 {
-	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+	struct item_view v = item_view_of(d, end);
+	struct item_entry e;
+	uint32_t off = 0;
 
-	for (uint32_t off = 0; off < end;) {
-		uint32_t l = dir_item_name_len(d + off);
-		if (l == len && !memcmp(d + off + hdr, name, len))
+	while (item_entry_next(BTRFS_DIR_ITEM_KEY, &v, &off, &e) == 1)
+		if (e.name_len == len && !memcmp(e.name, name, len))
 			return true;
-		off += hdr + l + dir_item_data_len(d + off);
-	}
 	return false;
 }
 
 void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+	struct item_view v = item_view_of(d, size);
+	struct item_entry ent;
+	enum item_fault f;
+	uint32_t off = 0;
 	unsigned n = 0;
+	int ret;
 
-	for (uint32_t off = 0; off < size; n++) {
-		const uint8_t *e = d + off;
-		uint32_t len, data_len;
-		if (size - off < hdr) {
-			malformed(w, k, "dir item truncated", size);
-			return;
-		}
-		len = dir_item_name_len(e);
-		data_len = dir_item_data_len(e);
-		if (size - off - hdr < len + data_len) {
-			malformed(w, k, "dir item truncated", size);
-			return;
-		}
-		if (len == 0 || len > BTRFS_NAME_LEN || (k->type != BTRFS_XATTR_ITEM_KEY && data_len))
+	for (; (ret = item_entry_next(k->type, &v, &off, &ent)) == 1; n++) {
+		const uint8_t *e = ent.hdr;
+		const uint32_t len = ent.name_len, hdr = (uint32_t)(ent.name - ent.hdr);
+
+		if ((f = item_entry_check(k->type, &ent)) == ITEM_NAME_LEN || f == ITEM_DATA_LEN)
 			malformed(w, k, "dir entry name or data length out of range", size);
 		if (k->type != BTRFS_XATTR_ITEM_KEY) {
 			struct btrfs_key loc;
@@ -308,8 +306,9 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 				       PRIu64 ") holds the name '%.*s' twice", w->root->objectid, k->objectid, k->offset,
 				       (int)(len < 64 ? len : 64), (const char *)(e + hdr));
 		dir_entry(w, k, e, e + hdr, (uint16_t)len);
-		off += hdr + len + data_len;
 	}
+	if (ret < 0)
+		malformed(w, k, "dir item truncated", size);
 }
 
 static uint64_t round_up(uint64_t v, uint64_t a)
@@ -384,7 +383,9 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 	uint64_t end;
 	uint8_t type;
 
-	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START) {
+	struct item_verdict vd;
+
+	if (item_check_fs(w->ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 		malformed(w, k, "file extent too small", size);
 		return;
 	}
@@ -413,7 +414,7 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		s->found_bytes += ram;
 		end = k->offset + round_up(ram, ss);
 	} else if (type == BTRFS_FILE_EXTENT_REG || type == BTRFS_FILE_EXTENT_PREALLOC) {
-		if (size != sizeof(struct btrfs_file_extent_item)) {
+		if (vd.fault == ITEM_BAD_SIZE) {
 			malformed(w, k, "file extent has the wrong size", size);
 			return;
 		}

@@ -27,6 +27,7 @@
 #include "common/messages.h"
 #include "libfs/block.h"
 #include "libfs/extent_scan.h"
+#include "libfs/item_check.h"
 #include "libfs/recsort.h"
 #include "libfs/super.h"
 #include "libfs/tree.h"
@@ -291,6 +292,7 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 	struct btrfs_key min = { 0, 0, 0 }, max = { (uint64_t)-1, 255, (uint64_t)-1 }, k;
 	struct relation *rel = NULL;
 	size_t nrel = 0, rel_cap = 0;
+	struct item_verdict vd;
 	struct tree_iter it;
 	const uint8_t *d;
 	uint32_t size;
@@ -314,7 +316,7 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 		if (k.type != BTRFS_QGROUP_INFO_KEY && k.type != BTRFS_QGROUP_LIMIT_KEY)
 			continue;
 		fmt_qgroup(id, sizeof(id), k.offset);
-		if (k.objectid != 0 || size < sizeof(struct btrfs_qgroup_info_item)) {
+		if (item_check_fs(fs, &k, d, size, &vd) && (vd.fault == ITEM_BAD_KEY || vd.fault == ITEM_TOO_SMALL)) {
 			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s %s item (objectid %" PRIu64 ", %u "
 				       "bytes) is malformed", id, k.type == BTRFS_QGROUP_INFO_KEY ? "info" : "limit",
 				       k.objectid, size);

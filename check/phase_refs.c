@@ -32,6 +32,7 @@
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
+#include "libfs/item_check.h"
 #include "libfs/recsort.h"
 #include "libfs/tree.h"
 #include "libfs/volumes.h"
@@ -143,7 +144,8 @@ static int refs_start(struct check_ctx *ctx)
 	if (!st)
 		return -ENOMEM;
 	st->budget = (size_t)budget;
-	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget, NULL);
+	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget,
+				       &ctx->fs->knobs.recsort);
 	st->full_backref = ebitmap_create(ctx->fs->sectorsize);
 	ctx->refs = st;
 	if (!st->expected || !st->full_backref)
@@ -321,23 +323,24 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 		struct btrfs_key k;
 		const uint8_t *d = leaf_item_data(b->data, i);
 		uint32_t size = item_size(leaf_item(b->data, i));
+		struct item_view v = item_view_of(d, size);
 		struct exp_rec *e;
 		uint64_t disk_len;
 		uint8_t type;
 
 		block_key(b, i, &k);
-		if (k.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+		if (k.type == BTRFS_INODE_ITEM_KEY && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_inode_item)) {
 			st->last_ino = k.objectid;
 			st->last_nodatasum = inode_flags(d) & BTRFS_INODE_NODATASUM;
 			st->last_valid = true;
 			continue;
 		}
-		if (!first || k.type != BTRFS_EXTENT_DATA_KEY || size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
+		if (!first || k.type != BTRFS_EXTENT_DATA_KEY || !item_view_ptr(&v, 0, BTRFS_FILE_EXTENT_INLINE_DATA_START))
 			continue;
 		type = file_extent_type(d);
 		if (type == BTRFS_FILE_EXTENT_INLINE)
 			continue;
-		if (size < sizeof(struct btrfs_file_extent_item)) {
+		if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item)) {
 			report_problem(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 " inode %" PRIu64 " file extent %" PRIu64
 				       " is %u bytes", block_owner(b), k.objectid, k.offset, size);
 			continue;
@@ -485,7 +488,7 @@ static int start_big_extent(struct extent_pass *p)
 {
 	int ret = 0;
 
-	p->big = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, p->st->budget, NULL);
+	p->big = recsort_create(sizeof(struct ref_rec), ref_cmp, NULL, p->st->budget, &p->ctx->fs->knobs.recsort);
 	if (!p->big)
 		return -errno ? -errno : -ENOMEM;
 	for (size_t i = p->ready; i < p->n && !ret; i++)
@@ -549,50 +552,20 @@ static void finish_extent(struct extent_pass *p)
 	p->have = false;
 }
 
-static size_t inline_body_size(uint8_t type)
+/* Why the inline references from cur on are bad, or NULL (the validator's
+ * order: item_check.h). */
+static const char *inline_refs_bad(const struct item_view *v, uint32_t cur)
 {
-	switch (type) {
-	case BTRFS_TREE_BLOCK_REF_KEY:
-	case BTRFS_SHARED_BLOCK_REF_KEY:
-	case BTRFS_EXTENT_OWNER_REF_KEY:
-		return 8;
-	case BTRFS_EXTENT_DATA_REF_KEY:
-		return sizeof(struct btrfs_extent_data_ref);
-	case BTRFS_SHARED_DATA_REF_KEY:
-		return 8 + sizeof(struct btrfs_shared_data_ref);
+	uint32_t at;
+
+	switch (inline_refs_check(v, cur, &at)) {
+	case ITEM_OK:
+		return NULL;
+	case ITEM_REF_ORDER:
+		return "out of order";
 	default:
-		return 0;
+		return "of an invalid type";
 	}
-}
-
-/* Why the inline references from cur on are bad, or NULL: the kernel keeps
- * them sorted by type, and within a type by their offset (a data ref's hash,
- * else the root or parent) from the largest down; it refuses other types. */
-static const char *inline_refs_bad(const uint8_t *d, uint32_t size, uint32_t cur)
-{
-	uint64_t last_off = 0;
-	uint8_t last_type = 0;
-
-	while (cur < size) {
-		uint8_t type = d[cur];
-		size_t body = inline_body_size(type);
-		const uint8_t *q = d + cur + 1;
-		uint64_t off;
-
-		if (!body || size - cur - 1 < body)
-			return "of an invalid type";
-		off = type == BTRFS_EXTENT_DATA_REF_KEY
-			      ? btrfs_extent_data_ref_hash(data_ref_root(q), data_ref_objectid(q), data_ref_offset(q))
-			      : get_le64(q);
-		/* (a simple-quota owner ref comes first, whatever its type) */
-		if (last_type != BTRFS_EXTENT_OWNER_REF_KEY &&
-		    (type < last_type || (type == last_type && off > last_off)))
-			return "out of order";
-		last_off = off;
-		last_type = type;
-		cur += 1 + (uint32_t)body;
-	}
-	return NULL;
 }
 
 /* An EXTENT_ITEM or METADATA_ITEM: the extent record, its inline references,
@@ -600,7 +573,9 @@ static const char *inline_refs_bad(const uint8_t *d, uint32_t size, uint32_t cur
 static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct check_ctx *ctx = p->ctx;
+	struct item_view v = item_view_of(d, size);
 	uint32_t cur = sizeof(struct btrfs_extent_item);
+	struct inline_ref_view r;
 	struct ref_rec hdr;
 	uint64_t covered = 0;
 	bool kind_unknown = false;
@@ -608,7 +583,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	int ret;
 
 	finish_extent(p);
-	if (size < sizeof(struct btrfs_extent_item))
+	if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_extent_item))
 		return 0; /* reported by the extents phase */
 	p->have = true;
 	p->bytenr = k->objectid;
@@ -634,13 +609,13 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	hdr = (struct ref_rec){ .bytenr = p->bytenr, .a = p->len, .b = p->flags, .c = p->refs };
 	if (p->tree_block && k->type == BTRFS_METADATA_ITEM_KEY && k->offset < BTRFS_MAX_LEVEL)
 		hdr.pad = (uint16_t)(k->offset + 1);
-	else if (p->tree_block && size >= sizeof(struct btrfs_extent_item) + sizeof(struct btrfs_tree_block_info))
+	else if (p->tree_block && ITEM_VIEW_STRUCT(&v, sizeof(struct btrfs_extent_item), struct btrfs_tree_block_info))
 		hdr.pad = (uint16_t)(tree_block_info_level(d + sizeof(struct btrfs_extent_item)) + 1);
 	if (!p->tree_block && p->csums && (ret = csum_cursor_extent(p->csums, p->bytenr, p->len, &covered)) < 0)
 		return ret;
 	if (covered >= p->len)
 		hdr.flags |= EXTENT_CSUMMED;
-	if (!kind_unknown && (bad = inline_refs_bad(d, size, cur))) {
+	if (!kind_unknown && (bad = inline_refs_bad(&v, cur))) {
 		report_problem(ctx, PR_EXTENT_INLINE_REF_BAD, "extent %" PRIu64 ": inline references %s", p->bytenr, bad);
 		hdr.flags |= EXTENT_REWRITE;
 	}
@@ -648,13 +623,11 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		return ret;
 	/* without a kind, a tree block's info cannot be told from inline references:
 	 * none are read (the repair writes the item again from its users) */
-	while (!kind_unknown && cur < size) {
-		uint8_t type = d[cur];
-		size_t body = inline_body_size(type);
-		const uint8_t *q = d + cur + 1;
+	/* (a bad one ends the walk: reported above) */
+	while (!kind_unknown && inline_ref_next(&v, &cur, &r) == 1) {
+		uint8_t type = r.type;
+		const uint8_t *q = r.body;
 
-		if (!body || size - cur - 1 < body)
-			break;  /* reported above */
 		if (type == BTRFS_EXTENT_DATA_REF_KEY)
 			ret = add_declared(p, type, data_ref_root(q), data_ref_objectid(q), data_ref_offset(q),
 					   data_ref_count(q));
@@ -664,7 +637,6 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 			ret = add_declared(p, type, get_le64(q), 0, 0, 1);
 		if (ret < 0)
 			return ret;
-		cur += 1 + (uint32_t)body;
 	}
 	return 0;
 }
@@ -672,6 +644,9 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 /* A keyed reference item after its extent item. */
 static int keyed_ref(struct extent_pass *p, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
+	struct item_verdict vd;
+	bool small = item_check_fs(p->ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL;
+
 	if (!p->have || k->objectid != p->bytenr) {
 		/* a reference without an extent item: the join reports it unused */
 		finish_extent(p);
@@ -683,12 +658,12 @@ static int keyed_ref(struct extent_pass *p, const struct btrfs_key *k, const uin
 	case BTRFS_EXTENT_OWNER_REF_KEY:
 		return add_declared(p, k->type, k->offset, 0, 0, 1);
 	case BTRFS_EXTENT_DATA_REF_KEY:
-		if (size < sizeof(struct btrfs_extent_data_ref))
+		if (small)
 			break;
 		return add_declared(p, k->type, data_ref_root(d), data_ref_objectid(d), data_ref_offset(d),
 				    data_ref_count(d));
 	case BTRFS_SHARED_DATA_REF_KEY:
-		if (size < sizeof(struct btrfs_shared_data_ref))
+		if (small)
 			break;
 		return add_declared(p, k->type, k->offset, 0, 0, shared_data_ref_count(d));
 	}

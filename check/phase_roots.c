@@ -14,6 +14,7 @@
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/endian_access.h"
+#include "libfs/item_check.h"
 #include "libfs/tree.h"
 
 struct roots_scan {
@@ -81,14 +82,15 @@ static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key
 static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	uint64_t gen = ctx->fs->generation;
+	struct item_verdict vd;
 	uint32_t mode;
 
-	if (size < sizeof(struct btrfs_inode_item)) {
+	if (item_check_fs(ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": item is %u bytes", k->objectid, size);
 		return;
 	}
 	mode = inode_mode(d);
-	if (k->offset)
+	if (vd.fault == ITEM_BAD_KEY)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": key offset %" PRIu64 ", not 0",
 			       k->objectid, k->offset);
 	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
@@ -118,13 +120,10 @@ static void check_root_tree_inode_ref(struct check_ctx *ctx, const struct btrfs_
 				      uint32_t size)
 {
 	bool ext = k->type == BTRFS_INODE_EXTREF_KEY;
-	const uint32_t hdr = ext ? sizeof(struct btrfs_inode_extref) : sizeof(struct btrfs_inode_ref);
-	uint32_t off = 0;
+	struct item_verdict vd;
 
-	while (size > hdr && off < size && size - off >= hdr &&
-	       size - off - hdr >= (ext ? inode_extref_name_len(d + off) : inode_ref_name_len(d + off)))
-		off += hdr + (ext ? inode_extref_name_len(d + off) : inode_ref_name_len(d + off));
-	if (size <= hdr || off != size)
+	/* (and no empty name) */
+	if (item_check_fs(ctx->fs, k, d, size, &vd) && (item_fault_is_size(vd.fault) || vd.fault == ITEM_NAME_LEN))
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %sref (%" PRIu64 " %" PRIu64 "): %u bytes do not "
 			       "hold whole refs", ext ? "ext" : "", k->objectid, k->offset, size);
 }
@@ -158,23 +157,22 @@ static bool names_subvolume(struct check_ctx *ctx, const uint8_t *e)
 static void check_root_tree_dir_item(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
 				     uint32_t size)
 {
-	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+	struct item_view v = item_view_of(d, size);
 	const char *why = NULL;
+	struct item_entry e;
+	enum item_fault f;
+	uint32_t off = 0;
+	int ret;
 
-	for (uint32_t off = 0; off < size && !why; ) {
-		const uint8_t *e = d + off;
-		uint32_t len = size - off >= hdr ? dir_item_name_len(e) : 0;
-
-		if (size - off < hdr || size - off - hdr < len + (uint32_t)dir_item_data_len(e))
+	while (!why && (ret = item_entry_next(k->type, &v, &off, &e)) != 0) {
+		if (ret < 0)
 			why = "entries do not fill the item";
-		else if (len == 0 || len > BTRFS_NAME_LEN || dir_item_data_len(e))
+		else if ((f = item_entry_check(k->type, &e)) == ITEM_NAME_LEN || f == ITEM_DATA_LEN)
 			why = "name or data length out of range";
-		else if (k->type == BTRFS_DIR_ITEM_KEY && btrfs_name_hash(e + hdr, len) != k->offset)
+		else if (k->type == BTRFS_DIR_ITEM_KEY && btrfs_name_hash(e.name, e.name_len) != k->offset)
 			why = "the name does not hash to the key";
-		else if (!names_subvolume(ctx, e))
+		else if (!names_subvolume(ctx, e.hdr))
 			why = "it names no subvolume (the kernel mounts the default subvolume it names)";
-		else
-			off += hdr + len;
 	}
 	if (why)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree dir item (%" PRIu64 " %u %" PRIu64 "): %s",
@@ -186,31 +184,21 @@ static void check_root_tree_dir_item(struct check_ctx *ctx, const struct btrfs_k
 static void check_root_tree_file_extent(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d,
 					uint32_t size)
 {
-	uint32_t ss = ctx->fs->sectorsize;
-	const char *why = NULL;
+	struct item_verdict vd;
+	const char *why;
 
-	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
+	if (!item_check_fs(ctx->fs, k, d, size, &vd))
+		return;
+	if (vd.fault == ITEM_TOO_SMALL)
 		why = "item too small";
-	else if (file_extent_type(d) > BTRFS_FILE_EXTENT_PREALLOC)
-		why = "unknown type";
-	else if (file_extent_compression(d) > BTRFS_COMPRESS_ZSTD)
-		why = "unknown compression";
-	else if (file_extent_encryption(d))
-		why = "unknown encryption";
-	else if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE)
-		why = k->offset || (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
-				    size != BTRFS_FILE_EXTENT_INLINE_DATA_START + file_extent_ram_bytes(d)) ?
-		      "inline extent offset or size" : NULL;
-	else if (size != sizeof(struct btrfs_file_extent_item))
+	else if (vd.fault == ITEM_BAD_KEY || (vd.fault == ITEM_BAD_SIZE && file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE))
+		why = "inline extent offset or size";
+	else if (vd.fault == ITEM_BAD_SIZE)
 		why = "item size";
-	else if (file_extent_ram_bytes(d) % ss || file_extent_disk_bytenr(d) % ss ||
-		 file_extent_disk_num_bytes(d) % ss || file_extent_offset(d) % ss || file_extent_num_bytes(d) % ss)
-		why = "not sector aligned";
-	else if (k->offset + file_extent_num_bytes(d) < k->offset)
-		why = "end overflows";
-	if (why)
-		report_problem(ctx, PR_ITEM_MALFORMED, "root tree file extent (%" PRIu64 " %" PRIu64 "): %s (%u bytes)",
-			       k->objectid, k->offset, why, size);
+	else
+		why = vd.why;
+	report_problem(ctx, PR_ITEM_MALFORMED, "root tree file extent (%" PRIu64 " %" PRIu64 "): %s (%u bytes)",
+		       k->objectid, k->offset, why, size);
 }
 
 /* The extent item of a subvolume's root block has the block's generation (the
@@ -244,7 +232,9 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	bool subvol = key_is_subvolume_id(k->objectid);
 	struct root_rec r = { .b = k->objectid };
 
-	if (size < BTRFS_ROOT_ITEM_V1_SIZE) {
+	struct item_verdict vd;
+
+	if (item_check_fs(ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 		report_problem(ctx, PR_ITEM_MALFORMED, "root item %" PRIu64 " is %u bytes", k->objectid, size);
 		return;
 	}
@@ -285,12 +275,14 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 
 static void root_ref(struct roots_scan *s, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	const uint32_t hdr = sizeof(struct btrfs_root_ref);
 	bool back = k->type == BTRFS_ROOT_BACKREF_KEY;
+	struct item_view v = item_view_of(d, size);
+	struct item_entry e;
+	uint32_t off = 0;
 	struct root_rec r = { .a = back ? k->offset : k->objectid, .b = back ? k->objectid : k->offset,
 			      .kind = back ? ROOTREC_BACKREF : ROOTREC_REF };
 
-	if (size < hdr || size - hdr < root_ref_name_len(d)) {
+	if (item_entry_next(k->type, &v, &off, &e) != 1) {
 		report_problem(s->ctx, PR_ITEM_MALFORMED, "root %s (%" PRIu64 " %" PRIu64 ") is %u bytes",
 			       back ? "backref" : "ref", k->objectid, k->offset, size);
 		return;
@@ -298,7 +290,7 @@ static void root_ref(struct roots_scan *s, const struct btrfs_key *k, const uint
 	r.c = root_ref_dirid(d);
 	r.d = root_ref_sequence(d);
 	r.name_len = root_ref_name_len(d);
-	r.fp = name_fingerprint(d + hdr, r.name_len);
+	r.fp = name_fingerprint(e.name, r.name_len);
 	add(s, s->links, &r);
 	r = (struct root_rec){ .b = r.b, .kind = ROOTREC_ROOT_NAMED };
 	add(s, s->links, &r);
@@ -461,7 +453,9 @@ static int uuid_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 
 	if (key->type != BTRFS_UUID_KEY_SUBVOL && key->type != BTRFS_UUID_KEY_RECEIVED_SUBVOL)
 		return 0;
-	if (size % 8)
+	struct item_verdict vd;
+
+	if (item_check_fs(s->ctx->fs, key, data, size, &vd))
 		report_problem(s->ctx, PR_ITEM_MALFORMED, "uuid item (%" PRIx64 " %u %" PRIx64 ") is %u bytes",
 			       key->objectid, key->type, key->offset, size);
 	for (uint32_t off = 0; off + 8 <= size; off += 8) {
@@ -532,8 +526,10 @@ int check_subvolumes(struct check_ctx *ctx)
 	s.links = ctx->subvol_entries;
 	ctx->subvol_entries = NULL;
 	if (!s.links)
-		s.links = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16), NULL);
-	s.uuids = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16), NULL);
+		s.links = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16),
+				       &ctx->fs->knobs.recsort);
+	s.uuids = recsort_create(sizeof(struct root_rec), root_rec_cmp, NULL, fs_check_sort_budget(ctx, 16),
+				       &ctx->fs->knobs.recsort);
 	if (!s.links || !s.uuids) {
 		ret = -ENOMEM;
 		goto out;

@@ -70,7 +70,8 @@ size_t qgroups_sort_budget(const struct check_ctx *ctx)
 
 static struct recsort *new_sorter(struct check_ctx *ctx, size_t size, recsort_cmp_fn cmp)
 {
-	struct recsort *rs = recsort_create(size, cmp, NULL, qgroups_sort_budget(ctx), NULL);
+	struct recsort *rs = recsort_create(size, cmp, NULL, qgroups_sort_budget(ctx),
+					    &ctx->fs->knobs.recsort);
 
 	if (rs)
 		recsort_set_jobs(rs, ctx->opts->jobs > 4 ? 4 : ctx->opts->jobs);

@@ -110,7 +110,7 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		return NULL;
 	ctx->notes = n;
 	for (int i = 0; i < NOTES__COUNT; i++) {
-		n->lists[i] = recsort_create(kinds[i].size, kinds[i].cmp, NULL, budget, NULL);
+		n->lists[i] = recsort_create(kinds[i].size, kinds[i].cmp, NULL, budget, &ctx->fs->knobs.recsort);
 		if (!n->lists[i]) {
 			n->err = -ENOMEM;
 			return NULL;

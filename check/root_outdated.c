@@ -12,6 +12,7 @@
 #include "check/check.h"
 #include "check/root_outdated.h"
 #include "common/grow.h"
+#include "libfs/item_check.h"
 #include "libfs/key.h"
 #include "libfs/tree.h"
 #include "libfs/walk.h"
@@ -100,7 +101,9 @@ static void seen_allocated(struct scan *s, uint64_t bytenr)
 static int extent_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct scan *s = arg;
+	struct item_view v = item_view_of(d, size);
 	uint32_t cur = sizeof(struct btrfs_extent_item);
+	struct inline_ref_view r;
 
 	if (k->type == BTRFS_TREE_BLOCK_REF_KEY) {
 		if (k->objectid == s->bytenr)
@@ -112,23 +115,18 @@ static int extent_item(void *arg, const struct btrfs_key *k, const uint8_t *d, u
 	s->level = -1;
 	s->bytenr = k->objectid;
 	seen_allocated(s, k->objectid);
-	if (size < cur || !(extent_flags(d) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+	if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_extent_item) || !(extent_flags(d) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
 		return 0;
 	s->generation = extent_generation(d);
 	if (k->type == BTRFS_METADATA_ITEM_KEY) {
 		s->level = k->offset < BTRFS_MAX_LEVEL ? (int)k->offset : -1;
-	} else if (size >= cur + sizeof(struct btrfs_tree_block_info)) {
+	} else if (ITEM_VIEW_STRUCT(&v, cur, struct btrfs_tree_block_info)) {
 		s->level = tree_block_info_level(d + cur);
 		cur += sizeof(struct btrfs_tree_block_info);
 	}
-	while (s->level >= 0 && cur < size) {
-		uint32_t n = extent_inline_ref_size(d[cur]);
-		if (!n || size - cur < n)
-			break;
-		if (d[cur] == BTRFS_TREE_BLOCK_REF_KEY)
-			seen_ref(s, inline_ref_offset(d + cur));
-		cur += n;
-	}
+	while (s->level >= 0 && inline_ref_next(&v, &cur, &r) == 1)
+		if (r.type == BTRFS_TREE_BLOCK_REF_KEY)
+			seen_ref(s, get_le64(r.body));
 	return 0;
 }
 

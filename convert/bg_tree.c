@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/env_knobs.h"
 #include "common/messages.h"
 #include "convert/convert.h"
 #include "libfs/free_space_tree.h"
@@ -244,6 +245,7 @@ int cmd_bg_tree(int argc, char **argv)
 	fo.undo_path = a.dry_run ? NULL : a.undo_file;
 	fo.note = msg_fs_note;
 	fo.cancelled = cli_cancelled;
+	env_knobs_fill(&fo);
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

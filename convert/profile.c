@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "common/env_knobs.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "convert/convert.h"
@@ -246,6 +247,7 @@ int cmd_profile(int argc, char **argv)
 	fo.allow_missing = false;
 	fo.note = msg_fs_note;
 	fo.cancelled = cli_cancelled;
+	env_knobs_fill(&fo);
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

@@ -6,7 +6,7 @@
  *
  * Flag bits of this harness:
  *   5  a tiny memory budget, and runs of FUZZ_RUN_RECORDS records at most
- *      ($BTK_RECSORT_RUN_RECORDS): the sorters (libfs/recsort) spill to
+ *      (fs_test_knobs.recsort.run_records): the sorters (libfs/recsort) spill to
  *      $TMPDIR and merge runs on disk even on the small bases
  *   6  --format json (problems collected as JSON objects)
  *   7  --check-data-csum (every checksummed data block, every copy)
@@ -32,7 +32,7 @@
 #define FUZZ_TINY_BUDGET (1U << 5)
 #define FUZZ_JSON (1U << 6)
 #define FUZZ_DATA_CSUM (1U << 7)
-#define FUZZ_RUN_RECORDS "3"
+#define FUZZ_RUN_RECORDS 3
 #define FUZZ_FD_SCAN 256 /* descriptors compared before and after a run */
 
 static char tmpdir[4096];
@@ -115,10 +115,9 @@ static void run_check(struct fs_info *fs, unsigned flags)
 	int ret;
 
 	ctx.json_problems = json_object_new_array();
-	if (flags & FUZZ_TINY_BUDGET)
-		setenv("BTK_RECSORT_RUN_RECORDS", FUZZ_RUN_RECORDS, 1);
+	fs->knobs.recsort.run_records = (flags & FUZZ_TINY_BUDGET) ? FUZZ_RUN_RECORDS : 0;
 	ret = check_run(&ctx);
-	unsetenv("BTK_RECSORT_RUN_RECORDS");
+	fs->knobs.recsort.run_records = 0;
 	if (fuzz_verbose)
 		fprintf(stderr,
 			"fuzz_check: exit %d, %llu error(s), %llu warning(s), %llu items, %llu inodes, "

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* libFuzzer harness over the item decoders: (key, item bytes) straight into
  * item_fields_json, and its result through item_fields_text; on the way the
- * same bytes go through the name lookups of libfs/names.h.
+ * same bytes go through the name lookups of libfs/names.h and the item
+ * validator of libfs/item_check.h (with its entry and inline-ref walkers).
  *
  * Input layout (FUZZ_ITEM_HEADER bytes, then the item body to the end):
  *   u8 key type, u8 csum_size, u8 owner tree (see owner_of),
  *   u64le objectid, u64le offset, body...
  * The body is passed with its exact size, so any read past it is caught. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 
 #include "inspect/item_json.h"
 #include "libfs/format.h"
+#include "libfs/item_check.h"
 #include "libfs/names.h"
 
 #define FUZZ_ITEM_HEADER 19
@@ -53,6 +56,33 @@ static void exercise_names(const struct btrfs_key *key, const uint8_t *data, siz
 	tree_id_parse(id, &tree);
 }
 
+/* The validator and its walkers on the body: a verdict within its set, at
+ * an offset inside the item; walkers that end or fail, never read past. */
+static void exercise_validator(const struct btrfs_key *key, const uint8_t *body, uint32_t size, uint8_t csum_size)
+{
+	struct item_geometry g = { 4096, 16384, csum_size, BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA };
+	struct item_view v = item_view_of(body, size);
+	struct item_verdict vd;
+	struct item_entry e;
+	struct inline_ref_view r;
+	uint32_t off = 0;
+	int ret = item_check(&g, key, &v, &vd);
+
+	if ((ret != 0 && ret != -EUCLEAN) || (ret == 0) != (vd.fault == ITEM_OK) || (ret && !vd.why) ||
+	    vd.at > size || vd.fault > ITEM_REF_ORDER)
+		abort();
+	while ((ret = item_entry_next(key->type, &v, &off, &e)) == 1)
+		if (e.off + e.len != off || off > size || e.name + e.name_len > body + size ||
+		    item_entry_check(key->type, &e) > ITEM_REF_ORDER)
+			abort();
+	if (key->type == BTRFS_EXTENT_ITEM_KEY || key->type == BTRFS_METADATA_ITEM_KEY) {
+		off = extent_item_refs_start(key, &v);
+		while ((ret = inline_ref_next(&v, &off, &r)) == 1)
+			if (r.off + r.len != off || off > size)
+				abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static FILE *devnull;
@@ -71,6 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	key.objectid = get_le64(data + 3);
 	key.offset = get_le64(data + 11);
 	exercise_names(&key, data, size);
+	exercise_validator(&key, size > FUZZ_ITEM_HEADER ? data + FUZZ_ITEM_HEADER : NULL,
+			   (uint32_t)(size - FUZZ_ITEM_HEADER), data[1]);
 	obj = item_fields_json(&key, size > FUZZ_ITEM_HEADER ? data + FUZZ_ITEM_HEADER : NULL,
 			       (uint32_t)(size - FUZZ_ITEM_HEADER), data[1], owner_of(data[2]), &malformed);
 	if (!obj)

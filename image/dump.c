@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "common/env_knobs.h"
 #include "common/messages.h"
 #include "common/progress.h"
 #include "common/sizes.h"
@@ -644,6 +645,7 @@ int cmd_dump(int argc, char **argv)
 	fs_open_options_init(&fo);
 	fo.note = msg_fs_note;
 	fo.scan_devices = true;
+	env_knobs_fill(&fo);
 	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &d.fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

@@ -25,6 +25,7 @@
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
 #include "libfs/fdio.h"
+#include "libfs/item_check.h"
 #include "libfs/features.h"
 #include "libfs/super.h"
 #include "libfs/target.h"
@@ -180,8 +181,9 @@ static int parse_chunk_tree(struct restore_ctx *r)
 				if ((ret = chunk_map_add_item(r->fs, key.offset, data, size)))
 					return rs_error(r, "chunk tree: %s", r->fs->errmsg);
 			} else if (key.type == BTRFS_DEV_ITEM_KEY) {
+				struct item_view iv = item_view_of(data, size);
 				struct src_device *v;
-				if (size < sizeof(struct btrfs_dev_item))
+				if (!ITEM_VIEW_STRUCT(&iv, 0, struct btrfs_dev_item))
 					return rs_error(r, "chunk tree: dev item %llu too small",
 							(unsigned long long)key.offset);
 				v = realloc(r->devs, (r->ndevs + 1) * sizeof(*v));

@@ -13,6 +13,7 @@
 #include "common/sizes.h"
 #include "inspect/inspect.h"
 #include "inspect/item_json.h"
+#include "libfs/item_check.h"
 #include "libfs/names.h"
 #include "libfs/walk.h"
 
@@ -109,10 +110,14 @@ static void print_leaf(struct tree_printer *p, const struct tree_block *b)
 		struct json_object *fields;
 		int malformed = 0;
 		char tbuf[KEY_TYPE_NAME_BUF];
+		struct item_verdict vd;
 
 		key_from_disk(&k, item_key_ptr(item));
 		fields = item_fields_json(&k, leaf_item_data(b->data, slot), item_size(item),
 					  p->fs->csum_size, p->tree, &malformed);
+		/* what the decoder could not lay out, or what the kernel would refuse */
+		if (item_check_fs(p->fs, &k, leaf_item_data(b->data, slot), item_size(item), &vd))
+			malformed = 1;
 		if (malformed)
 			p->malformed_items++;
 		if (jsonl) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/env_knobs.h"
 #include "common/messages.h"
 #include "inspect/inspect.h"
 

@@ -3,6 +3,7 @@
  * subcommand (kept out of main.c, which dispatches to them). */
 #include <stdio.h>
 
+#include "common/env_knobs.h"
 #include "common/messages.h"
 #include "inspect/inspect.h"
 
@@ -36,6 +37,7 @@ struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bo
 	opts.chunk_only = chunk_only;
 	opts.note = count_note;
 	opts.note_arg = notes;
+	env_knobs_fill(&opts);
 	ret = fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

@@ -416,13 +416,13 @@ int alloc_tree_block(struct trans *t, uint64_t root, uint64_t *bytenr)
 	return ret;
 }
 
-/* Test knob, for tests only: with BTK_TEST_ALLOC_FULL set in the environment,
+/* Test knob (fs_test_knobs.alloc_full, $BTK_TEST_ALLOC_FULL in the programs):
  * the block groups that existed when the transaction started count as full,
  * so its first tree block needs a new chunk (how a conversion behaves on a
  * filesystem whose metadata is full, without filling one). */
 static bool group_full_for_test(const struct trans *t, const struct alloc_group *g)
 {
-	if (!getenv("BTK_TEST_ALLOC_FULL"))
+	if (!t->fs->knobs.alloc_full)
 		return false;
 	return !chunk_alloc_is_new(t, g->start);
 }

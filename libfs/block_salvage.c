@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "libfs/block_salvage.h"
+#include "libfs/item_check.h"
+#include "libfs/names.h"
 #include "libfs/volumes.h"
 
 #define HDR ((uint32_t)sizeof(struct btrfs_header))
@@ -25,93 +27,19 @@ struct entry {
 	unsigned slot;
 };
 
-/* Whether size bytes of data fit what an item of this key type holds:
- * 1 yes (or a type whose size is free), 0 no. */
+/* Whether size bytes of data fit what an item of this key type holds (the
+ * validator's size rules: item_check.h): 1 yes (or a type whose size is
+ * free), 0 no. */
 static int item_fits_type(const struct btrfs_key *k, const uint8_t *d, uint32_t size, uint16_t csum_size)
 {
-	uint32_t p = 0;
+	/* sizes only: the values are what a salvage cannot judge */
+	const struct item_geometry g = { .csum_size = csum_size };
+	struct item_view v = item_view_of(d, size);
+	struct item_verdict vd;
 
-	switch (k->type) {
-	case 0:
-		return 0;
-	case BTRFS_INODE_ITEM_KEY:
-		return size == sizeof(struct btrfs_inode_item);
-	case BTRFS_INODE_REF_KEY:
-		while (p + sizeof(struct btrfs_inode_ref) <= size)
-			p += (uint32_t)sizeof(struct btrfs_inode_ref) + inode_ref_name_len(d + p);
-		return size && p == size;
-	case BTRFS_INODE_EXTREF_KEY:
-		while (p + sizeof(struct btrfs_inode_extref) <= size)
-			p += (uint32_t)sizeof(struct btrfs_inode_extref) + inode_extref_name_len(d + p);
-		return size && p == size;
-	case BTRFS_DIR_ITEM_KEY:
-	case BTRFS_XATTR_ITEM_KEY:
-	case BTRFS_DIR_INDEX_KEY:
-		while (p + sizeof(struct btrfs_dir_item) <= size)
-			p += (uint32_t)sizeof(struct btrfs_dir_item) + dir_item_name_len(d + p) + dir_item_data_len(d + p);
-		return size && p == size &&
-		       (k->type != BTRFS_DIR_INDEX_KEY ||
-			size == sizeof(struct btrfs_dir_item) + dir_item_name_len(d) + dir_item_data_len(d));
-	case BTRFS_EXTENT_DATA_KEY:
-		if (size < 21)
-			return 0;
-		return d[20] == BTRFS_FILE_EXTENT_INLINE || size == sizeof(struct btrfs_file_extent_item);
-	case BTRFS_EXTENT_CSUM_KEY:
-		return size && csum_size && size % csum_size == 0;
-	case BTRFS_ROOT_ITEM_KEY:
-		return size == sizeof(struct btrfs_root_item) || size == 239;
-	case BTRFS_ROOT_REF_KEY:
-	case BTRFS_ROOT_BACKREF_KEY:
-		return size >= sizeof(struct btrfs_root_ref) &&
-		       size == sizeof(struct btrfs_root_ref) + root_ref_name_len(d);
-	case BTRFS_EXTENT_ITEM_KEY:
-	case BTRFS_METADATA_ITEM_KEY:
-		return size >= sizeof(struct btrfs_extent_item);
-	case BTRFS_ORPHAN_ITEM_KEY:
-	case BTRFS_TREE_BLOCK_REF_KEY:
-	case BTRFS_SHARED_BLOCK_REF_KEY:
-	case BTRFS_FREE_SPACE_EXTENT_KEY:
-	case BTRFS_QGROUP_RELATION_KEY:
-		return size == 0;
-	case BTRFS_EXTENT_DATA_REF_KEY:
-		return size == sizeof(struct btrfs_extent_data_ref);
-	case BTRFS_SHARED_DATA_REF_KEY:
-		return size == sizeof(struct btrfs_shared_data_ref);
-	case BTRFS_BLOCK_GROUP_ITEM_KEY:
-		return size == sizeof(struct btrfs_block_group_item);
-	case BTRFS_FREE_SPACE_INFO_KEY:
-		return size == sizeof(struct btrfs_free_space_info);
-	case BTRFS_FREE_SPACE_BITMAP_KEY:
-		return size > 0;
-	case BTRFS_DEV_EXTENT_KEY:
-		return size == sizeof(struct btrfs_dev_extent);
-	case BTRFS_DEV_ITEM_KEY:
-		return size == sizeof(struct btrfs_dev_item);
-	case BTRFS_CHUNK_ITEM_KEY:
-		return size >= sizeof(struct btrfs_chunk) && size == chunk_item_size(chunk_num_stripes(d));
-	case BTRFS_QGROUP_INFO_KEY:
-		return size == sizeof(struct btrfs_qgroup_info_item);
-	case BTRFS_QGROUP_LIMIT_KEY:
-		return size == sizeof(struct btrfs_qgroup_limit_item);
-	case BTRFS_UUID_KEY_SUBVOL:
-	case BTRFS_UUID_KEY_RECEIVED_SUBVOL:
-		return size && size % 8 == 0;
-	case BTRFS_VERITY_DESC_ITEM_KEY:
-	case BTRFS_VERITY_MERKLE_ITEM_KEY:
-	case BTRFS_DIR_LOG_ITEM_KEY:
-	case BTRFS_DIR_LOG_INDEX_KEY:
-	case BTRFS_EXTENT_OWNER_REF_KEY:
-	case BTRFS_EXTENT_REF_V0_KEY:
-	case BTRFS_RAID_STRIPE_KEY:
-	case BTRFS_QGROUP_STATUS_KEY:
-	case BTRFS_TEMPORARY_ITEM_KEY:
-	case BTRFS_PERSISTENT_ITEM_KEY:
-	case BTRFS_DEV_REPLACE_KEY:
-	case BTRFS_STRING_ITEM_KEY:
-		return 1;
-	default:
+	if (!k->type || !key_type_name(k->type))
 		return 0;   /* no key type of the format: not an item */
-	}
+	return item_check_sizes(&g, k, &v, &vd) == 0;
 }
 
 static int entry_cmp_key(const void *a, const void *b)

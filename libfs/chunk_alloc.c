@@ -15,6 +15,7 @@
 
 #include "libfs/blockgroups.h"
 #include "libfs/chunk_edit.h"
+#include "libfs/item_check.h"
 #include "libfs/trans_internal.h"
 #include "libfs/volumes.h"
 
@@ -75,8 +76,9 @@ struct taken_scan {
 static int taken_dev_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct taken_scan *s = arg;
+	struct item_view v = item_view_of(data, size);
 
-	if (size < sizeof(struct btrfs_dev_extent))
+	if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_dev_extent))
 		return 0;
 	*s->used += dev_extent_length(data);
 	return taken_add(s->tk, key->objectid, key->offset, dev_extent_length(data));

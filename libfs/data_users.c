@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "libfs/data_users.h"
+#include "libfs/item_check.h"
 #include "libfs/inode_path.h"
 #include "libfs/tree.h"
 
@@ -110,22 +111,19 @@ static void add_shared(struct users *u, uint64_t parent)
 	block_put(u->fs, b);
 }
 
-/* The inline references after the extent item header. */
+/* The inline references after the extent item header (a data extent's: no
+ * tree block info), up to the first that does not fit. */
 static void add_inline(struct users *u, const uint8_t *d, uint32_t size)
 {
+	struct item_view v = item_view_of(d, size);
 	uint32_t pos = sizeof(struct btrfs_extent_item);
+	struct inline_ref_view r;
 
-	while (pos < size) {
-		const uint8_t *p = d + pos;
-		uint8_t type = inline_ref_type(p);
-		uint32_t len = extent_inline_ref_size(type);
-		if (!len || len > size - pos)
-			break;
-		if (type == BTRFS_EXTENT_DATA_REF_KEY)
-			add_ref(u, p + 1);
-		else if (type == BTRFS_SHARED_DATA_REF_KEY)
-			add_shared(u, inline_ref_offset(p));
-		pos += len;
+	while (inline_ref_next(&v, &pos, &r) == 1) {
+		if (r.type == BTRFS_EXTENT_DATA_REF_KEY)
+			add_ref(u, r.body);
+		else if (r.type == BTRFS_SHARED_DATA_REF_KEY)
+			add_shared(u, get_le64(r.body));
 	}
 }
 

@@ -77,7 +77,7 @@ static int fs_wrap_member_io(struct fs_info *fs, struct io_dev **io, const char 
 			     const struct fs_open_options *opts, const uint8_t *sb,
 			     const struct super_copy *copies)
 {
-	const char *log = opts->write_log_path ? opts->write_log_path : getenv("BTK_WRITE_LOG");
+	const char *log = opts->write_log_path;
 	const uint8_t *di = super_dev_item_ptr(sb);
 	struct io_dev *wrapped;
 	uint64_t newest = 0;
@@ -757,6 +757,7 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	fs->salvage = opts->tolerate_damage;
 	fs->tree_root_backup = -1;
 	fs->trans_dirty_bytes = opts->trans_dirty_bytes;
+	fs->knobs = opts->knobs;
 	for (i = 0; i < n && !ret; i++)
 		ret = paths ? fs_add_member(fs, paths[i], opts, i == 0)
 			    : fs_add_member_io(fs, ios[i], ios[i]->path, opts, i == 0);

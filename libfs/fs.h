@@ -12,6 +12,7 @@
 #include "libfs/format.h"
 #include "libfs/io.h"
 #include "libfs/key.h"
+#include "libfs/recsort.h"
 
 struct block_cache;
 struct chunk_alloc_hints;
@@ -41,6 +42,21 @@ struct tree_root_ptr {
 	uint8_t level;
 };
 
+/* Knobs for tests and measurements, zero by default. libfs reads no
+ * environment: the programs fill these (common/env_knobs.c, from $BTK_*). */
+struct fs_test_knobs {
+	/* the block groups a transaction finds count as full, so its first
+	 * tree block needs a new chunk ($BTK_TEST_ALLOC_FULL) */
+	bool alloc_full;
+	/* extent reference changes a transaction queues in memory before it
+	 * applies or spills them; 0: derived from the dirty budget ($BTK_TRANS_REFS_MAX) */
+	size_t trans_refs_max;
+	/* a note (FS_NOTE_INFO) of each commit's memory figures ($BTK_TRANS_STATS) */
+	bool trans_stats;
+	/* the sorters' spill options ($BTK_RECSORT_RUN_RECORDS, $BTK_RECSORT_RAW) */
+	struct recsort_options recsort;
+};
+
 struct fs_open_options {
 	int super_mirror;          /* -1: newest valid copy; 0..2: that copy */
 	bool writable;             /* open devices read-write */
@@ -50,7 +66,7 @@ struct fs_open_options {
 	uint64_t cache_bytes;      /* tree-block cache budget; 0 = default (32 MiB) */
 	/* Dirty tree blocks a transaction keeps in memory before it writes the
 	 * ones no path holds to their (new, unreferenced) places ahead of the
-	 * commit; 0 = default (256 MiB). $BTK_TRANS_DIRTY_BUDGET overrides. */
+	 * commit; 0 = default (256 MiB). */
 	uint64_t trans_dirty_bytes;
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
@@ -61,7 +77,7 @@ struct fs_open_options {
 	/* Writable opens only. undo_path: save the old bytes of everything the
 	 * operation overwrites there (libfs/undo.h; the file must not exist).
 	 * write_log_path: log every write and flush (libfs/wlog.h; appended to
-	 * if it exists); NULL falls back to $BTK_WRITE_LOG, for crash tests. */
+	 * if it exists), for crash tests. */
 	const char *undo_path;
 	const char *write_log_path;
 	/* For btk-tune's fsid changes (doc/btk-tune.8, "FSID CHANGE"): open a
@@ -78,6 +94,7 @@ struct fs_open_options {
 	 * root is replaced by the newest backup root that reads
 	 * (fs_info.tree_root_backup). */
 	bool tolerate_damage;
+	struct fs_test_knobs knobs;
 };
 
 /* What transactions kept in memory (libfs/trans_writeback.c). */
@@ -145,6 +162,7 @@ struct fs_info {
 	struct undo_file *undo;     /* with fs_open_options.undo_path */
 	struct wlog_writer *wlog;   /* with a write log */
 	uint64_t trans_dirty_bytes; /* fs_open_options.trans_dirty_bytes */
+	struct fs_test_knobs knobs; /* fs_open_options.knobs */
 	struct trans_mem_stats trans_stats; /* over every transaction so far */
 	/* Bumped when the copies of mapped addresses change (chunk_map_set_stripes):
 	 * blocks a transaction wrote early must be written again to the new set. */

@@ -746,13 +746,13 @@ static int spill_buffer(struct recsort *rs)
 /* ---- public API ---------------------------------------------------------------- */
 
 struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg,
-			       size_t memory_budget, const char *tmpdir)
+			       size_t memory_budget, const struct recsort_options *opts)
 {
+	static const struct recsort_options defaults;
+	const char *tmpdir;
 	struct recsort *rs;
 	size_t arena, min_buf;
 	long page = sysconf(_SC_PAGESIZE);
-	const char *run_limit;
-	unsigned long long limit;
 
 	if (!record_size || record_size > MAX_RECORD || !cmp || memory_budget < RECSORT_MIN_BUDGET) {
 		errno = EINVAL;
@@ -766,6 +766,9 @@ struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!opts)
+		opts = &defaults;
+	tmpdir = opts->tmpdir;
 	if (!tmpdir || !*tmpdir)
 		tmpdir = getenv("TMPDIR");
 	if (!tmpdir || !*tmpdir)
@@ -786,11 +789,10 @@ struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg
 	rs->min_buf = min_buf;
 	/* half the smallest buffer, which a merge buffer (less alignment) always exceeds */
 	rs->frame_recs = min_buf / 2 / record_size ? min_buf / 2 / record_size : 1;
-	rs->compress = !getenv("BTK_RECSORT_RAW"); /* measurements: spill uncompressed */
+	rs->compress = !opts->raw;
 	rs->cap = arena / record_size;
-	run_limit = getenv("BTK_RECSORT_RUN_RECORDS"); /* tests, fuzzing: small inputs spill too */
-	if (run_limit && (limit = strtoull(run_limit, NULL, 10)) > 0 && limit < rs->cap)
-		rs->cap = (size_t)limit;
+	if (opts->run_records && opts->run_records < rs->cap)
+		rs->cap = opts->run_records;
 	rs->st.budget = memory_budget;
 	rs->meta = heap_cost(sizeof(*rs)) + heap_cost(strlen(rs->tmpdir) + 1);
 	mem_note(rs);

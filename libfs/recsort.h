@@ -17,8 +17,8 @@
  * once (nothing is left behind, even after a crash); space already read back
  * is punched out of it when the file system allows. Runs are written as
  * lz4-compressed frames (sorted records compress well), so the bytes spilled
- * (recsort_stats.spilled_bytes) are the compressed ones; $BTK_RECSORT_RAW
- * (set: measurements) stores them uncompressed.
+ * (recsort_stats.spilled_bytes) are the compressed ones; recsort_options.raw
+ * (measurements) stores them uncompressed.
  *
  * Records are stored record_size apart from an aligned base, so records of a
  * C type (record_size = sizeof(T)) are correctly aligned for the comparator and
@@ -27,6 +27,7 @@
 #ifndef BTK_RECSORT_H
 #define BTK_RECSORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,13 +36,18 @@ typedef int (*recsort_cmp_fn)(const void *a, const void *b, void *arg);
 
 struct recsort;
 
+/* Where and how a sorter spills; NULL options (or zero fields) are the defaults. */
+struct recsort_options {
+	const char *tmpdir;   /* NULL: $TMPDIR, else /tmp */
+	size_t run_records;   /* tests, fuzzing: cap a run in memory at this many records, so small inputs spill */
+	bool raw;             /* measurements: spill uncompressed */
+};
+
 /* record_size: 1..65536. memory_budget: at least RECSORT_MIN_BUDGET (and room
- * for a few 4 KiB buffers of records). tmpdir NULL: $TMPDIR, else /tmp.
- * NULL with errno EINVAL or ENOMEM. $BTK_RECSORT_RUN_RECORDS=N (tests and
- * fuzzing) caps a run in memory at N records, so that small inputs spill. */
+ * for a few 4 KiB buffers of records). NULL with errno EINVAL or ENOMEM. */
 #define RECSORT_MIN_BUDGET (64 * 1024)
 struct recsort *recsort_create(size_t record_size, recsort_cmp_fn cmp, void *arg,
-			       size_t memory_budget, const char *tmpdir);
+			       size_t memory_budget, const struct recsort_options *opts);
 /* Sort runs on this many threads (default 1; at most 64); before the first add. */
 int recsort_set_jobs(struct recsort *rs, unsigned jobs);
 /* Copy one record in. May sort and spill a run (and merge runs on disk). */

@@ -101,7 +101,7 @@ int trans_start(struct fs_info *fs, struct trans **out)
 }
 
 /* The transaction's figures go to the fs's statistics (and, with
- * $BTK_TRANS_STATS, to a note when it committed). */
+ * the trans_stats test knob, to a note when it committed). */
 static void trans_add_figures(struct trans *t)
 {
 	struct trans_mem_stats *s = &t->fs->trans_stats;
@@ -120,7 +120,7 @@ static void trans_add_figures(struct trans *t)
 	s->refs_early_runs += f.refs_early_runs;
 	s->refs_applied_early += f.refs_applied_early;
 	s->refs_spilled += f.refs_spilled_total;
-	if (t->committed && getenv("BTK_TRANS_STATS"))
+	if (t->committed && t->fs->knobs.trans_stats)
 		fs_note(t->fs, FS_NOTE_INFO,
 			"transaction %llu: at most %zu dirty tree blocks in memory (budget %llu bytes), "
 			"%llu written before the commit, %llu of them changed again; at most %zu extent "

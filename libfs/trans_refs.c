@@ -61,21 +61,16 @@ struct trans_ref_queue {
 #define TRANS_REFS_MIN_LIMIT 16
 
 /* The live entries a transaction queues before applying (or spilling) them:
- * an eighth of the dirty-block budget (at least TRANS_REFS_FLOOR), or
- * $BTK_TRANS_REFS_MAX entries (tests). */
+ * an eighth of the dirty-block budget (at least TRANS_REFS_FLOOR), or the
+ * test knob's count. */
 static size_t trans_refs_limit(const struct trans *t)
 {
-	const char *env = getenv("BTK_TRANS_REFS_MAX");
 	uint64_t n = trans_dirty_budget(t->fs) / 8 / sizeof(struct delayed_ref);
 
 	if (n < TRANS_REFS_FLOOR)
 		n = TRANS_REFS_FLOOR;
-	if (env && *env) {
-		char *end;
-		unsigned long long v = strtoull(env, &end, 10);
-		if (!*end && v)
-			n = v;
-	}
+	if (t->fs->knobs.trans_refs_max)
+		n = t->fs->knobs.trans_refs_max;
 	return n < TRANS_REFS_MIN_LIMIT ? TRANS_REFS_MIN_LIMIT : (size_t)n;
 }
 
@@ -183,7 +178,8 @@ static int refs_spill(struct trans *t)
 	if (!t->ref_queue->refs_spill) {
 		size_t budget = t->ref_queue->refs_limit * sizeof(struct delayed_ref);
 		t->ref_queue->refs_spill = recsort_create(sizeof(struct delayed_ref), ref_cmp, NULL,
-					       budget < 4 * RECSORT_MIN_BUDGET ? 4 * RECSORT_MIN_BUDGET : budget, NULL);
+					       budget < 4 * RECSORT_MIN_BUDGET ? 4 * RECSORT_MIN_BUDGET : budget,
+					       &t->fs->knobs.recsort);
 		if (!t->ref_queue->refs_spill)
 			return fs_error(t->fs, -errno, "queueing extent references on disk: %s", strerror(errno));
 	}

@@ -35,33 +35,8 @@ struct trans_writeback {
 	uint64_t written_early, adopted_again;
 };
 
-/* A size in bytes with an optional K, M or G suffix; 0 when malformed. */
-static uint64_t parse_budget(const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return 0;
-	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
-	default: break;
-	}
-	return *end ? 0 : (uint64_t)v;
-}
-
 uint64_t trans_dirty_budget(const struct fs_info *fs)
 {
-	/* a test knob: force the writeback with a budget of a few blocks */
-	const char *env = getenv("BTK_TRANS_DIRTY_BUDGET");
-	uint64_t v = env ? parse_budget(env) : 0;
-
-	if (v)
-		return v;
 	return fs->trans_dirty_bytes ? fs->trans_dirty_bytes : TRANS_DIRTY_BUDGET_DEFAULT;
 }
 

@@ -10,6 +10,7 @@
 #include <uuid/uuid.h>
 
 #include "common/cli.h"
+#include "common/env_knobs.h"
 #include "common/messages.h"
 #include "libfs/super.h"
 #include "libfs/volumes.h"
@@ -239,6 +240,7 @@ static struct fs_info *open_filesystem(const struct tune_args *a)
 	opts.undo_path = a->o.undo_path;
 	/* open a half-changed filesystem too: the pending check explains what to do */
 	opts.fsid_change = true;
+	env_knobs_fill(&opts);
 	ret = fs_open((const char *const *)a->paths, a->npaths, &opts, &fs, msg, sizeof(msg));
 	if (ret) {
 		msg_error("%s", msg);

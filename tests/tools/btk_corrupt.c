@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/env_knobs.h"
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/ctree_ops.h"
@@ -865,6 +866,7 @@ int main(int argc, char **argv)
 		ret = corrupt_one(&c);
 	} else {
 		fs_open_options_init(&fo);
+		env_knobs_fill(&fo);
 		if ((ret = fs_open((const char *const *)c.paths, c.npaths, &fo, &c.fs, msg, sizeof(msg))) != 0) {
 			fprintf(stderr, "btk-corrupt: %s\n", msg);
 			free(c.wio);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/sizes.h"
+#include "common/env_knobs.h"
 #include "libfs/fs.h"
 #include "libfs/names.h"
 #include "libfs/trans.h"
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
 	}
 	fs_open_options_init(&oo);
 	oo.writable = true;
+	env_knobs_fill(&oo);
 	ret = fs_open((const char *const *)&argv[1], (unsigned)(argc - 1), &oo, &fs, msg, sizeof(msg));
 	if (ret) {
 		fprintf(stderr, "btk-craft: %s\n", msg);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/sizes.h"
+#include "common/env_knobs.h"
 #include "libfs/csum.h"
 #include "libfs/fs.h"
 #include "libfs/trans.h"
@@ -155,6 +156,7 @@ int main(int argc, char **argv)
 	fs_open_options_init(&oo);
 	oo.writable = true;
 	oo.note = note_to_stderr;
+	env_knobs_fill(&oo);
 	ret = fs_open(o.devs, o.ndevs, &oo, &fs, msg, sizeof(msg));
 	if (ret) {
 		fprintf(stderr, "btk-trans-xattr: %s\n", msg);

@@ -23,6 +23,9 @@
 
 static uint64_t rng_state;
 
+/* recsort_options.raw for the sorters sort_and_compare makes */
+static bool spill_raw;
+
 static uint64_t rnd(void)
 {
 	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
@@ -131,7 +134,7 @@ static struct recsort_stats sort_and_compare(const void *in, size_t n, size_t si
 					     recsort_cmp_fn cmp, int total, size_t budget,
 					     unsigned jobs)
 {
-	struct recsort *rs = recsort_create(size, cmp, NULL, budget, tmpdir);
+	struct recsort *rs = recsort_create(size, cmp, NULL, budget, &(struct recsort_options){ .tmpdir = tmpdir, .raw = spill_raw });
 	unsigned char *want = malloc(n * size + 1), *got = malloc(n * size + 1);
 	struct recsort_stats st;
 	const void *rec;
@@ -233,7 +236,7 @@ Test(recsort, one_run_spilled, .init = make_tmpdir, .fini = remove_tmpdir)
 Test(recsort, spilled_runs_are_compressed, .init = make_tmpdir, .fini = remove_tmpdir)
 {
 	/* Few distinct keys: sorted runs compress well. Stored raw
-	 * ($BTK_RECSORT_RAW), the same records spill at least their size. */
+	 * (recsort_options.raw), the same records spill at least their size. */
 	size_t budget = 1 * MiB, n = 3 * (budget / 16);
 	struct recsort_stats packed, raw;
 	struct rec16 *in;
@@ -241,9 +244,9 @@ Test(recsort, spilled_runs_are_compressed, .init = make_tmpdir, .fini = remove_t
 	rng_state = 5;
 	in = random16(n, 16);
 	packed = sort_and_compare(in, n, sizeof(*in), cmp16_total, 1, budget, 1);
-	cr_assert_eq(setenv("BTK_RECSORT_RAW", "1", 1), 0);
+	spill_raw = true;
 	raw = sort_and_compare(in, n, sizeof(*in), cmp16_total, 1, budget, 1);
-	unsetenv("BTK_RECSORT_RAW");
+	spill_raw = false;
 	cr_assert_gt(packed.runs, 1);
 	cr_assert_eq(packed.runs, raw.runs);
 	cr_assert_geq(raw.spilled_bytes, (raw.records - budget / 16) * 16);
@@ -377,7 +380,7 @@ Test(recsort, resident_memory_stays_in_budget, .init = make_tmpdir, .fini = remo
 	 * valgrind, whose resident set says nothing, an eighth of it.) */
 	const int scaled = RUNNING_ON_VALGRIND;
 	const size_t n = scaled ? 768 * KiB : 6 * MiB, budget = scaled ? 2 * MiB : 16 * MiB;
-	struct recsort *rs = recsort_create(16, cmp16_key, NULL, budget, tmpdir);
+	struct recsort *rs = recsort_create(16, cmp16_key, NULL, budget, &(struct recsort_options){ .tmpdir = tmpdir, .raw = spill_raw });
 	struct recsort_stats st;
 	uint64_t sum_in = 0, sum_out = 0, last = 0;
 	const struct rec16 *rec;
@@ -457,7 +460,7 @@ Test(recsort, spill_errors_are_reported_and_stick, .init = make_tmpdir, .fini = 
 	size_t i;
 
 	/* A tmpdir that does not exist. */
-	rs = recsort_create(16, cmp16_key, NULL, 64 * KiB, "/nonexistent/dir");
+	rs = recsort_create(16, cmp16_key, NULL, 64 * KiB, &(struct recsort_options){ .tmpdir = "/nonexistent/dir" });
 	cr_assert_not_null(rs);
 	for (i = 0; i < 100000 && !ret; i++)
 		ret = recsort_add(rs, &r);
@@ -469,7 +472,7 @@ Test(recsort, spill_errors_are_reported_and_stick, .init = make_tmpdir, .fini = 
 	/* A full disk, as a file size limit: write fails with EFBIG. */
 	signal(SIGXFSZ, SIG_IGN);
 	cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-	rs = recsort_create(16, cmp16_key, NULL, 64 * KiB, tmpdir);
+	rs = recsort_create(16, cmp16_key, NULL, 64 * KiB, &(struct recsort_options){ .tmpdir = tmpdir });
 	cr_assert_not_null(rs);
 	ret = 0;
 	for (i = 0; i < 1000000 && !ret; i++)
@@ -529,7 +532,7 @@ static int record_group(const struct recjoin_group *g, void *arg)
 
 static struct recsort *refs_sorted(const struct ref *refs, size_t n, size_t budget)
 {
-	struct recsort *rs = recsort_create(sizeof(struct ref), ref_cmp_full, NULL, budget, tmpdir);
+	struct recsort *rs = recsort_create(sizeof(struct ref), ref_cmp_full, NULL, budget, &(struct recsort_options){ .tmpdir = tmpdir, .raw = spill_raw });
 
 	cr_assert_not_null(rs);
 	for (size_t i = 0; i < n; i++)
@@ -657,7 +660,7 @@ Test(recjoin, unfinished_sorter_is_refused, .init = make_tmpdir, .fini = remove_
 	struct seen s = { .len = 0 };
 	struct recjoin j = { .cmp = ref_cmp_key, .group = record_group, .arg = &s };
 
-	j.left = recsort_create(sizeof(one), ref_cmp_full, NULL, MiB, tmpdir);
+	j.left = recsort_create(sizeof(one), ref_cmp_full, NULL, MiB, &(struct recsort_options){ .tmpdir = tmpdir });
 	j.right = refs_sorted(&one, 1, MiB);
 	cr_assert_eq(recjoin_run(&j), -EINVAL);
 	recsort_destroy(j.left);

@@ -53,9 +53,25 @@ static void image_release(struct image *img)
 	munmap(img->buf, img->size);
 }
 
+/* What the next opens take (each test runs in its own process): a dirty
+ * budget (0: the default) and the test knobs. */
+static uint64_t test_dirty_budget;
+static struct fs_test_knobs test_knobs;
+
 static struct fs_info *image_open(struct image *img, bool writable)
 {
-	return fixture_open_buffer(img->buf, img->size, writable);
+	struct fs_open_options opts;
+	struct fs_info *fs;
+	struct io_dev *io;
+	char msg[512] = "";
+
+	cr_assert_eq(io_open_mem(img->buf, img->size, false, &io), 0);
+	fs_open_options_init(&opts);
+	opts.writable = writable;
+	opts.trans_dirty_bytes = test_dirty_budget;
+	opts.knobs = test_knobs;
+	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg)), 0, "opening the image: %s", msg);
+	return fs;
 }
 
 /* ------------------------------------------------------------ the model */
@@ -507,7 +523,7 @@ Test(trans, abort_writes_nothing)
 
 	/* under the dirty budget nothing is written before the commit (past it,
 	 * only space the old filesystem leaves free: small_dirty_budget_abort) */
-	unsetenv("BTK_TRANS_DIRTY_BUDGET");
+	test_dirty_budget = 0;
 	image_load("small", &s.img);
 	before = malloc(s.img.size);
 	cr_assert_not_null(before);
@@ -524,7 +540,7 @@ Test(trans, abort_writes_nothing)
 	image_release(&s.img);
 }
 
-/* A dirty budget of 4 blocks (BTK_TRANS_DIRTY_BUDGET): one transaction of
+/* A dirty budget of 4 blocks (fs_open_options.trans_dirty_bytes): one transaction of
  * 1500 inserts, resizes and pokes writes blocks before its commit and reads
  * them back to change them again, yet holds no more dirty blocks than the
  * budget and what one operation copies; the result is what the model says,
@@ -534,7 +550,7 @@ Test(trans, small_dirty_budget)
 	struct session s = { .m = { .rng = 0xb0d9e7 } };
 	struct trans_mem_stats st;
 
-	setenv("BTK_TRANS_DIRTY_BUDGET", "64K", 1);
+	test_dirty_budget = 64 << 10;
 	image_load("small", &s.img);
 	begin(&s);
 	load_model(&s);
@@ -574,8 +590,8 @@ Test(trans, small_dirty_budget_abort)
 {
 	struct session s = { .m = { .rng = 0xab0e7 } };
 
-	setenv("BTK_TRANS_DIRTY_BUDGET", "32K", 1);
-	setenv("BTK_TRANS_REFS_MAX", "16", 1);
+	test_dirty_budget = 32 << 10;
+	test_knobs.trans_refs_max = 16;
 	image_load("small", &s.img);
 	begin(&s);
 	load_model(&s);
@@ -637,7 +653,7 @@ static void edit_extent_item(struct session *s)
 	tree_path_release(s->fs, &path);
 }
 
-/* A limit of 16 queued references (BTK_TRANS_REFS_MAX) and a small dirty
+/* A limit of 16 queued references (fs_test_knobs.trans_refs_max) and a small dirty
  * budget, one transaction of 1200 operations on a committed tree of a few
  * hundred items: the result is what the model says (every block with its
  * extent item, root item sizes) and what the reference checker finds clean.
@@ -647,11 +663,8 @@ static struct trans_mem_stats small_refs_limit(bool keep, uint64_t seed)
 {
 	struct session s = { .m = { .rng = seed } };
 	struct trans_mem_stats st;
-	char limit[16];
-
-	snprintf(limit, sizeof(limit), "%d", REFS_LIMIT);
-	setenv("BTK_TRANS_REFS_MAX", limit, 1);
-	setenv("BTK_TRANS_DIRTY_BUDGET", "128K", 1);
+	test_knobs.trans_refs_max = REFS_LIMIT;
+	test_dirty_budget = 128 << 10;
 	image_load("small", &s.img);
 	begin(&s);
 	load_model(&s);
@@ -694,7 +707,7 @@ Test(trans, small_refs_limit_kept_for_commit)
 {
 	struct trans_mem_stats st;
 
-	setenv("BTK_RECSORT_RUN_RECORDS", "64", 1); /* runs of 64 entries go to disk */
+	test_knobs.recsort.run_records = 64; /* runs of 64 entries go to disk */
 	st = small_refs_limit(true, 0x5eed3);
 
 	cr_assert_eq(st.refs_early_runs, 0, "a transaction that edits extent items applied its queue early");

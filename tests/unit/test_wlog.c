@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/env_knobs.h"
 #include "libfs/format.h"
 #include "libfs/undo.h"
 #include "libfs/wlog.h"
@@ -448,6 +449,11 @@ Test(wlog, fs_open_logs_through_the_environment_and_the_option)
 	in_dir(log2, sizeof(log2), "opt.wlog");
 	fs_open_options_init(&opts);
 	setenv("BTK_WRITE_LOG", log, 1);
+	/* libfs reads no environment: only the programs' env_knobs_fill does */
+	fs = open_fixture_writable(&opts, &mem);
+	cr_assert_null(fs->wlog);
+	fs_close(fs);
+	env_knobs_fill(&opts);
 	fs = open_fixture_writable(&opts, &mem);
 	cr_assert_not_null(fs->wlog);
 	cr_assert_eq(io_write(fs->devices[0].io, "hello", 5, 40ULL << 20), 0);
@@ -461,6 +467,7 @@ Test(wlog, fs_open_logs_through_the_environment_and_the_option)
 
 	/* the option wins over the environment; read-only opens log nothing */
 	opts.write_log_path = log2;
+	env_knobs_fill(&opts);
 	fs = open_fixture_writable(&opts, &mem);
 	cr_assert_eq(io_write(fs->devices[0].io, "hello", 5, 40ULL << 20), 0);
 	fs_close(fs);
