@@ -16,7 +16,7 @@ PYTEST ?= $(PYTHON) -m pytest
 # (loop devices, mounts, syncs), so even on 2 cores 4 workers halve its time.
 PYTEST_JOBS ?= $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo "-n 4")
 BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wmissing-prototypes \
-	-Wstrict-prototypes -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $(WERROR) \
+	-Wstrict-prototypes -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -Iinclude $(WERROR) \
 	-DBTK_VERSION='"$(VERSION)"'
 ifeq ($(SANITIZE),yes)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -110,6 +110,7 @@ UNIT_TIMEOUT ?= 900
 # Unit tests, then the pytest suite (real filesystems; kernel tests need root).
 check: all unit
 	scripts/spdx-check
+	scripts/api-check
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; timeout $(UNIT_TIMEOUT) $$t --jobs 2 --short-filename; done
 	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
 
@@ -221,7 +222,7 @@ check-fuzz-regress: fuzz-replay
 
 # ---------------------------------------------------------------------------
 # Test tools (tests/tools/): programs the pytest suite drives.
-#   btk-wlog-replay   count / replay crash states of a write log (libfs/wlog.h)
+#   btk-wlog-replay   count / replay crash states of a write log (include/btk/wlog.h)
 #   btk-corrupt       damage an image on purpose (tests/images/corrupt/README.md)
 #   btk-trans-xattr   add xattrs to a file through libfs transactions
 #   btk-craft         insert/replace/delete raw items (layouts the kernel no longer writes)

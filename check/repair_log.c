@@ -12,8 +12,8 @@
 #include <inttypes.h>
 
 #include "check/repair.h"
-#include "libfs/ebitmap.h"
-#include "libfs/super.h"
+#include <btk/ebitmap.h>
+#include <btk/super.h>
 #include "libfs/trans_internal.h"
 
 /* Keep the allocator off the blocks of the log tree being dropped. */
@@ -52,7 +52,7 @@ int repair_clear_log(struct repair_ctx *r)
 	super_set_log_root(fs->super, log_root);
 	super_set_log_root_level(fs->super, level);
 	if (ret)
-		return fs_error(fs, ret, "cannot start a transaction: %s", fs->errmsg);
+		return fs_error(fs, ret, "cannot start a transaction: %s", fs_error_message(fs));
 	ret = pin_log_blocks(t, r->found->log_blocks);
 	if (ret) {
 		trans_abort(t);

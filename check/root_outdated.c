@@ -12,9 +12,9 @@
 #include "check/check.h"
 #include "check/root_outdated.h"
 #include "common/grow.h"
-#include "libfs/key.h"
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/key.h>
+#include <btk/tree.h>
+#include <btk/walk.h>
 
 struct root_seen {
 	struct root_fix f;

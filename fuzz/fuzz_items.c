@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "inspect/item_json.h"
-#include "libfs/format.h"
-#include "libfs/names.h"
+#include <btk/format.h>
+#include <btk/names.h>
 
 #define FUZZ_ITEM_HEADER 19
 

@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
-#include "libfs/extent_scan.h"
+#include <btk/ebitmap.h>
+#include <btk/extent_scan.h>
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 static bool group_fits_tree(const struct alloc_group *g, uint64_t root)
 {

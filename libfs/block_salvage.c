@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/block_salvage.h"
-#include "libfs/volumes.h"
+#include <btk/block_salvage.h>
+#include <btk/volumes.h>
 
 #define HDR ((uint32_t)sizeof(struct btrfs_header))
 #define ITEM ((uint32_t)sizeof(struct btrfs_item))

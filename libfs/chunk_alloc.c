@@ -13,10 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/chunk_edit.h"
+#include <btk/blockgroups.h>
+#include <btk/chunk_edit.h>
 #include "libfs/trans_internal.h"
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 #define SZ_1M (1ULL << 20)
 #define SZ_16M (16ULL << 20)

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
-#include "libfs/recsort.h"
+#include <btk/ebitmap.h>
+#include <btk/recsort.h>
 #include "libfs/trans_internal.h"
 
 /* 1.5 MiB: a small dirty budget (a test's) does not change when references

@@ -20,11 +20,12 @@
 #include <string.h>
 
 #include "common/sizes.h"
-#include "libfs/csum.h"
-#include "libfs/fs.h"
-#include "libfs/trans.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/csum.h>
+#include <btk/fs.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 struct opts {
 	uint64_t tree, inode, count, size, per_commit;

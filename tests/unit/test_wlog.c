@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libfs/format.h"
-#include "libfs/undo.h"
-#include "libfs/wlog.h"
+#include <btk/format.h>
+#include <btk/undo.h>
+#include <btk/wlog.h>
 #include "tests/unit/fixtures.h"
 
 #define NDEV 2

@@ -9,9 +9,9 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "libfs/format.h"
-#include "libfs/io.h"
-#include "libfs/key.h"
+#include <btk/format.h>
+#include <btk/io.h>
+#include <btk/key.h>
 
 struct block_cache;
 struct chunk_alloc_hints;
@@ -59,8 +59,8 @@ struct fs_open_options {
 	 * filesystem as the last whole commit left it. NULL: never. */
 	bool (*cancelled)(void);
 	/* Writable opens only. undo_path: save the old bytes of everything the
-	 * operation overwrites there (libfs/undo.h; the file must not exist).
-	 * write_log_path: log every write and flush (libfs/wlog.h; appended to
+	 * operation overwrites there (btk/undo.h; the file must not exist).
+	 * write_log_path: log every write and flush (btk/wlog.h; appended to
 	 * if it exists); NULL falls back to $BTK_WRITE_LOG, for crash tests. */
 	const char *undo_path;
 	const char *write_log_path;
@@ -138,7 +138,10 @@ struct fs_info {
 		uuid_root, free_space_root, block_group_root, raid_stripe_root;
 
 	bool writable;
+	/* private: fs_error_message(); written under errlock (fs_error may run on
+	 * worker threads), 0 = unlocked */
 	char errmsg[512];
+	int errlock;
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
 	bool (*cancelled)(void);    /* fs_open_options.cancelled */
@@ -149,11 +152,11 @@ struct fs_info {
 	/* Bumped when the copies of mapped addresses change (chunk_map_set_stripes):
 	 * blocks a transaction wrote early must be written again to the new set. */
 	uint64_t chunk_map_epoch;
-	/* Set by a conversion around its transaction (libfs/chunk_edit.h): the
+	/* Set by a conversion around its transaction (btk/chunk_edit.h): the
 	 * profile and the device space off limits for chunks it allocates. */
 	const struct chunk_alloc_hints *alloc_hints;
 	/* With tolerate_damage: blocks that verify but are laid out wrong are
-	 * read as their salvaged view (libfs/block_salvage.h), logged here. */
+	 * read as their salvaged view (btk/block_salvage.h), logged here. */
 	bool salvage;
 	struct block_salvage_log *salvage_log;
 };
@@ -191,5 +194,19 @@ void fs_note(struct fs_info *fs, enum fs_note_level level, const char *fmt, ...)
 
 /* Look up a tree's root by objectid (well-known trees and subvolumes). */
 int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *out);
+
+/* What programs read of the fields behind functions (libfs/fs_access.c):
+ * the member devices (index 0 .. fs_num_devices()-1, missing ones included,
+ * with a NULL path and io), the superblock in use (read-only: a change goes
+ * through a transaction) and the message of the last fs_error(). */
+unsigned fs_num_devices(const struct fs_info *fs);
+const struct fs_device *fs_device(const struct fs_info *fs, unsigned i);
+const uint8_t *fs_super(const struct fs_info *fs);
+/* The message of the last error recorded on fs ("" when none). Read it on the
+ * thread that opened fs, after any workers are joined; fs_error() itself may
+ * be called from worker threads. */
+const char *fs_error_message(const struct fs_info *fs);
+/* Forget the last message (before a call whose failure is expected). */
+void fs_error_clear(struct fs_info *fs);
 
 #endif
