@@ -22,7 +22,13 @@ ifeq ($(SANITIZE),yes)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS = $(BASE_CFLAGS) $(DEP_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+ALL_CFLAGS = $(BASE_CFLAGS) $(PRIVATE_CFLAGS) $(DEP_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+# libfs's private side (doc/design.md, "The libfs API boundary"): libfs, its
+# tests and the program files scripts/api-check allows see the members of
+# struct fs_info that programs read through functions.
+LIBFS_PRIVATE_PROGRAM_SRC := $(shell scripts/api-check --privileged)
+$(B)/libfs/%.o $(B)/pic/libfs/%.o $(B)/tests/%.o: PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
+$(patsubst %.c,$(B)/%.o,$(LIBFS_PRIVATE_PROGRAM_SRC)): PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
 LIBS = -lpthread $(DEP_LIBS)
 
 LIBFS_SRC := $(wildcard libfs/*.c)
@@ -173,7 +179,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 FUZZ_BASE := $(B)/fuzz/base.img
 FUZZ_RAID_BASE := $(B)/fuzz/raid-1.img $(B)/fuzz/raid-2.img $(B)/fuzz/raid-3.img
 fuzz_colon_list = $(subst $(eval) ,:,$(strip $(abspath $(1))))
-FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) $(DEP_CFLAGS) -g -O1 \
+FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) -DBTK_LIBFS_PRIVATE $(DEP_CFLAGS) -g -O1 \
 	-DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(FUZZ_BASE))"' \
 	-DBTK_FUZZ_RAID_DEFAULT='"$(call fuzz_colon_list,$(FUZZ_RAID_BASE))"'
 

@@ -93,9 +93,20 @@ struct trans_mem_stats {
 	uint64_t refs_spilled;      /* changes queued on disk (libfs/recsort.c) */
 };
 
+/* The members of struct fs_info that only libfs names (doc/design.md, "The
+ * libfs API boundary"): everywhere else they go by another name, so callers
+ * cannot reach them and read them through the functions below. The layout
+ * is the same either way. libfs, its tests and the few program files
+ * scripts/api-check allows are built with -DBTK_LIBFS_PRIVATE. */
+#ifdef BTK_LIBFS_PRIVATE
+#define FS_PRIVATE(name) name
+#else
+#define FS_PRIVATE(name) libfs_private_##name
+#endif
+
 struct fs_info {
 	/* superblock in use (a verified copy) and where it came from */
-	uint8_t super[BTRFS_SUPER_INFO_SIZE];
+	uint8_t FS_PRIVATE(super)[BTRFS_SUPER_INFO_SIZE]; /* fs_super() */
 	int super_mirror;
 	uint64_t generation;
 	uint32_t nodesize;
@@ -116,12 +127,12 @@ struct fs_info {
 	uint8_t (*seed_fsids)[BTRFS_FSID_SIZE];
 	unsigned nseed_fsids;
 
-	struct fs_device *devices;
-	unsigned num_devices;
+	struct fs_device *FS_PRIVATE(devices); /* fs_device() */
+	unsigned FS_PRIVATE(num_devices);       /* fs_num_devices() */
 	unsigned missing_devices;
 
-	struct chunk_map *chunks;
-	struct block_cache *cache;
+	struct chunk_map *FS_PRIVATE(chunks);  /* fs_chunk(), fs_chunk_lookup() */
+	struct block_cache *FS_PRIVATE(cache);
 
 	struct tree_root_ptr chunk_root;
 	struct tree_root_ptr tree_root;
@@ -138,10 +149,10 @@ struct fs_info {
 		uuid_root, free_space_root, block_group_root, raid_stripe_root;
 
 	bool writable;
-	/* private: fs_error_message(); written under errlock (fs_error may run on
+	/* fs_error_message(); written under errlock (fs_error may run on
 	 * worker threads), 0 = unlocked */
-	char errmsg[512];
-	int errlock;
+	char FS_PRIVATE(errmsg)[512];
+	int FS_PRIVATE(errlock);
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
 	bool (*cancelled)(void);    /* fs_open_options.cancelled */

@@ -26,7 +26,7 @@ def test_each_breach_fails(tmp_path):
     shutil.copytree(REPO / "include/btk", tmp_path / "include/btk")
     (tmp_path / "check").mkdir()
     (tmp_path / "tests/unit").mkdir(parents=True)
-    ok = "#include <btk/fs.h>\n/* fs->errmsg in a comment */\nint f(struct fs_info *fs) { return fs->nodesize; }\n"
+    ok = '#include <btk/fs.h>\n#include "check/check.h"\n#include "common/cli.h"\n' + "/* fs->errmsg in a comment */\nint f(struct fs_info *fs) { return fs->nodesize; }\n"
     (tmp_path / "check/ok.c").write_text(ok)
     (tmp_path / "tests/unit/test_x.c").write_text('#include "libfs/fdio.h"\nint g(struct fs_info *fs);\n')
     assert run(tmp_path).returncode == 0, run(tmp_path).stdout
@@ -37,6 +37,7 @@ def test_each_breach_fails(tmp_path):
         'x.c:1: uses fs->super': 'const void *s(struct fs_info *fs) { return fs->super; }\n',
         'x.c:1: uses fs->devices': 'void *d(struct fs_info *fs) { return fs->devices; }\n',
         'x.c:1: uses ->hash_next': 'void *h(struct tree_block *b) { return b->hash_next; }\n',
+        'x.c:1: includes image/, another program': '#include "image/imgio.h"\n',
     }
     for want, text in breaches.items():
         (tmp_path / "check/x.c").write_text(text)

@@ -4,8 +4,9 @@
 completions), a program compiled against the installed headers with
 `pkg-config --cflags --libs btk` that opens the sample image read-only and
 prints what the reference tools also read (nodesize, generation, the chunks,
-the root tree's items) through the public API only, while the chunk map and
-the block cache's links stay out of its reach, `make uninstall` removing every file, and the `make dist` tarball
+the root tree's items) through the public API only, while the chunk map, the
+device array, the superblock buffer, the error buffer and the block cache's
+links stay out of its reach, `make uninstall` removing every file, and the `make dist` tarball
 configuring and building on its own (without -Werror, which a git checkout
 turns on). Both build, so both are slow tests (the ASan rerun skips them)."""
 import os
@@ -73,10 +74,15 @@ int main(int argc, char **argv)
 """
 
 # What the installed headers must not let an outside program do: reach the
-# chunk map or the block cache's links (each line is compiled on its own and
-# must fail).
+# chunk map, the device array, the raw superblock, the error buffer or the
+# block cache's links (each line is compiled on its own and must fail).
 PRIVATE_USES = [
     "size_t f(struct fs_info *fs) { return fs->chunks->count; }",
+    "void *f(struct fs_info *fs) { return fs->chunks; }",
+    "void *f(struct fs_info *fs) { return fs->devices; }",
+    "unsigned f(struct fs_info *fs) { return fs->num_devices; }",
+    "void *f(struct fs_info *fs) { return fs->super; }",
+    "char *f(struct fs_info *fs) { return fs->errmsg; }",
     "void *f(struct tree_block *b) { return b->hash_next; }",
     "void *f(struct tree_block *b) { return b->lru_next; }",
 ]
