@@ -70,6 +70,15 @@ const char *fs_error_message(const struct fs_info *fs)
 	return fs->errmsg;
 }
 
+void fs_error_message_copy(const struct fs_info *fs, char *buf, size_t len)
+{
+	struct fs_info *locked = (struct fs_info *)fs; /* only its lock changes */
+
+	errlock_take(locked);
+	snprintf(buf, len, "%s", fs->errmsg);
+	errlock_drop(locked);
+}
+
 void fs_error_clear(struct fs_info *fs)
 {
 	fs_errmsg_set(fs, "");

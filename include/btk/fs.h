@@ -217,6 +217,9 @@ const uint8_t *fs_super(const struct fs_info *fs);
  * thread that opened fs, after any workers are joined; fs_error() itself may
  * be called from worker threads. */
 const char *fs_error_message(const struct fs_info *fs);
+/* The same message copied whole into buf (len bytes) while other threads
+ * may be recording errors. */
+void fs_error_message_copy(const struct fs_info *fs, char *buf, size_t len);
 /* Forget the last message (before a call whose failure is expected). */
 void fs_error_clear(struct fs_info *fs);
 
