@@ -45,7 +45,7 @@ $(B)/btk.pc: install.mk config.mk
 		'Description: libbtk: read and write unmounted btrfs filesystems (the library of btk)' \
 		'Version: $(VERSION)' 'Requires.private: $(PKGCONFIG_REQUIRES)' \
 		'Libs: -L$${libdir} -lbtk' 'Libs.private: -lpthread' \
-		'Cflags: -I$${includedir} -D_FILE_OFFSET_BITS=64' > $@
+		'Cflags: -I$${includedir} -D_FILE_OFFSET_BITS=64 -D_DEFAULT_SOURCE' > $@
 
 # not part of `make` (all): the PIC objects would compile libfs twice in every
 # build and CI run; install builds it

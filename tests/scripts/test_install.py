@@ -126,7 +126,8 @@ def test_install_compile_against_it_uninstall(tmp_path):
     src = tmp_path / "outside.c"
     src.write_text(OUTSIDE_C)
     exe = tmp_path / "outside"
-    p = subprocess.run(["cc", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src), *flags],
+    # the installed headers are ISO C11 (with the feature macros btk.pc sets)
+    p = subprocess.run(["cc", "-std=c11", "-Wpedantic", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src), *flags],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     img = sample_copy(tmp_path)
