@@ -16,13 +16,21 @@ PYTEST ?= $(PYTHON) -m pytest
 # (loop devices, mounts, syncs), so even on 2 cores 4 workers halve its time.
 PYTEST_JOBS ?= $(shell $(PYTHON) -c 'import xdist' 2>/dev/null && echo "-n 4")
 BASE_CFLAGS := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -Wmissing-prototypes \
-	-Wstrict-prototypes -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $(WERROR) \
+	-Wstrict-prototypes -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. -Iinclude $(WERROR) \
 	-DBTK_VERSION='"$(VERSION)"'
 ifeq ($(SANITIZE),yes)
 BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS = $(BASE_CFLAGS) $(DEP_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+ALL_CFLAGS = $(BASE_CFLAGS) $(PRIVATE_CFLAGS) $(DEP_CFLAGS) $(CPPFLAGS) $(CFLAGS)
+# libfs's private side (doc/design.md, "The libfs API boundary"): libfs, its
+# tests and the program files scripts/api-check allows (its ALLOW table; it
+# fails when this list differs) see the members of struct fs_info that
+# programs read through functions.
+LIBFS_PRIVATE_PROGRAM_SRC := image/restore.c image/restore_batch.c \
+	image/restore_parity.c image/restore_single.c image/restore_write.c
+$(B)/libfs/%.o $(B)/pic/libfs/%.o $(B)/tests/%.o: PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
+$(patsubst %.c,$(B)/%.o,$(LIBFS_PRIVATE_PROGRAM_SRC)): PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
 LIBS = -lpthread $(DEP_LIBS)
 
 LIBFS_SRC := $(wildcard libfs/*.c)
@@ -111,6 +119,7 @@ UNIT_TIMEOUT ?= 900
 check: all unit
 	scripts/spdx-check
 	$(PYTHON) scripts/file-cycles $(B)
+	scripts/api-check
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; timeout $(UNIT_TIMEOUT) $$t --jobs 2 --short-filename; done
 	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
 
@@ -173,7 +182,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 FUZZ_BASE := $(B)/fuzz/base.img
 FUZZ_RAID_BASE := $(B)/fuzz/raid-1.img $(B)/fuzz/raid-2.img $(B)/fuzz/raid-3.img
 fuzz_colon_list = $(subst $(eval) ,:,$(strip $(abspath $(1))))
-FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) $(DEP_CFLAGS) -g -O1 \
+FUZZ_CFLAGS = $(filter-out $(WERROR),$(BASE_CFLAGS)) -DBTK_LIBFS_PRIVATE $(DEP_CFLAGS) -g -O1 \
 	-DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(FUZZ_BASE))"' \
 	-DBTK_FUZZ_RAID_DEFAULT='"$(call fuzz_colon_list,$(FUZZ_RAID_BASE))"'
 
@@ -222,7 +231,7 @@ check-fuzz-regress: fuzz-replay
 
 # ---------------------------------------------------------------------------
 # Test tools (tests/tools/): programs the pytest suite drives.
-#   btk-wlog-replay   count / replay crash states of a write log (libfs/wlog.h)
+#   btk-wlog-replay   count / replay crash states of a write log (include/btk/wlog.h)
 #   btk-corrupt       damage an image on purpose (tests/images/corrupt/README.md)
 #   btk-trans-xattr   add xattrs to a file through libfs transactions
 #   btk-craft         insert/replace/delete raw items (layouts the kernel no longer writes)

@@ -9,11 +9,9 @@
 #
 # libbtk is libfs/ (LGPL-2.1-or-later, libfs/COPYING). Its shared form is built
 # from position-independent objects of its own ($(B)/pic/); the programs keep
-# linking the static libfs.a. The headers are installed as
-# $(includedir)/btk/btk.h and the libfs headers it includes under
-# $(includedir)/btk/libfs/; btk.pc adds -I$(includedir)/btk for them. Which
-# headers are public is issue 14's to decide: for now, what opening a
-# filesystem and reading its geometry takes.
+# linking the static libfs.a. The public API is include/btk/*.h (doc/design.md,
+# "The libfs API boundary"), installed as $(includedir)/btk/*.h; the headers
+# left in libfs/ are the library's private side and are never installed.
 
 LIB_SOVERSION := 0
 LIB_SO := libbtk.so.$(LIB_SOVERSION)
@@ -21,9 +19,8 @@ LIB_SO_FULL := $(LIB_SO).0.0
 LIBBTK_SO := $(B)/$(LIB_SO_FULL)
 LIBBTK_A := $(B)/libbtk.a
 LIBFS_PIC_OBJ := $(patsubst %.c,$(B)/pic/%.o,$(LIBFS_SRC))
-# the libfs headers an outside program includes through btk/btk.h
-PUBLIC_HEADERS := include/btk/btk.h
-LIBFS_PUBLIC_HEADERS := libfs/fs.h libfs/format.h libfs/io.h libfs/key.h libfs/endian_access.h
+# every public header (btk/btk.h includes them all)
+PUBLIC_HEADERS := $(wildcard include/btk/*.h)
 PROGRAM_DOCS := $(wildcard doc/*.md) README.md LICENSING.md COPYING
 COMPLETION := contrib/bash-completion/btk
 PKGCONFIG_REQUIRES := blkid uuid liblz4 libisal libgcrypt libxxhash
@@ -48,7 +45,7 @@ $(B)/btk.pc: install.mk config.mk
 		'Description: libbtk: read and write unmounted btrfs filesystems (the library of btk)' \
 		'Version: $(VERSION)' 'Requires.private: $(PKGCONFIG_REQUIRES)' \
 		'Libs: -L$${libdir} -lbtk' 'Libs.private: -lpthread' \
-		'Cflags: -I$${includedir} -I$${includedir}/btk -D_FILE_OFFSET_BITS=64' > $@
+		'Cflags: -I$${includedir} -D_FILE_OFFSET_BITS=64 -D_DEFAULT_SOURCE' > $@
 
 # not part of `make` (all): the PIC objects would compile libfs twice in every
 # build and CI run; install builds it
@@ -56,7 +53,7 @@ lib: $(LIBBTK_SO) $(LIBBTK_A) $(B)/btk.pc
 
 install: all lib
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man8 $(DESTDIR)$(libdir)/pkgconfig \
-		$(DESTDIR)$(includedir)/btk/libfs $(DESTDIR)$(docdir) $(DESTDIR)$(bashcompletiondir)
+		$(DESTDIR)$(includedir)/btk $(DESTDIR)$(docdir) $(DESTDIR)$(bashcompletiondir)
 	install -m 755 $(PROG_BINS) $(DESTDIR)$(bindir)
 	$(if $(MANPAGES),install -m 644 $(MANPAGES) $(DESTDIR)$(mandir)/man8)
 	install -m 755 $(LIBBTK_SO) $(DESTDIR)$(libdir)
@@ -65,7 +62,6 @@ install: all lib
 	install -m 644 $(LIBBTK_A) $(DESTDIR)$(libdir)
 	install -m 644 $(B)/btk.pc $(DESTDIR)$(libdir)/pkgconfig
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(includedir)/btk
-	install -m 644 $(LIBFS_PUBLIC_HEADERS) $(DESTDIR)$(includedir)/btk/libfs
 	install -m 644 $(PROGRAM_DOCS) $(DESTDIR)$(docdir)
 	install -m 644 libfs/COPYING $(DESTDIR)$(docdir)/COPYING.LGPL
 	for p in $(PROGRAMS); do install -m 644 $(COMPLETION) $(DESTDIR)$(bashcompletiondir)/$$p; done
@@ -75,9 +71,8 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(mandir)/man8/,$(notdir $(MANPAGES)))
 	rm -f $(DESTDIR)$(libdir)/$(LIB_SO_FULL) $(DESTDIR)$(libdir)/$(LIB_SO) $(DESTDIR)$(libdir)/libbtk.so \
 		$(DESTDIR)$(libdir)/libbtk.a $(DESTDIR)$(libdir)/pkgconfig/btk.pc
-	rm -f $(addprefix $(DESTDIR)$(includedir)/btk/,$(notdir $(PUBLIC_HEADERS))) \
-		$(addprefix $(DESTDIR)$(includedir)/btk/libfs/,$(notdir $(LIBFS_PUBLIC_HEADERS)))
-	-rmdir $(DESTDIR)$(includedir)/btk/libfs $(DESTDIR)$(includedir)/btk 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(includedir)/btk/,$(notdir $(PUBLIC_HEADERS)))
+	-rmdir $(DESTDIR)$(includedir)/btk 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(docdir)/,$(notdir $(PROGRAM_DOCS)) COPYING.LGPL)
 	-rmdir $(DESTDIR)$(docdir) 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(bashcompletiondir)/,$(PROGRAMS))

@@ -10,7 +10,7 @@
 #include "check/problems.h"
 #include "common/cli.h"
 #include "common/progress.h"
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 struct ebitmap;
 struct fs_feed;

@@ -5,8 +5,8 @@
 
 #include "check/compressed_extent.h"
 #include "check/inline_extent.h"
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
+#include <btk/endian_access.h>
+#include <btk/format.h>
 
 /* btrfs's lzo layout: le32 total length, then segments of le32 length and an
  * lzo1x stream, a segment header never split across a sector boundary (the

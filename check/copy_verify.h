@@ -9,9 +9,9 @@
 
 #include <stdint.h>
 
-#include "libfs/block.h"
-#include "libfs/fs.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/fs.h>
+#include <btk/volumes.h>
 
 struct copy_job {
 	uint64_t bytenr, generation, tree;

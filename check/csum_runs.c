@@ -6,8 +6,8 @@
 
 #include "check/csum_runs.h"
 #include "check/fs_check.h"
-#include "libfs/recsort.h"
-#include "libfs/walk.h"
+#include <btk/recsort.h>
+#include <btk/walk.h>
 
 static int run_cmp(const void *a, const void *b, void *arg)
 {

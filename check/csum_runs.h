@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
-#include "libfs/tree.h"
+#include <btk/fs.h>
+#include <btk/tree.h>
 
 struct recsort;
 

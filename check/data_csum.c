@@ -15,11 +15,11 @@
 #include <time.h>
 
 #include "check/refs.h"
-#include "libfs/csum.h"
-#include "libfs/csum_tree.h"
-#include "libfs/io.h"
-#include "libfs/read_pipe.h"
-#include "libfs/volumes.h"
+#include <btk/csum.h>
+#include <btk/csum_tree.h>
+#include <btk/io.h>
+#include <btk/read_pipe.h>
+#include <btk/volumes.h>
 
 #define PIECE_MAX (1u << 20)
 #define PIECES 6
@@ -274,7 +274,7 @@ static int verify_stripe(struct dc_state *s, const struct dc_stripe *st)
 		ret = queue_range(s, st, lo, hi, d);
 	csum_tree_close(&c);
 	if (ret < 0 && ret != -ECANCELED && ret != -ENOMEM) {
-		report_problem(s->ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", fs->errmsg);
+		report_problem(s->ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", fs_error_message(fs));
 		ret = 0;
 	}
 	return ret < 0 ? ret : 0;
@@ -294,8 +294,8 @@ static int list_stripes(struct fs_info *fs, struct dc_stripe **out, size_t *coun
 	size_t n = 0, cap = 0;
 	struct dc_stripe *v = NULL;
 
-	for (size_t i = 0; i < fs->chunks->count; i++) {
-		const struct chunk *ch = fs->chunks->chunks[i];
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *ch = fs_chunk(fs, i);
 		uint64_t ssize = chunk_stripe_size(ch->length, ch->type, ch->num_stripes, ch->sub_stripes);
 		if (!(ch->type & BTRFS_BLOCK_GROUP_DATA))
 			continue;

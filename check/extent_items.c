@@ -6,7 +6,7 @@
 
 #include "check/extent_items.h"
 #include "common/cli.h"
-#include "libfs/backref.h"
+#include <btk/backref.h>
 
 static struct backref fix_backref(const struct extent_fix *f)
 {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "check/repair_notes.h"
-#include "libfs/trans.h"
+#include <btk/trans.h>
 
 /* The refs of extent bytenr (extent_fix records: type, a, b, c, count) go
  * inline after the item's head (out[0..*osize), *osize updated) or as keyed

@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #include "check/check.h"
-#include "libfs/key.h"
-#include "libfs/recsort.h"
-#include "libfs/tree.h"
+#include <btk/key.h>
+#include <btk/recsort.h>
+#include <btk/tree.h>
 
 /* One side of a name join. Sorted by (root, dir, key[, fp]), then kind.
  * Names are compared by length and a 64-bit fingerprint, so records stay

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "check/fs_check.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 uint64_t name_fingerprint(const uint8_t *name, size_t len)
 {

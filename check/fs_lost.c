@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check/fs_lost.h"
-#include "libfs/names.h"
+#include <btk/names.h>
 
 /* r ends at or after the start of s (both of one root, r.lo <= s.lo). */
 static bool ranges_touch(const struct lost_range *r, const struct lost_range *s)

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/key.h"
+#include <btk/key.h>
 
 #define FS_LOST_MAX 65536
 

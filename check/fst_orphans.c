@@ -4,8 +4,8 @@
 #include <inttypes.h>
 
 #include "check/fst_orphans.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/format.h>
+#include <btk/tree.h>
 
 /* Whether [start, start+len) lies inside one block group (sorted by start). */
 static bool inside_a_group(const struct block_group_list *bgs, uint64_t start, uint64_t len)

@@ -3,7 +3,7 @@
 #define BTK_CHECK_FST_ORPHANS_H
 
 #include "check/check.h"
-#include "libfs/blockgroups.h"
+#include <btk/blockgroups.h>
 
 /* Free-space tree items describing space outside every block group: the
  * kernel never reads them, but btrfs check calls them an error, and a new

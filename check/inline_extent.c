@@ -6,8 +6,8 @@
 #include <zstd.h>
 
 #include "check/inline_extent.h"
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
+#include <btk/endian_access.h>
+#include <btk/format.h>
 
 /* One zlib stream (with its header, as the kernel writes it) to its end. */
 static long inflate_all(const uint8_t *src, size_t len, uint8_t *out, size_t cap)

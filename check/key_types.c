@@ -3,7 +3,7 @@
 #include <stddef.h>
 
 #include "check/key_types.h"
-#include "libfs/format.h"
+#include <btk/format.h>
 
 #define FSCRYPT_INODE_CTX_KEY 41
 #define FSCRYPT_CTX_KEY 42

@@ -3,8 +3,8 @@
 #include <errno.h>
 
 #include "check/log_data.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/format.h>
+#include <btk/tree.h>
 
 struct log_walk {
 	struct fs_info *fs;
@@ -45,8 +45,8 @@ static int walk_log_tree(void *arg, const struct btrfs_key *key, const uint8_t *
 
 int log_data_ranges(struct fs_info *fs, struct ebitmap **out)
 {
-	struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs->super), 0,
-				     super_log_root_level(fs->super) };
+	struct tree_root_ptr log = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs_super(fs)), 0,
+				     super_log_root_level(fs_super(fs)) };
 	struct log_walk w = { fs, NULL };
 	int ret;
 

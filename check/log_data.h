@@ -2,8 +2,8 @@
 #ifndef BTK_CHECK_LOG_DATA_H
 #define BTK_CHECK_LOG_DATA_H
 
-#include "libfs/ebitmap.h"
-#include "libfs/fs.h"
+#include <btk/ebitmap.h>
+#include <btk/fs.h>
 
 /* The disk ranges the file extents of the log trees point at (NULL without a
  * log tree). The kernel puts the checksums of data it logs into the csum tree

@@ -14,8 +14,8 @@
 #include "common/messages.h"
 #include "common/env_knobs.h"
 #include "common/sizes.h"
-#include "libfs/blockgroups.h"
-#include "libfs/ebitmap.h"
+#include <btk/blockgroups.h>
+#include <btk/ebitmap.h>
 
 struct check_args {
 	struct check_options opts;
@@ -170,7 +170,7 @@ static void print_summary(struct check_ctx *ctx)
 		json_object_object_add(o, "tree_bytes", json_object_new_uint64(ctx->stats.tree_bytes));
 		json_object_object_add(o, "items", json_object_new_uint64(ctx->stats.items));
 		json_object_object_add(o, "trees", json_object_new_uint64(ctx->stats.trees));
-		json_object_object_add(o, "bytes_used", json_object_new_uint64(super_bytes_used(ctx->fs->super)));
+		json_object_object_add(o, "bytes_used", json_object_new_uint64(super_bytes_used(fs_super(ctx->fs))));
 		json_object_object_add(o, "csum_bytes", json_object_new_uint64(ctx->stats.csum_bytes));
 		json_object_object_add(o, "inodes", json_object_new_uint64(ctx->stats.inodes));
 		json_object_object_add(o, "qgroups_verified", json_object_new_uint64(ctx->stats.qgroups_verified));
@@ -188,7 +188,7 @@ static void print_summary(struct check_ctx *ctx)
 	printf("trees checked: %" PRIu64 ", tree blocks: %" PRIu64 " (%s), items: %" PRIu64 "\n",
 	       ctx->stats.trees, ctx->stats.tree_blocks,
 	       size_format(ctx->stats.tree_bytes, s1, sizeof(s1), SIZE_HUMAN), ctx->stats.items);
-	printf("bytes used: %s\n", size_format(super_bytes_used(ctx->fs->super), s1, sizeof(s1), SIZE_HUMAN));
+	printf("bytes used: %s\n", size_format(super_bytes_used(fs_super(ctx->fs)), s1, sizeof(s1), SIZE_HUMAN));
 	printf("csum bytes: %s (data covered by checksums)\n",
 	       size_format(ctx->stats.csum_bytes, s1, sizeof(s1), SIZE_HUMAN));
 	printf("inodes checked: %" PRIu64 " (in all subvolumes)\n", ctx->stats.inodes);
@@ -266,8 +266,8 @@ int main(int argc, char **argv)
 	}
 	check_output_begin(&ctx);
 	if (a.repair.enabled && !a.repair.dry_run && fs_check_device_sizes(ctx.fs)) {
-		msg_error("%s", ctx.fs->errmsg);
-		check_output_end(&ctx, FSCK_EXIT_ERROR, ctx.fs->errmsg);
+		msg_error("%s", fs_error_message(ctx.fs));
+		check_output_end(&ctx, FSCK_EXIT_ERROR, fs_error_message(ctx.fs));
 		fs_close(ctx.fs);
 		return FSCK_EXIT_ERROR;
 	}

@@ -10,11 +10,11 @@
 #include "check/check.h"
 #include "check/repair.h"
 #include "common/json_doc.h"
-#include "libfs/names.h"
+#include <btk/names.h>
 
 static void fs_label(const struct fs_info *fs, char *out, size_t len)
 {
-	const uint8_t *label = super_label_ptr(fs->super);
+	const uint8_t *label = super_label_ptr(fs_super(fs));
 	size_t n = strnlen((const char *)label, BTRFS_LABEL_SIZE);
 
 	if (n >= len)
@@ -28,11 +28,11 @@ static struct json_object *filesystem_json(const struct fs_info *fs, char uuid[U
 {
 	struct json_object *o = json_object_new_object(), *devs = json_object_new_array();
 
-	for (unsigned i = 0; i < fs->num_devices; i++) {
+	for (unsigned i = 0; i < fs_num_devices(fs); i++) {
 		struct json_object *d = json_object_new_object();
-		json_object_object_add(d, "devid", json_object_new_uint64(fs->devices[i].devid));
-		json_object_object_add(d, "path", fs->devices[i].path ? json_object_new_string(fs->devices[i].path) : NULL);
-		json_object_object_add(d, "missing", json_object_new_boolean(!fs->devices[i].path));
+		json_object_object_add(d, "devid", json_object_new_uint64(fs_device(fs, i)->devid));
+		json_object_object_add(d, "path", fs_device(fs, i)->path ? json_object_new_string(fs_device(fs, i)->path) : NULL);
+		json_object_object_add(d, "missing", json_object_new_boolean(!fs_device(fs, i)->path));
 		json_object_array_add(devs, d);
 	}
 	json_object_object_add(o, "devices", devs);
@@ -56,8 +56,8 @@ void check_output_begin(struct check_ctx *ctx)
 		return;
 	}
 	printf("Checking filesystem on");
-	for (unsigned i = 0; i < fs->num_devices; i++)
-		printf("%s %s", i ? "," : "", fs->devices[i].path ? fs->devices[i].path : "(missing)");
+	for (unsigned i = 0; i < fs_num_devices(fs); i++)
+		printf("%s %s", i ? "," : "", fs_device(fs, i)->path ? fs_device(fs, i)->path : "(missing)");
 	printf("\nUUID: %s\n", uuid);
 	if (label[0])
 		printf("Label: %s\n", label);

@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "check/check.h"
-#include "libfs/blockgroups.h"
-#include "libfs/io.h"
-#include "libfs/item_check.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/item_check.h>
+#include <btk/blockgroups.h>
+#include <btk/io.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 struct dev_extent_rec {
 	uint64_t devid, physical, length, chunk_offset;
@@ -94,10 +94,10 @@ static struct dev_extent_rec *find_dev_extent(struct dev_extent_rec *v, size_t n
 
 static void check_stripes(struct check_ctx *ctx, struct dev_extent_rec *ext, size_t n)
 {
-	const struct chunk_map *map = ctx->fs->chunks;
+	const struct fs_info *fs = ctx->fs;
 
-	for (size_t i = 0; i < map->count; i++) {
-		const struct chunk *c = map->chunks[i];
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *c = fs_chunk(fs, i);
 		uint64_t stripe_size = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
 		for (unsigned s = 0; s < c->num_stripes; s++) {
 			struct dev_extent_rec *e = find_dev_extent(ext, n, c->stripes[s].devid, c->stripes[s].physical);
@@ -129,7 +129,7 @@ static int load_device(void *arg, const struct btrfs_key *key, const uint8_t *da
 	struct item_verdict vd;
 	struct dev_rec *r;
 
-	if (l->count >= l->ctx->fs->num_devices)
+	if (l->count >= fs_num_devices(l->ctx->fs))
 		return 1; /* more dev items than devices: the tree is not read to the end */
 	if (item_check_fs(l->ctx->fs, key, data, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
 		report_problem(l->ctx, PR_ITEM_MALFORMED, "dev item %" PRIu64 " is %u bytes", key->offset, size);
@@ -150,7 +150,7 @@ static int load_device(void *arg, const struct btrfs_key *key, const uint8_t *da
 /* The dev items of the chunk tree; *whole: the tree was read to the end. */
 static struct dev_rec *load_devices(struct check_ctx *ctx, size_t *n, bool *whole)
 {
-	struct dev_load l = { ctx, calloc(ctx->fs->num_devices ? ctx->fs->num_devices : 1, sizeof(*l.v)), 0 };
+	struct dev_load l = { ctx, calloc(fs_num_devices(ctx->fs) ? fs_num_devices(ctx->fs) : 1, sizeof(*l.v)), 0 };
 
 	if (!l.v)
 		return NULL;
@@ -180,20 +180,20 @@ static void check_dev_uuids(struct check_ctx *ctx, const struct dev_rec *devs, s
 	const uint8_t *data;
 	uint32_t size;
 
-	for (unsigned i = 0; i < fs->num_devices; i++)
-		for (size_t k = 0; fs->devices[i].io && k < ndev; k++) {
-			if (devs[k].devid != fs->devices[i].devid)
+	for (unsigned i = 0; i < fs_num_devices(fs); i++)
+		for (size_t k = 0; fs_device(fs, i)->io && k < ndev; k++) {
+			if (devs[k].devid != fs_device(fs, i)->devid)
 				continue;
-			bool fsid_ok = fs->devices[i].seed ? devs[k].fsid_seed : devs[k].fsid_ok;
+			bool fsid_ok = fs_device(fs, i)->seed ? devs[k].fsid_seed : devs[k].fsid_ok;
 
-			if (memcmp(devs[k].uuid, fs->devices[i].uuid, BTRFS_UUID_SIZE) || !fsid_ok)
+			if (memcmp(devs[k].uuid, fs_device(fs, i)->uuid, BTRFS_UUID_SIZE) || !fsid_ok)
 				report_problem(ctx, PR_DEV_ITEM_MISSING, "member device %s (devid %" PRIu64 "): its dev "
-					       "item has another %s", fs->devices[i].path, fs->devices[i].devid,
+					       "item has another %s", fs_device(fs, i)->path, fs_device(fs, i)->devid,
 					       fsid_ok ? "uuid" : "fsid");
-			if (devs[k].total_bytes > io_size(fs->devices[i].io))
+			if (devs[k].total_bytes > io_size(fs_device(fs, i)->io))
 				report_problem(ctx, PR_DEV_TOTAL_BYTES, "dev item %" PRIu64 ": total_bytes %" PRIu64
 					       ", the device has %" PRIu64, devs[k].devid, devs[k].total_bytes,
-					       io_size(fs->devices[i].io));
+					       io_size(fs_device(fs, i)->io));
 		}
 	tree_iter_init(&it, ctx->fs, &ctx->fs->chunk_root, &min, &max);
 	while (tree_iter_next(&it, &key, &data, &size) == 1) {
@@ -219,13 +219,13 @@ static void check_dev_items(struct check_ctx *ctx, const struct dev_rec *devs, s
 {
 	const struct fs_info *fs = ctx->fs;
 
-	if (ndev != super_num_devices(fs->super))
+	if (ndev != super_num_devices(fs_super(fs)))
 		report_problem(ctx, PR_SUPER_NUM_DEVICES, "the chunk tree has %zu dev item(s), the superblock says %"
-			       PRIu64 " device(s)", ndev, super_num_devices(fs->super));
-	for (unsigned i = 0; i < fs->num_devices; i++)
-		if (fs->devices[i].io && !has_dev_item(devs, ndev, fs->devices[i].devid))
+			       PRIu64 " device(s)", ndev, super_num_devices(fs_super(fs)));
+	for (unsigned i = 0; i < fs_num_devices(fs); i++)
+		if (fs_device(fs, i)->io && !has_dev_item(devs, ndev, fs_device(fs, i)->devid))
 			report_problem(ctx, PR_DEV_ITEM_MISSING, "member device %s (devid %" PRIu64 ") has no dev item",
-				       fs->devices[i].path, fs->devices[i].devid);
+				       fs_device(fs, i)->path, fs_device(fs, i)->devid);
 	for (size_t i = 0; i < n; i++)
 		if ((i == 0 || ext[i - 1].devid != ext[i].devid) && !has_dev_item(devs, ndev, ext[i].devid))
 			report_problem(ctx, PR_DEV_ITEM_MISSING, "dev extents of devid %" PRIu64 " (the first at %" PRIu64
@@ -275,10 +275,10 @@ static void check_dev_extents(struct check_ctx *ctx, struct dev_extent_rec *ext,
 				       devs[k].extent_sum);
 	}
 	/* (smaller, the kernel refuses to mount; larger, it and btrfs check only warn) */
-	if (devs && ndev == ctx->fs->num_devices && total != super_total_bytes(ctx->fs->super))
-		report_problem(ctx, total > super_total_bytes(ctx->fs->super) ? PR_SUPER_TOTAL_BYTES
+	if (devs && ndev == fs_num_devices(ctx->fs) && total != super_total_bytes(fs_super(ctx->fs)))
+		report_problem(ctx, total > super_total_bytes(fs_super(ctx->fs)) ? PR_SUPER_TOTAL_BYTES
 			       : PR_SUPER_TOTAL_BYTES_LARGE, "superblock total_bytes %" PRIu64
-			       ", devices sum to %" PRIu64, super_total_bytes(ctx->fs->super), total);
+			       ", devices sum to %" PRIu64, super_total_bytes(fs_super(ctx->fs)), total);
 	free(devs);
 }
 
@@ -297,8 +297,8 @@ static bool sys_chunk_same(const uint8_t *tree, const uint8_t *array, uint32_t s
 static void check_sys_chunk_array(struct check_ctx *ctx)
 {
 	struct fs_info *fs = ctx->fs;
-	const uint8_t *array = super_sys_chunk_array_ptr(fs->super);
-	uint32_t size = super_sys_chunk_array_size(fs->super), pos = 0;
+	const uint8_t *array = super_sys_chunk_array_ptr(fs_super(fs));
+	uint32_t size = super_sys_chunk_array_size(fs_super(fs)), pos = 0;
 	size_t in_array = 0, system_chunks = 0;
 
 	while (pos + sizeof(struct btrfs_disk_key) + sizeof(struct btrfs_chunk) <= size) {
@@ -320,8 +320,8 @@ static void check_sys_chunk_array(struct check_ctx *ctx)
 				       " of the superblock array is missing or different in the chunk tree", key.offset);
 		pos += isize;
 	}
-	for (size_t i = 0; i < fs->chunks->count; i++)
-		if (fs->chunks->chunks[i]->type & BTRFS_BLOCK_GROUP_SYSTEM)
+	for (size_t i = 0; i < fs_chunk_count(fs); i++)
+		if (fs_chunk(fs, i)->type & BTRFS_BLOCK_GROUP_SYSTEM)
 			system_chunks++;
 	if (system_chunks > in_array)
 		report_problem(ctx, PR_SYS_CHUNK_MISSING, "%zu system chunk(s) in the chunk tree, %zu in the "
@@ -334,12 +334,12 @@ static void check_block_groups(struct check_ctx *ctx)
 	uint64_t used = 0;
 
 	if (fs_read_block_groups(ctx->fs, &bgs) != 0) {
-		report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "cannot read block group items: %s", ctx->fs->errmsg);
+		report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "cannot read block group items: %s", fs_error_message(ctx->fs));
 		return;
 	}
 	for (size_t i = 0; i < bgs.count; i++) {
 		const struct block_group *bg = &bgs.groups[i];
-		const struct chunk *c = chunk_map_lookup(ctx->fs->chunks, bg->start);
+		const struct chunk *c = fs_chunk_lookup(ctx->fs, bg->start);
 		if (bg->missing) {
 			report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "chunk %" PRIu64 " length %" PRIu64, bg->start,
 				       bg->length);
@@ -353,9 +353,9 @@ static void check_block_groups(struct check_ctx *ctx)
 			report_problem(ctx, PR_BLOCK_GROUP_FLAGS, "block group %" PRIu64 ": flags 0x%" PRIx64
 				       ", chunk type 0x%" PRIx64, bg->start, bg->flags, c->type);
 	}
-	if (used != super_bytes_used(ctx->fs->super))
+	if (used != super_bytes_used(fs_super(ctx->fs)))
 		report_problem(ctx, PR_SUPER_BYTES_USED, "superblock bytes_used %" PRIu64
-			       ", block groups sum to %" PRIu64, super_bytes_used(ctx->fs->super), used);
+			       ", block groups sum to %" PRIu64, super_bytes_used(fs_super(ctx->fs)), used);
 	block_group_list_free(&bgs);
 }
 
@@ -377,10 +377,10 @@ static int check_chunk_items(struct check_ctx *ctx)
 		if (key.type != BTRFS_CHUNK_ITEM_KEY)
 			continue;
 		if (chunk_item_validate(fs, key.offset, data, size)) {
-			report_problem(ctx, PR_ITEM_MALFORMED, "%s (left out of the chunk map)", fs->errmsg);
+			report_problem(ctx, PR_ITEM_MALFORMED, "%s (left out of the chunk map)", fs_error_message(fs));
 			continue;
 		}
-		c = chunk_map_lookup(fs->chunks, key.offset);
+		c = fs_chunk_lookup(fs, key.offset);
 		if (!c || c->logical != key.offset || c->length != chunk_length(data))
 			report_problem(ctx, PR_ITEM_MALFORMED, "chunk at %" PRIu64 " length %" PRIu64 " overlaps "
 				       "another chunk (left out of the chunk map)", key.offset, chunk_length(data));
@@ -403,7 +403,7 @@ int check_chunks(struct check_ctx *ctx)
 		if (ret == -ENOMEM)
 			return ret;
 		if (ret)
-			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "dev tree: %s", ctx->fs->errmsg);
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "dev tree: %s", fs_error_message(ctx->fs));
 		check_stripes(ctx, ext, n);
 		check_dev_extents(ctx, ext, n);
 		free(ext);

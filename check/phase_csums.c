@@ -10,9 +10,9 @@
 
 #include "check/log_data.h"
 #include "check/refs.h"
-#include "libfs/csum_tree.h"
-#include "libfs/item_check.h"
-#include "libfs/tree.h"
+#include <btk/item_check.h>
+#include <btk/csum_tree.h>
+#include <btk/tree.h>
 
 struct csum_cursor {
 	struct check_ctx *ctx;
@@ -70,7 +70,7 @@ static int next_item(struct csum_cursor *c)
 	if (ret <= 0) {
 		c->at_end = true;
 		if (ret < 0 && ret != -ENOMEM) {
-			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", ctx->fs->errmsg);
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", fs_error_message(ctx->fs));
 			ret = 0;
 		}
 		return ret;

@@ -12,12 +12,12 @@
 #include "check/fst_orphans.h"
 #include "check/repair.h"
 #include "check/check.h"
-#include "libfs/blockgroups.h"
-#include "libfs/ebitmap.h"
-#include "libfs/item_check.h"
-#include "libfs/trans.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/item_check.h>
+#include <btk/blockgroups.h>
+#include <btk/ebitmap.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 struct extent_scan {
 	struct check_ctx *ctx;
@@ -239,7 +239,7 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 		}
 	}
 	if (ret < 0 && ret != -ENOMEM) { /* the tree, not the bitmap: a problem of the filesystem */
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "free-space tree: %s", fs->errmsg);
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "free-space tree: %s", fs_error_message(fs));
 		ret = 1;
 	}
 out:
@@ -355,7 +355,7 @@ int check_extents(struct check_ctx *ctx)
 	}
 	ret = scan_extent_tree(&s);
 	if (ret) {
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", ctx->fs->errmsg);
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs_error_message(ctx->fs));
 		ret = 0;
 		goto out;
 	}

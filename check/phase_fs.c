@@ -18,8 +18,8 @@
 #include "check/phase_fs.h"
 #include "check/tree_observers.h"
 #include "common/messages.h"
-#include "libfs/block.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/walk.h>
 
 static int collect_root(void *arg, const struct tree_root_ptr *root, const uint8_t *data, uint32_t size)
 {
@@ -61,7 +61,7 @@ static int tree_end(struct fs_walk *w, const struct tree_root_ptr *root, int ret
 	if (ret < 0 && ret != -ENOMEM) {
 		/* an unreadable root block: the tree-block phase reported it; go on */
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
-			       root->objectid, w->ctx->fs->errmsg);
+			       root->objectid, fs_error_message(w->ctx->fs));
 		ret = 0;
 	}
 	return ret < 0 ? ret : w->err;
@@ -119,7 +119,7 @@ int fs_feed_start(struct check_ctx *ctx)
 	ret = collect_roots(ctx, &f->roots);
 	if (ret) {   /* reported by the filesystem-tree phase, as before the walk was fed */
 		f->roots_err = ret;
-		snprintf(f->roots_msg, sizeof(f->roots_msg), "%s", ctx->fs->errmsg);
+		snprintf(f->roots_msg, sizeof(f->roots_msg), "%s", fs_error_message(ctx->fs));
 		f->roots.n = 0;
 		f->roots.bytes = 0;
 		return ret == -ENOMEM ? ret : 0;

@@ -12,9 +12,9 @@
 #include "check/inline_extent.h"
 #include "check/phase_fs.h"
 #include "check/repair_notes.h"
-#include "libfs/csum.h"
-#include "libfs/item_check.h"
-#include "libfs/names.h"
+#include <btk/item_check.h>
+#include <btk/csum.h>
+#include <btk/names.h>
 
 #define BTRFS_NAME_LEN 255
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "check/phase_fs.h"
-#include "libfs/block.h"
-#include "libfs/names.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/names.h>
+#include <btk/walk.h>
 
 /* The next child of the node above level: its slot, and where its keys end. */
 static unsigned take_child(struct fs_item_walk *lw, unsigned level, struct btrfs_key *hi, bool *hi_end)

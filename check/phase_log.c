@@ -9,9 +9,9 @@
 #include <inttypes.h>
 
 #include "check/check.h"
-#include "libfs/csum_tree.h"
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/csum_tree.h>
+#include <btk/tree.h>
+#include <btk/walk.h>
 
 struct log_walk {
 	struct check_ctx *ctx;
@@ -82,8 +82,8 @@ static int log_root_item(void *arg, const struct btrfs_key *k, const uint8_t *d,
 
 int check_log_trees(struct check_ctx *ctx)
 {
-	struct tree_root_ptr root = { BTRFS_TREE_LOG_OBJECTID, super_log_root(ctx->fs->super), 0,
-				      super_log_root_level(ctx->fs->super) };
+	struct tree_root_ptr root = { BTRFS_TREE_LOG_OBJECTID, super_log_root(fs_super(ctx->fs)), 0,
+				      super_log_root_level(fs_super(ctx->fs)) };
 	int ret;
 
 	if (!root.bytenr)

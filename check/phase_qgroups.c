@@ -25,12 +25,12 @@
 #include "check/refs.h"
 #include "check/tree_observers.h"
 #include "common/messages.h"
-#include "libfs/block.h"
-#include "libfs/extent_scan.h"
-#include "libfs/item_check.h"
-#include "libfs/recsort.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
+#include <btk/item_check.h>
+#include <btk/block.h>
+#include <btk/extent_scan.h>
+#include <btk/recsort.h>
+#include <btk/super.h>
+#include <btk/tree.h>
 
 #define QGROUP_KNOWN_FLAGS (uint64_t)(BTRFS_QGROUP_STATUS_FLAG_ON | BTRFS_QGROUP_STATUS_FLAG_RESCAN | \
 			    BTRFS_QGROUP_STATUS_FLAG_INCONSISTENT | BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE)
@@ -84,7 +84,7 @@ static int read_status(struct check_ctx *ctx, struct quota_status *qs, bool repo
 	uint8_t buf[sizeof(struct btrfs_qgroup_status_item)] = { 0 };
 	uint32_t size = sizeof(buf);
 	bool incompat = fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA;
-	uint64_t gen = super_generation(fs->super);
+	uint64_t gen = super_generation(fs_super(fs));
 	int ret = tree_lookup(fs, &fs->quota_root, &key, buf, &size);
 
 	memset(qs, 0, sizeof(*qs));
@@ -94,7 +94,7 @@ static int read_status(struct check_ctx *ctx, struct quota_status *qs, bool repo
 		if (report)
 			report_problem(ctx, ret == -ENOENT ? PR_QGROUP_ITEM_BAD : PR_TREE_BLOCK_UNREADABLE,
 				       "quota tree: no readable qgroup status item%s%s", ret == -ENOENT ? "" : ": ",
-				       ret == -ENOENT ? "" : fs->errmsg);
+				       ret == -ENOENT ? "" : fs_error_message(fs));
 		return 0;
 	}
 	qs->present = true;
@@ -333,10 +333,10 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 		g->has_info = true;
 		g->disk_rfer = qgroup_info_rfer(d);
 		g->disk_excl = qgroup_info_excl(d);
-		if (qgroup_info_generation(d) > super_generation(fs->super))
+		if (qgroup_info_generation(d) > super_generation(fs_super(fs)))
 			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup %s info generation %" PRIu64
 				       " is newer than the filesystem (%" PRIu64 ")", id, qgroup_info_generation(d),
-				       super_generation(fs->super));
+				       super_generation(fs_super(fs)));
 	}
 	tree_iter_release(&it);
 	if (ret == 0) {
@@ -348,7 +348,7 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 		}
 		ret = link_relations(ctx, t, rel, nrel);
 	} else if (ret != -ENOMEM) {
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "quota tree: %s", fs->errmsg);
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "quota tree: %s", fs_error_message(fs));
 		ret = 1; /* the numbers cannot be compared */
 	}
 	free(rel);
@@ -409,7 +409,7 @@ static int account_simple(struct check_ctx *ctx, struct qgroup_state *st, struct
 	if (ret < 0) {
 		if (ret == -ENOMEM)
 			return ret;
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs->errmsg);
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs_error_message(fs));
 		return 1;
 	}
 	for (size_t i = 0; i < st->nowners; i++)

@@ -29,14 +29,14 @@
 #include "check/repair_notes.h"
 #include "check/tree_observers.h"
 #include "common/sizes.h"
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/ebitmap.h"
-#include "libfs/item_check.h"
-#include "libfs/recsort.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/item_check.h>
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/ebitmap.h>
+#include <btk/recsort.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 /* A reference, or (type 0, declared side only) the extent itself. Key
  * fields by type: tree block ref (bytenr, a = root), shared block ref
@@ -692,7 +692,7 @@ static int scan_item(struct extent_pass *p)
 	ret = tree_iter_next(&p->it, &k, &d, &size);
 	if (ret <= 0) {
 		if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
-			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", ctx->fs->errmsg);
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs_error_message(ctx->fs));
 			/* as the join's start would have said (see join_refs) */
 			if (!ctx->infer_full_backref)
 				*p->incomplete = true;
@@ -868,7 +868,7 @@ static void user_of(const struct ref_rec *r, uint64_t *root, uint64_t *where)
 /* Whether [bytenr, +len) lies in one chunk that holds data. */
 static bool data_chunk_holds(struct fs_info *fs, uint64_t bytenr, uint64_t len)
 {
-	const struct chunk *c = chunk_map_lookup(fs->chunks, bytenr);
+	const struct chunk *c = fs_chunk_lookup(fs, bytenr);
 
 	return c && (c->type & BTRFS_BLOCK_GROUP_DATA) && bytenr - c->logical <= c->length &&
 	       len <= c->length - (bytenr - c->logical);

@@ -11,11 +11,11 @@
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
 #include "check/repair_notes.h"
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/endian_access.h"
-#include "libfs/item_check.h"
-#include "libfs/tree.h"
+#include <btk/item_check.h>
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/endian_access.h>
+#include <btk/tree.h>
 
 struct roots_scan {
 	struct check_ctx *ctx;
@@ -354,7 +354,7 @@ static int scan_root_tree(struct roots_scan *s)
 	int ret = tree_each_item(s->ctx->fs, &s->ctx->fs->tree_root, root_tree_item, s);
 
 	if (ret < 0 && ret != -ENOMEM) {
-		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", s->ctx->fs->errmsg);
+		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs_error_message(s->ctx->fs));
 		ret = 0;
 	} else if (ret >= 0 && !s->err) {
 		check_required_roots(s);

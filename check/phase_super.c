@@ -6,10 +6,10 @@
 
 #include "check/check.h"
 #include "common/messages.h"
-#include "libfs/block.h"
-#include "libfs/super.h"
-#include "libfs/names.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/super.h>
+#include <btk/names.h>
+#include <btk/volumes.h>
 
 /* Copies of one device must agree except for bytenr and the checksum; and
  * a log sync (fsync) writes only the primary copy, so a later copy may lack
@@ -116,7 +116,7 @@ static void check_backup_root_ptr(struct check_ctx *ctx, int slot, const char *t
 
 	if (!bytenr)
 		return;
-	c = chunk_map_lookup(fs->chunks, bytenr);
+	c = fs_chunk_lookup(fs, bytenr);
 	if (!c || !(c->type & type) || bytenr % fs->sectorsize || bytenr + fs->nodesize > c->logical + c->length)
 		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: the %s root %" PRIu64 " is not in a %s "
 			       "chunk", slot, tree, bytenr, type == BTRFS_BLOCK_GROUP_SYSTEM ? "system" : "metadata");
@@ -129,7 +129,7 @@ static void check_backup_root_ptr(struct check_ctx *ctx, int slot, const char *t
  * since, so their blocks are not read. */
 static void check_backup_roots(struct check_ctx *ctx)
 {
-	const uint8_t *sb = ctx->fs->super;
+	const uint8_t *sb = fs_super(ctx->fs);
 	uint64_t gen = super_generation(sb);
 
 	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
@@ -163,7 +163,7 @@ static void check_backup_roots(struct check_ctx *ctx)
  * passes it, and so it is only said. */
 static void check_super_fields(struct check_ctx *ctx)
 {
-	const uint8_t *sb = ctx->fs->super;
+	const uint8_t *sb = fs_super(ctx->fs);
 	const uint64_t known = BTRFS_HEADER_FLAG_WRITTEN | BTRFS_HEADER_FLAG_RELOC | BTRFS_SUPER_FLAG_ERROR |
 			       BTRFS_SUPER_FLAG_SEEDING | BTRFS_SUPER_FLAG_METADUMP | BTRFS_SUPER_FLAG_METADUMP_V2;
 	/* a conversion btrfstune or btk-tune stopped halfway: a state, not damage (btrfs check passes it) */
@@ -198,18 +198,18 @@ int check_superblocks(struct check_ctx *ctx)
 	if (fs->tree_root_backup >= 0)
 		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: the superblock's root %" PRIu64 " (generation %"
 			       PRIu64 ") cannot be read; checked backup root %d (generation %" PRIu64 ") instead",
-			       super_root(fs->super), super_generation(fs->super), fs->tree_root_backup,
+			       super_root(fs_super(fs)), super_generation(fs_super(fs)), fs->tree_root_backup,
 			       fs->tree_root.generation);
 
-	for (unsigned i = 0; i < fs->num_devices; i++) {
-		if (!fs->devices[i].io) {
+	for (unsigned i = 0; i < fs_num_devices(fs); i++) {
+		if (!fs_device(fs, i)->io) {
 			char uuid[37];
-			uuid_to_str(fs->devices[i].uuid, uuid);
+			uuid_to_str(fs_device(fs, i)->uuid, uuid);
 			report_problem(ctx, PR_DEVICE_MISSING, "device devid %" PRIu64 " uuid %s is missing",
-				       fs->devices[i].devid, uuid);
+				       fs_device(fs, i)->devid, uuid);
 			continue;
 		}
-		check_device_copies(ctx, &fs->devices[i]);
+		check_device_copies(ctx, fs_device(fs, i));
 	}
 	return 0;
 }

@@ -13,12 +13,13 @@
 #include "check/check.h"
 #include "check/copy_verify.h"
 #include "check/key_types.h"
+#include "check/phase_fs.h"
 #include "check/tree_observers.h"
-#include "libfs/block.h"
-#include "libfs/ebitmap.h"
-#include "libfs/names.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/ebitmap.h>
+#include <btk/names.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 struct tree_visit {
 	struct check_ctx *ctx;
@@ -264,7 +265,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	}
 	if (ret) {
 		check_note_unreadable_tree(ctx, 0);
-		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs->errmsg);
+		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs_error_message(fs));
 		/* the chunk tree does not hang off the root tree: still walked */
 		list.roots = malloc(sizeof(*list.roots));
 		if (!list.roots) {
@@ -298,7 +299,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 		if (ret) {
 			check_note_unreadable_tree(ctx, v.root->objectid);
 			report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "tree %" PRIu64 " root %" PRIu64 ": %s",
-				       v.root->objectid, v.root->bytenr, fs->errmsg);
+				       v.root->objectid, v.root->bytenr, fs_error_message(fs));
 			ret = 0;
 		}
 	}

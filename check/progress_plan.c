@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "check/check.h"
-#include "libfs/blockgroups.h"
-#include "libfs/volumes.h"
+#include <btk/blockgroups.h>
+#include <btk/volumes.h>
 
 static const struct {
 	const char *phase;

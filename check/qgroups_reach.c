@@ -19,10 +19,10 @@
 #include <string.h>
 
 #include "check/qgroups.h"
-#include "libfs/walk.h"
+#include <btk/walk.h>
 #include "common/sizes.h"
-#include "libfs/block.h"
-#include "libfs/recsort.h"
+#include <btk/block.h>
+#include <btk/recsort.h>
 
 struct reach_rec {
 	uint64_t block, root;

@@ -16,10 +16,10 @@
 #include "check/repair_notes.h"
 #include "common/messages.h"
 #include "common/undo_path.h"
-#include "libfs/ebitmap.h"
-#include "libfs/features.h"
-#include "libfs/names.h"
-#include "libfs/volumes.h"
+#include <btk/ebitmap.h>
+#include <btk/features.h>
+#include <btk/names.h>
+#include <btk/volumes.h>
 
 #define MAX_CODES 16
 #define MAX_BLOCKERS 20
@@ -384,8 +384,8 @@ static const char *parity_only_metadata(const struct fs_info *fs)
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		uint64_t seen = 0;
 		bool writable = false;
-		for (size_t i = 0; fs && fs->chunks && i < fs->chunks->count && !writable; i++) {
-			const struct chunk *c = fs->chunks->chunks[i];
+		for (size_t i = 0; fs && i < fs_chunk_count(fs) && !writable; i++) {
+			const struct chunk *c = fs_chunk(fs, i);
 			if (!(c->type & kinds[k]))
 				continue;
 			seen |= c->type;
@@ -456,7 +456,7 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 		return c->run(r);
 	ret = trans_start(r->fs, &r->t);
 	if (ret)
-		return fs_error(r->fs, ret, "cannot start a transaction: %s", r->fs->errmsg);
+		return fs_error(r->fs, ret, "cannot start a transaction: %s", fs_error_message(r->fs));
 	ret = c->run(r);
 	if (ret || r->opts->dry_run || !r->changes) {
 		trans_abort(r->t);
@@ -640,7 +640,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			mark_class_fixed(&classes[i], ctx, fixed);
 		if (ret) {
 			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
-				  r.fs->errmsg[0] ? r.fs->errmsg : "error");
+				  fs_error_message(r.fs)[0] ? fs_error_message(r.fs) : "error");
 			failed = true;
 		} else if (!r.changes) {
 			repair_say(&r, "nothing to change");
@@ -660,7 +660,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	if (!o->dry_run && changes) {
 		ret = fs_finish_undo(r.fs);
 		if (ret) {
-			msg_errno(ret, "%s", r.fs->errmsg);
+			msg_errno(ret, "%s", fs_error_message(r.fs));
 			failed = true;
 		}
 	}

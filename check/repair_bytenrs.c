@@ -9,8 +9,8 @@
 
 #include "check/repair.h"
 #include "check/repair_notes.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/format.h>
+#include <btk/tree.h>
 
 /* The file extents of (root, ino) at disk bytenr `bad` whose data ref offset is `offset`. */
 static int find_users(struct repair_ctx *r, const struct bytenr_fix *bad, struct repair_keys *out)

@@ -13,9 +13,9 @@
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/format.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 #define SAY_MAX REPAIR_SAY_MAX
 /* the kernel's largest compressed extent is 128 KiB of data: anything far past that is damage */

@@ -11,23 +11,23 @@
 #include <string.h>
 
 #include "check/repair.h"
-#include "libfs/ebitmap.h"
-#include "libfs/super.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/ebitmap.h>
+#include <btk/super.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 static int flush_all(struct fs_info *fs)
 {
-	for (unsigned i = 0; i < fs->num_devices; i++) {
-		int ret = fs->devices[i].io ? io_flush(fs->devices[i].io) : 0;
+	for (unsigned i = 0; i < fs_num_devices(fs); i++) {
+		int ret = fs_device(fs, i)->io ? io_flush(fs_device(fs, i)->io) : 0;
 		if (ret)
-			return fs_error(fs, ret, "flushing %s: %s", fs->devices[i].path, strerror(-ret));
+			return fs_error(fs, ret, "flushing %s: %s", fs_device(fs, i)->path, strerror(-ret));
 	}
 	return 0;
 }
 
 /* Every copy of one device's superblock made equal to its newest valid copy. */
-static int fix_device_supers(struct repair_ctx *r, struct fs_device *dev)
+static int fix_device_supers(struct repair_ctx *r, const struct fs_device *dev)
 {
 	struct super_copy copies[BTRFS_SUPER_MIRROR_MAX], info;
 	uint8_t good[BTRFS_SUPER_INFO_SIZE], want[BTRFS_SUPER_INFO_SIZE], have[BTRFS_SUPER_INFO_SIZE];
@@ -69,11 +69,11 @@ static int fix_device_supers(struct repair_ctx *r, struct fs_device *dev)
 
 int repair_super_copies(struct repair_ctx *r)
 {
-	for (unsigned i = 0; i < r->fs->num_devices; i++) {
+	for (unsigned i = 0; i < fs_num_devices(r->fs); i++) {
 		int ret;
-		if (!r->fs->devices[i].io)
+		if (!fs_device(r->fs, i)->io)
 			continue;
-		ret = fix_device_supers(r, &r->fs->devices[i]);
+		ret = fix_device_supers(r, fs_device(r->fs, i));
 		if (ret)
 			return ret;
 	}
@@ -112,7 +112,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct copy_walk *w = arg;
 	struct fs_info *fs = w->r->fs;
-	const struct chunk *c = chunk_map_lookup(fs->chunks, b->bytenr);
+	const struct chunk *c = fs_chunk_lookup(fs, b->bytenr);
 	struct block_expect e = { .generation = block_generation(b), .level = (int)block_level(b) };
 	int seen = ebitmap_test_and_set(w->visited, b->bytenr, fs->nodesize), n;
 

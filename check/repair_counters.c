@@ -14,11 +14,11 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/blockgroups.h"
-#include "libfs/extent_scan.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/blockgroups.h>
+#include <btk/extent_scan.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 struct group_sums {
 	struct fs_info *fs;
@@ -111,8 +111,8 @@ static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
 	struct fs_info *fs = r->fs;
 	int ret = 0;
 
-	for (unsigned i = 0; i < fs->num_devices && !ret; i++) {
-		struct btrfs_key key = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, fs->devices[i].devid };
+	for (unsigned i = 0; i < fs_num_devices(fs) && !ret; i++) {
+		struct btrfs_key key = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY, fs_device(fs, i)->devid };
 		struct tree_path path;
 		uint8_t *item;
 		uint32_t isize;
@@ -126,10 +126,10 @@ static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
 		ret = trans_item_for_update(r->t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &isize, &path);
 		if (ret == 0 && isize < sizeof(struct btrfs_dev_item))
 			ret = fs_error(fs, -EUCLEAN, "dev item %" PRIu64 " is too small", key.offset);
-		if (ret == 0 && fs->devices[i].io && dev_item_total_bytes(item) > io_size(fs->devices[i].io)) {
+		if (ret == 0 && fs_device(fs, i)->io && dev_item_total_bytes(item) > io_size(fs_device(fs, i)->io)) {
 			/* the kernel mounts no device smaller than its dev item says; the dev
 			 * extents end inside the device (else the class is not run) */
-			uint64_t size = io_size(fs->devices[i].io) / fs->sectorsize * fs->sectorsize;
+			uint64_t size = io_size(fs_device(fs, i)->io) / fs->sectorsize * fs->sectorsize;
 			repair_say(r, "device %" PRIu64 ": total_bytes %" PRIu64 " -> %" PRIu64 " (the device's size)",
 				   key.offset, dev_item_total_bytes(item), size);
 			dev_item_set_total_bytes(item, size);

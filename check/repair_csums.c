@@ -27,10 +27,10 @@
 #include "check/fs_check.h"
 #include "check/repair.h"
 #include "common/messages.h"
-#include "libfs/csum.h"
-#include "libfs/data_users.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/csum.h>
+#include <btk/data_users.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 #define SAY_MAX 20
 #define READ_MAX (1ULL << 20)
@@ -224,7 +224,7 @@ static void note_extent(struct cfix *x, uint64_t logical, struct named *v, size_
 	if (x->said >= SAY_MAX || *n == NAMED_EXTENTS || (*n && logical - v[*n - 1].start < v[*n - 1].len))
 		return;
 	if (data_users_find(x->fs, logical, e->users, NAMED_USERS, &e->n, &e->more, &e->start, &e->len)) {
-		x->fs->errmsg[0] = 0;
+		fs_error_clear(x->fs);
 		return;
 	}
 	++*n;

@@ -8,20 +8,20 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/format.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 struct strays {
 	struct fs_info *fs;
 	struct repair_keys l;
 };
 
-static bool stripe_starts_at(const struct chunk_map *map, uint64_t devid, uint64_t physical)
+static bool stripe_starts_at(const struct fs_info *fs, uint64_t devid, uint64_t physical)
 {
-	for (size_t i = 0; i < map->count; i++)
-		for (unsigned s = 0; s < map->chunks[i]->num_stripes; s++)
-			if (map->chunks[i]->stripes[s].devid == devid && map->chunks[i]->stripes[s].physical == physical)
+	for (size_t i = 0; i < fs_chunk_count(fs); i++)
+		for (unsigned s = 0; s < fs_chunk(fs, i)->num_stripes; s++)
+			if (fs_chunk(fs, i)->stripes[s].devid == devid && fs_chunk(fs, i)->stripes[s].physical == physical)
 				return true;
 	return false;
 }
@@ -33,8 +33,8 @@ static int note_stray(void *arg, const struct btrfs_key *k, const uint8_t *d, ui
 
 	if (k->type != BTRFS_DEV_EXTENT_KEY || size < sizeof(struct btrfs_dev_extent))
 		return 0;
-	c = chunk_map_lookup(s->fs->chunks, dev_extent_chunk_offset(d));
-	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs->chunks, k->objectid, k->offset))
+	c = fs_chunk_lookup(s->fs, dev_extent_chunk_offset(d));
+	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs, k->objectid, k->offset))
 		return 0;
 	return repair_keys_push(&s->l, k);
 }

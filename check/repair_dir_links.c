@@ -14,9 +14,9 @@
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
-#include "libfs/csum.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/csum.h>
+#include <btk/format.h>
+#include <btk/tree.h>
 
 #define SAY_MAX REPAIR_SAY_MAX
 

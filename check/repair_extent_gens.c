@@ -8,9 +8,9 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/block.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/block.h>
+#include <btk/format.h>
+#include <btk/tree.h>
 
 struct future_items {
 	struct fs_info *fs;
@@ -34,7 +34,7 @@ static uint64_t wanted_generation(struct repair_ctx *r, const struct btrfs_key *
 	uint64_t gen = r->fs->generation;
 
 	if (!(flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) || block_read(r->fs, k->objectid, NULL, &b) != 0) {
-		r->fs->errmsg[0] = 0;
+		fs_error_clear(r->fs);
 		return gen;
 	}
 	if (block_generation(b) && block_generation(b) <= gen)

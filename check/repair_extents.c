@@ -18,12 +18,12 @@
 #include "check/extent_items.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
-#include "libfs/blockgroups.h"
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/ctree_ops.h"
-#include "libfs/endian_access.h"
-#include "libfs/tree.h"
+#include <btk/blockgroups.h>
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/ctree_ops.h>
+#include <btk/endian_access.h>
+#include <btk/tree.h>
 
 #define SAY_MAX 100          /* lines of detail; then only the totals */
 #define MAX_DATA_EXTENT (128ull << 20)
@@ -336,7 +336,7 @@ int repair_extent_refs(struct repair_ctx *r)
 	r->left = repair_notes_unfixable(r->found);
 	if (fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA)
 		return fs_error(fs, -EOPNOTSUPP, "extent references are not repaired with simple quotas on");
-	if (super_log_root(fs->super))
+	if (super_log_root(fs_super(fs)))
 		return fs_error(fs, -EOPNOTSUPP, "a log tree is present: mount the filesystem once to replay it");
 	if (!repair_notes_count(r->found, NOTES_EXTENTS)) {
 		if (repair_notes_unfixable(r->found))

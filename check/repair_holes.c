@@ -10,8 +10,8 @@
 #include "check/inline_extent.h"
 #include "check/repair.h"
 #include "check/repair_links.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/format.h>
+#include <btk/tree.h>
 
 #define SAY_MAX 50
 

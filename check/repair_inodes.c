@@ -17,7 +17,7 @@
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 #define SAY_MAX 100
 

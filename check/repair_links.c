@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "check/repair_links.h"
-#include "libfs/csum.h"
-#include "libfs/tree.h"
+#include <btk/csum.h>
+#include <btk/tree.h>
 
 static bool is_ref_type(uint8_t type)
 {

@@ -13,9 +13,9 @@
 #include <inttypes.h>
 
 #include "check/repair.h"
-#include "libfs/ebitmap.h"
-#include "libfs/super.h"
-#include "libfs/trans.h"
+#include <btk/ebitmap.h>
+#include <btk/super.h>
+#include <btk/trans.h>
 
 /* Keep the allocator off the blocks of the log tree being dropped. */
 static int pin_log_blocks(struct trans *t, struct ebitmap *log_blocks)
@@ -40,8 +40,8 @@ static int pin_log_blocks(struct trans *t, struct ebitmap *log_blocks)
 int repair_clear_log(struct repair_ctx *r)
 {
 	struct fs_info *fs = r->fs;
-	uint64_t log_root = super_log_root(fs->super);
-	uint8_t level = super_log_root_level(fs->super);
+	uint64_t log_root = super_log_root(fs_super(fs));
+	uint8_t level = super_log_root_level(fs_super(fs));
 	const struct trans_options topts = { .drop_log_tree = true };
 	struct trans *t;
 	int ret;
@@ -52,11 +52,11 @@ int repair_clear_log(struct repair_ctx *r)
 	}
 	ret = trans_start_with(fs, &topts, &t);
 	if (ret)
-		return fs_error(fs, ret, "cannot start a transaction: %s", fs->errmsg);
+		return fs_error(fs, ret, "cannot start a transaction: %s", fs_error_message(fs));
 	ret = pin_log_blocks(t, r->found->log_blocks);
 	if (ret) {
 		trans_abort(t);
-		return fs_error(fs, ret, "keeping the log tree's blocks: %s", ret == -ENOMEM ? "out of memory" : fs->errmsg);
+		return fs_error(fs, ret, "keeping the log tree's blocks: %s", ret == -ENOMEM ? "out of memory" : fs_error_message(fs));
 	}
 	repair_say(r, "log tree at %" PRIu64 " (level %u) dropped: what was fsynced since generation %" PRIu64
 		   " is lost", log_root, level, fs->generation);

@@ -12,8 +12,8 @@
 
 #include "check/fs_lost.h"
 #include "check/repair.h"
-#include "libfs/block.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/walk.h>
 
 struct lost_block {
 	struct btrfs_key key;     /* the parent's key for it */
@@ -101,7 +101,7 @@ static int drop_in_tree(struct repair_ctx *r, uint64_t root)
 		return ret;
 	ret = tree_walk(r->fs, &ptr, &ops, &bad);
 	if (ret < 0 && !f.visited && !f.err) {
-		r->fs->errmsg[0] = 0;
+		fs_error_clear(r->fs);
 		repair_say(r, "subvolume %" PRIu64 ": its root block is unreadable, left as it is", root);
 		r->left++;
 		return 0;

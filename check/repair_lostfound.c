@@ -11,8 +11,8 @@
 
 #include "check/fs_check.h"
 #include "check/repair_links.h"
-#include "libfs/csum.h"
-#include "libfs/tree.h"
+#include <btk/csum.h>
+#include <btk/tree.h>
 
 #define LF_NAME "lost+found"
 #define SAY_MAX 100

@@ -28,8 +28,8 @@
 #include "check/fs_check.h"
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
-#include "libfs/csum.h"
-#include "libfs/tree.h"
+#include <btk/csum.h>
+#include <btk/tree.h>
 
 /* inodes reconciled with one directory at once (their notes come in order) */
 #define MAX_CHILDREN (1u << 20)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check/repair_notes.h"
-#include "libfs/recsort.h"
+#include <btk/recsort.h>
 
 struct repair_notes {
 	struct recsort *lists[NOTES__COUNT];

@@ -5,9 +5,9 @@
 #include <inttypes.h>
 
 #include "check/repair.h"
-#include "libfs/format.h"
-#include "libfs/super.h"
-#include "libfs/volumes.h"
+#include <btk/format.h>
+#include <btk/super.h>
+#include <btk/volumes.h>
 
 struct dev_count {
 	struct fs_info *fs;
@@ -23,8 +23,8 @@ static int count_dev_item(void *arg, const struct btrfs_key *k, const uint8_t *d
 	if (size < sizeof(struct btrfs_dev_item))
 		return 0;
 	c->items++;
-	for (unsigned i = 0; i < c->fs->num_devices; i++)
-		found |= c->fs->devices[i].devid == k->offset && c->fs->devices[i].io;
+	for (unsigned i = 0; i < fs_num_devices(c->fs); i++)
+		found |= fs_device(c->fs, i)->devid == k->offset && fs_device(c->fs, i)->io;
 	c->absent += !found;
 	return 0;
 }
@@ -32,7 +32,7 @@ static int count_dev_item(void *arg, const struct btrfs_key *k, const uint8_t *d
 int repair_num_devices(struct repair_ctx *r)
 {
 	struct dev_count c = { .fs = r->fs };
-	uint64_t was = super_num_devices(r->fs->super);
+	uint64_t was = super_num_devices(fs_super(r->fs));
 	int ret = volumes_each_dev_item(r->fs, count_dev_item, &c);
 
 	if (ret < 0)

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "check/repair_links.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 #define SAY_MAX 100
 #define MAX_NAMES 16

@@ -7,8 +7,8 @@
 
 #include "check/repair.h"
 #include "check/repair_notes.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/format.h>
+#include <btk/tree.h>
 
 static int set_info(struct repair_ctx *r, const struct qgroup_fix *f)
 {

@@ -31,10 +31,10 @@
 #include "check/repair.h"
 #include "check/refs_repair.h"
 #include "check/repair_notes.h"
-#include "libfs/block.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 /* A chunk as it was when the rebuild started (the transaction may add some:
  * their block group items are its own to write). */
@@ -123,7 +123,7 @@ static int keep_old_tree(struct rebuild *rb, const struct tree_root_ptr *root)
 	ret = tree_walk(rb->fs, root, &ops, &bad);
 	/* an unreadable old root or node: its blocks below are not known */
 	if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
-		rb->fs->errmsg[0] = 0;
+		fs_error_clear(rb->fs);
 		ret = 0;
 	}
 	return ret;
@@ -267,9 +267,9 @@ static const char *refuse_reason(const struct repair_ctx *r)
 		return "the check did not collect the references for a rebuild";
 	if (fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA)
 		return "simple quotas keep owner references that only the extent tree holds";
-	if (super_log_root(fs->super))
+	if (super_log_root(fs_super(fs)))
 		return "a log tree is present: mount the filesystem once to replay it (or --clear-log)";
-	if (super_flags(fs->super) & BTRFS_SUPER_FLAG_CHANGING_BG_TREE)
+	if (super_flags(fs_super(fs)) & BTRFS_SUPER_FLAG_CHANGING_BG_TREE)
 		return "a block-group tree conversion was interrupted: finish it first (btk-convert bg-tree)";
 	if (!check_unreadable_only_in(r->found, rebuilt, REBUILT_TREES_COUNT))
 		return "blocks of other trees are unreadable: the references they hold are unknown";
@@ -294,13 +294,13 @@ int repair_rebuild_extent_tree(struct repair_ctx *r)
 		return fs_error(fs, -EOPNOTSUPP, "the extent tree cannot be rebuilt: %s", why);
 	}
 	rb.bgs_in_extent_tree = trans_block_group_tree(r->t) == BTRFS_EXTENT_TREE_OBJECTID;
-	rb.nbgs = fs->chunks->count;
+	rb.nbgs = fs_chunk_count(fs);
 	rb.bgs = calloc(rb.nbgs ? rb.nbgs : 1, sizeof(*rb.bgs));
 	if (!rb.bgs)
 		return -ENOMEM;
 	for (size_t i = 0; i < rb.nbgs; i++)
-		rb.bgs[i] = (struct bg){ fs->chunks->chunks[i]->logical, fs->chunks->chunks[i]->length,
-					 fs->chunks->chunks[i]->type, 0 };
+		rb.bgs[i] = (struct bg){ fs_chunk(fs, i)->logical, fs_chunk(fs, i)->length,
+					 fs_chunk(fs, i)->type, 0 };
 	if ((ret = trans_space_forget(r->t)) || (ret = claim_all(&rb)) ||
 	    (ret = keep_old_tree(&rb, &fs->extent_root)) || (ret = keep_old_tree(&rb, &fs->free_space_root)) ||
 	    (ret = trans_restart_tree(r->t, BTRFS_EXTENT_TREE_OBJECTID)))

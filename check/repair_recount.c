@@ -9,7 +9,7 @@
 
 #include "check/repair.h"
 #include "check/repair_links.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 #define SAY_MAX 100
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/block.h"
-#include "libfs/format.h"
-#include "libfs/tree.h"
+#include <btk/block.h>
+#include <btk/format.h>
+#include <btk/tree.h>
 
 struct future_roots {
 	struct repair_ctx *r;
@@ -32,7 +32,7 @@ static int block_explains(struct repair_ctx *r, const uint8_t *d, uint64_t *gen)
 	int how;
 
 	if (!root_item_bytenr(d) || block_read(r->fs, root_item_bytenr(d), &any, &b) != 0) {
-		r->fs->errmsg[0] = 0;
+		fs_error_clear(r->fs);
 		return 0;
 	}
 	*gen = block_generation(b);

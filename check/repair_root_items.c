@@ -11,8 +11,8 @@
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include "check/root_outdated.h"
-#include "libfs/block.h"
-#include "libfs/trans.h"
+#include <btk/block.h>
+#include <btk/trans.h>
 
 static int fix_root(void *arg, const struct root_fix *f)
 {
@@ -27,7 +27,7 @@ static int fix_root(void *arg, const struct root_fix *f)
 	if (ret) {
 		r->left++;
 		repair_say(r, "root %" PRIu64 ": block %" PRIu64 " does not read as its root (%s), root item left",
-			   f->key.objectid, f->new_bytenr, r->fs->errmsg);
+			   f->key.objectid, f->new_bytenr, fs_error_message(r->fs));
 		return 0;
 	}
 	block_put(r->fs, b);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check/repair.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 struct rref {
 	uint64_t parent, child;

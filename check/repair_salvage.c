@@ -12,10 +12,10 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/block.h"
-#include "libfs/block_salvage.h"
-#include "libfs/ebitmap.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/block_salvage.h>
+#include <btk/ebitmap.h>
+#include <btk/walk.h>
 
 struct salvaged_block {
 	struct btrfs_key key;     /* the parent's key for it (unused for the root) */
@@ -90,7 +90,7 @@ static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
 	int ret = trans_get_root(r->t, tree, &ptr);
 
 	if (ret) {
-		r->fs->errmsg[0] = 0;
+		fs_error_clear(r->fs);
 		return 0;   /* a tree the check saw and a class before this one removed */
 	}
 	ret = tree_walk(r->fs, &ptr, &ops, NULL);
@@ -101,7 +101,7 @@ static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
 		ret = trans_rewrite_block(r->t, tree, f.v[i].level, &f.v[i].key, f.v[i].bytenr, &emptied);
 		if (ret == -ENOENT) {
 			/* its parent was rewritten with it gone (a pointer dropped) */
-			r->fs->errmsg[0] = 0;
+			fs_error_clear(r->fs);
 			ret = 0;
 			continue;
 		}

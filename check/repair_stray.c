@@ -16,8 +16,8 @@
 #include "check/key_types.h"
 #include "check/repair.h"
 #include "common/grow.h"
-#include "libfs/trans.h"
-#include "libfs/walk.h"
+#include <btk/trans.h>
+#include <btk/walk.h>
 
 #define SAY_MAX 100
 

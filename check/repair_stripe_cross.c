@@ -8,10 +8,10 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/block.h"
-#include "libfs/format.h"
-#include "libfs/key.h"
-#include "libfs/tree.h"
+#include <btk/block.h>
+#include <btk/format.h>
+#include <btk/key.h>
+#include <btk/tree.h>
 
 bool tree_block_crosses_stripe(uint64_t bytenr, uint64_t len)
 {
@@ -67,7 +67,7 @@ int repair_stripe_crossing(struct repair_ctx *r)
 		ret = move_block(r, l.keys[i].objectid);
 		if (ret == -ENOENT || ret == -EUCLEAN) { /* its owner is gone or it does not read: left */
 			r->left++;
-			r->fs->errmsg[0] = 0;
+			fs_error_clear(r->fs);
 			ret = 0;
 		}
 	}

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
-#include "libfs/format.h"
-#include "libfs/key.h"
-#include "libfs/tree.h"
+#include <btk/format.h>
+#include <btk/key.h>
+#include <btk/tree.h>
 
 struct dead_roots {
 	uint64_t *ids;

@@ -6,8 +6,8 @@
 #include <inttypes.h>
 
 #include "check/repair.h"
-#include "libfs/free_space_tree.h"
-#include "libfs/uuid_tree.h"
+#include <btk/free_space_tree.h>
+#include <btk/uuid_tree.h>
 
 /* A tree the check could not read whole goes first (its blocks below the
  * unreadable ones found through the extent tree): the builders below delete
@@ -19,7 +19,7 @@ static int drop_damaged_tree(struct repair_ctx *r, uint64_t objectid, const char
 	int ret;
 
 	if (!check_tree_unreadable(r->found, objectid) || trans_get_root(r->t, objectid, &root) != 0) {
-		r->fs->errmsg[0] = 0;
+		fs_error_clear(r->fs);
 		return 0;
 	}
 	if ((ret = trans_delete_damaged_tree(r->t, objectid, &unreadable)))

@@ -12,10 +12,10 @@
 #include "check/check.h"
 #include "check/root_outdated.h"
 #include "common/grow.h"
-#include "libfs/item_check.h"
-#include "libfs/key.h"
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/item_check.h>
+#include <btk/key.h>
+#include <btk/tree.h>
+#include <btk/walk.h>
 
 struct root_seen {
 	struct root_fix f;

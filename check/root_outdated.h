@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 struct root_fix {
 	struct btrfs_key key;      /* of the root item */

@@ -7,9 +7,9 @@
 #include "check/fs_lost.h"
 #include "check/repair_notes.h"
 #include "common/messages.h"
-#include "libfs/blockgroups.h"
-#include "libfs/ebitmap.h"
-#include "libfs/recsort.h"
+#include <btk/blockgroups.h>
+#include <btk/ebitmap.h>
+#include <btk/recsort.h>
 
 /* The progress total of the tree-block phase: bytes used in metadata and
  * system block groups (one copy), or the superblock's bytes_used if the
@@ -20,12 +20,12 @@ static uint64_t metadata_bytes_used(struct fs_info *fs)
 	uint64_t sum = 0;
 
 	if (fs_read_block_groups(fs, &bgs) != 0)
-		return super_bytes_used(fs->super);
+		return super_bytes_used(fs_super(fs));
 	for (size_t i = 0; i < bgs.count; i++)
 		if (bgs.groups[i].flags & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
 			sum += bgs.groups[i].used;
 	block_group_list_free(&bgs);
-	return sum ? sum : super_bytes_used(fs->super);
+	return sum ? sum : super_bytes_used(fs_super(fs));
 }
 
 int check_run(struct check_ctx *ctx)

@@ -7,8 +7,8 @@
 #include "check/check.h"
 #include "check/tree_observers.h"
 #include "check/fs_lost.h"
-#include "libfs/block_salvage.h"
-#include "libfs/names.h"
+#include <btk/block_salvage.h>
+#include <btk/names.h>
 
 bool check_tree_salvaged(const struct check_ctx *ctx, uint64_t objectid)
 {

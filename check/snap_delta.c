@@ -11,8 +11,8 @@
 
 #include "check/phase_fs.h"
 #include "check/snap_diff.h"
-#include "libfs/block.h"
-#include "libfs/tree.h"
+#include <btk/block.h>
+#include <btk/tree.h>
 
 struct ino_set {
 	uint64_t *v;
@@ -135,7 +135,7 @@ static int walk_dirty(struct fs_walk *w, const struct tree_root_ptr *root, const
 	fs_walk_finish(w);
 	if (ret < 0 && ret != -ENOMEM) {
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
-			       root->objectid, w->ctx->fs->errmsg);
+			       root->objectid, fs_error_message(w->ctx->fs));
 		ret = 0;
 	}
 	return ret ? ret : w->err;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check/snap_diff.h"
-#include "libfs/csum.h"
+#include <btk/csum.h>
 
 struct ptr {
 	uint64_t bytenr, gen;

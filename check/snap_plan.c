@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check/snap_plan.h"
-#include "libfs/walk.h"
+#include <btk/walk.h>
 
 struct root_info {
 	uint8_t uuid[16], parent[16];

@@ -3,7 +3,7 @@
  * quarter of the metadata, within --memory-limit. Used by the phases that
  * run.c calls, so it lives below run.c. */
 #include "check/check.h"
-#include "libfs/recsort.h"
+#include <btk/recsort.h>
 
 size_t check_sort_budget(const struct check_ctx *ctx, unsigned share)
 {

@@ -6,7 +6,7 @@
 #ifndef BTK_COMMON_ENV_KNOBS_H
 #define BTK_COMMON_ENV_KNOBS_H
 
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 /* Fill the knobs set in the environment into o, after the program's own
  * choices: a knob that is set wins (tests force small budgets with them);

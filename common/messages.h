@@ -14,7 +14,7 @@
 #define BTK_COMMON_MESSAGES_H
 
 #include <stdarg.h>
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 enum msg_verbosity {
 	MSG_QUIET = -1,   /* errors and warnings only, no status line */

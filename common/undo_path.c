@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/undo_path.h"
-#include "libfs/names.h"
+#include <btk/names.h>
 
 const char *undo_dir(void)
 {

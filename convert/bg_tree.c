@@ -15,9 +15,9 @@
 #include "common/env_knobs.h"
 #include "common/messages.h"
 #include "convert/convert.h"
-#include "libfs/free_space_tree.h"
-#include "libfs/trans.h"
-#include "libfs/volumes.h"
+#include <btk/free_space_tree.h>
+#include <btk/trans.h>
+#include <btk/volumes.h>
 
 struct bgt_args {
 	bool revert, dry_run;
@@ -95,8 +95,8 @@ static int move_item(struct trans *t, struct fs_info *fs, const struct chunk *c,
 static int move_items(struct trans *t, struct fs_info *fs, uint64_t from, uint64_t to, size_t first, size_t n,
 		      size_t *moved)
 {
-	for (size_t i = first; i < first + n && i < fs->chunks->count; i++) {
-		int ret = move_item(t, fs, fs->chunks->chunks[i], from, to, moved);
+	for (size_t i = first; i < first + n && i < fs_chunk_count(fs); i++) {
+		int ret = move_item(t, fs, fs_chunk(fs, i), from, to, moved);
 		if (ret)
 			return ret;
 	}
@@ -162,7 +162,7 @@ static int convert_at_once(struct bgt_run *r)
 	if (!ret && !r->revert)
 		ret = trans_create_tree(t, BTRFS_BLOCK_GROUP_TREE_OBJECTID);
 	if (!ret)
-		ret = move_items(t, r->fs, from, to, 0, r->fs->chunks->count, &r->moved);
+		ret = move_items(t, r->fs, from, to, 0, fs_chunk_count(r->fs), &r->moved);
 	if (!ret && r->revert)
 		ret = trans_delete_tree(t, BTRFS_BLOCK_GROUP_TREE_OBJECTID);
 	finish_flags(trans_super(t), r->revert);
@@ -193,7 +193,7 @@ static int convert_in_batches(struct bgt_run *r)
 	}
 	if ((ret = commit_or_abort(r, t, ret)))
 		return ret;
-	for (size_t first = 0; first < r->fs->chunks->count; first += r->batch) {
+	for (size_t first = 0; first < fs_chunk_count(r->fs); first += r->batch) {
 		if ((ret = trans_start(r->fs, &t)))
 			return ret;
 		ret = move_items(t, r->fs, from, to, first, r->batch, &r->moved);
@@ -253,7 +253,7 @@ int cmd_bg_tree(int argc, char **argv)
 	}
 	enabled = fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
 	r = (struct bgt_run){ .fs = fs, .revert = a.revert, .batch = a.batch ? a.batch : default_batch(fs),
-			      .half_done = super_flags(fs->super) & BTRFS_SUPER_FLAG_CHANGING_BG_TREE };
+			      .half_done = super_flags(fs_super(fs)) & BTRFS_SUPER_FLAG_CHANGING_BG_TREE };
 	r.build_fst = !a.revert && !(fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID);
 	if (r.half_done)
 		msg_info("a block-group-tree conversion %s was left half done (CHANGING_BG_TREE is set): %s it",
@@ -262,7 +262,7 @@ int cmd_bg_tree(int argc, char **argv)
 	if (!r.half_done && enabled == !a.revert) {
 		msg_info("the block-group tree is %s already: nothing to do", enabled ? "enabled" : "disabled");
 	} else if ((ret = trans_check_state(fs))) {
-		msg_error("%s", fs->errmsg);
+		msg_error("%s", fs_error_message(fs));
 	} else if (!a.revert && !(fs->incompat & BTRFS_FEATURE_INCOMPAT_NO_HOLES)) {
 		msg_error("the kernel mounts a block-group tree only with no-holes: run 'btk-tune --enable no-holes' first");
 		ret = -EINVAL;
@@ -273,23 +273,23 @@ int cmd_bg_tree(int argc, char **argv)
 	} else if (a.dry_run) {
 		if (r.build_fst)
 			printf("would build the free-space tree first\n");
-		printf("would move %zu block group item(s) %s, %s\n", fs->chunks->count,
+		printf("would move %zu block group item(s) %s, %s\n", fs_chunk_count(fs),
 		       a.revert ? "back into the extent tree and remove the block-group tree"
 				: "from the extent tree into a new block-group tree",
-		       r.half_done || fs->chunks->count > r.batch ? "in batches under CHANGING_BG_TREE"
+		       r.half_done || fs_chunk_count(fs) > r.batch ? "in batches under CHANGING_BG_TREE"
 								  : "in one transaction");
 	} else {
-		if (r.half_done || fs->chunks->count > r.batch)
+		if (r.half_done || fs_chunk_count(fs) > r.batch)
 			ret = convert_in_batches(&r);
 		else
 			ret = convert_at_once(&r);
 		if (ret && r.commits)
 			msg_error("conversion interrupted after %zu commit(s): %s; run the same command again to "
 				  "finish it (or the opposite one to undo it)", r.commits,
-				  fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+				  fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
 		else if (ret)
 			msg_error("conversion failed, the filesystem is unchanged: %s",
-				  fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+				  fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
 		else
 			msg_info("moved %zu block group item(s) in %zu transaction(s); block-group tree %s", r.moved,
 				 r.commits, a.revert ? "removed" : "enabled");

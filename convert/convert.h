@@ -5,8 +5,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "libfs/chunk_edit.h"
-#include "libfs/fs.h"
+#include <btk/chunk_edit.h>
+#include <btk/fs.h>
 
 int cmd_profile(int argc, char **argv);
 int cmd_bg_tree(int argc, char **argv);

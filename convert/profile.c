@@ -13,10 +13,10 @@
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "convert/convert.h"
-#include "libfs/blockgroups.h"
-#include "libfs/names.h"
-#include "libfs/trans.h"
-#include "libfs/volumes.h"
+#include <btk/blockgroups.h>
+#include <btk/names.h>
+#include <btk/trans.h>
+#include <btk/volumes.h>
 
 struct profile_args {
 	struct profile_targets tg;
@@ -264,7 +264,7 @@ int cmd_profile(int argc, char **argv)
 	}
 	/* before hours of verifying and copying, not at the commit */
 	if ((ret = trans_check_state(fs))) {
-		msg_error("%s", fs->errmsg);
+		msg_error("%s", fs_error_message(fs));
 		goto out;
 	}
 	print_plan(fs, plans, nplans, !a.no_verify);
@@ -295,7 +295,7 @@ int cmd_profile(int argc, char **argv)
 		msg_error("cancelled before the commit: the filesystem is unchanged");
 		goto out;
 	} else if (ret) {
-		msg_error("conversion failed, the filesystem is unchanged: %s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+		msg_error("conversion failed, the filesystem is unchanged: %s", fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
 		goto out;
 	}
 	msg_info("converted %zu chunk(s)", nplans);
@@ -303,7 +303,7 @@ int cmd_profile(int argc, char **argv)
 		ret = fs_finish_undo(fs);
 		if (ret)
 			msg_error("the conversion is done, but finishing the undo file %s failed: %s", a.undo_file,
-				  fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+				  fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
 		else
 			msg_info("undo file %s written: 'btk-undo %s DEVICE...' rolls the conversion back",
 				 a.undo_file, a.undo_file);

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "convert/convert.h"
-#include "libfs/csum.h"
-#include "libfs/csum_tree.h"
+#include <btk/csum.h>
+#include <btk/csum_tree.h>
 
 #define PIECE (1u << 20) /* bytes of one extent handled at a time */
 #define MAX_SECTORS (PIECE / 4096)

@@ -10,7 +10,7 @@
 
 #include "common/sizes.h"
 #include "convert/convert.h"
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
 
 #define MIRROR_FAMILY                                                                      \
 	(BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 | BTRFS_BLOCK_GROUP_RAID1C3 |         \
@@ -113,8 +113,8 @@ static int plan_stripes(struct fs_info *fs, struct chunk_plan *p, const struct c
 			}
 	while (p->nnew < want) {
 		uint64_t best_dev = 0, best_phys = 0, best_free = 0;
-		for (unsigned d = 0; d < fs->num_devices; d++) {
-			const struct fs_device *dev = &fs->devices[d];
+		for (unsigned d = 0; d < fs_num_devices(fs); d++) {
+			const struct fs_device *dev = fs_device(fs, d);
 			uint64_t phys;
 			if (!dev->io || (dup ? dev->devid != p->new_stripes[0].devid
 					     : device_used(p->new_stripes, p->nnew, dev->devid)))
@@ -181,8 +181,8 @@ static void append_space_note(struct fs_info *fs, const struct profile_targets *
 	size_t len;
 	char s1[SIZE_BUF_LEN];
 
-	for (size_t i = 0; i < fs->chunks->count; i++) {
-		const struct chunk *c = fs->chunks->chunks[i];
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *c = fs_chunk(fs, i);
 		int64_t target = target_for(tg, c->type);
 		unsigned want, kept;
 		if (target < 0 || (uint64_t)target == (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK))
@@ -195,28 +195,28 @@ static void append_space_note(struct fs_info *fs, const struct profile_targets *
 	len = strlen(msg);
 	snprintf(msg + len, msglen - len, "; the new copies need %s of unallocated device space in all, the devices have",
 		 size_format(need, s1, sizeof(s1), SIZE_HUMAN));
-	for (unsigned d = 0; d < fs->num_devices; d++) {
+	for (unsigned d = 0; d < fs_num_devices(fs); d++) {
 		uint64_t used = 1ULL << 20;   /* the first MiB of a device is never allocated */
-		if (volumes_each_dev_extent(fs, &fs->dev_root, fs->devices[d].devid, add_dev_extent_len, &used) < 0)
+		if (volumes_each_dev_extent(fs, &fs->dev_root, fs_device(fs, d)->devid, add_dev_extent_len, &used) < 0)
 			continue;
 		len = strlen(msg);
 		snprintf(msg + len, msglen - len, "%s %s (devid %llu)", d ? "," : "",
-			 size_format(fs->devices[d].total_bytes > used ? fs->devices[d].total_bytes - used : 0, s1,
+			 size_format(fs_device(fs, d)->total_bytes > used ? fs_device(fs, d)->total_bytes - used : 0, s1,
 				     sizeof(s1), SIZE_HUMAN),
-			 (unsigned long long)fs->devices[d].devid);
+			 (unsigned long long)fs_device(fs, d)->devid);
 	}
 }
 
 int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct chunk_plan **plans,
 		 size_t *nplans, char *msg, size_t msglen)
 {
-	struct chunk_plan *v = calloc(fs->chunks->count ? fs->chunks->count : 1, sizeof(*v));
+	struct chunk_plan *v = calloc(fs_chunk_count(fs) ? fs_chunk_count(fs) : 1, sizeof(*v));
 	size_t n = 0;
 
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < fs->chunks->count; i++) {
-		const struct chunk *c = fs->chunks->chunks[i];
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *c = fs_chunk(fs, i);
 		uint64_t cur = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
 		int64_t target = target_for(tg, c->type);
 		struct chunk_plan *p = &v[n];
@@ -238,8 +238,8 @@ int profile_plan(struct fs_info *fs, const struct profile_targets *tg, struct ch
 			free(v);
 			return -EINVAL;
 		}
-		for (unsigned d = 0; d < fs->num_devices; d++)
-			devices += fs->devices[d].io != NULL;
+		for (unsigned d = 0; d < fs_num_devices(fs); d++)
+			devices += fs_device(fs, d)->io != NULL;
 		if ((uint64_t)target != BTRFS_BLOCK_GROUP_DUP && profile_copies((uint64_t)target) > devices) {
 			snprintf(msg, msglen, "%s needs %u devices; the filesystem has %u",
 				 profile_name((uint64_t)target), profile_copies((uint64_t)target), devices);
@@ -285,8 +285,8 @@ bool plan_old_stays(const struct chunk_plan *p, unsigned i)
 /* The open device with this devid, or NULL: where a plan's stripe is read and written. */
 struct io_dev *convert_device_io(struct fs_info *fs, uint64_t devid)
 {
-	for (unsigned i = 0; i < fs->num_devices; i++)
-		if (fs->devices[i].devid == devid)
-			return fs->devices[i].io;
+	for (unsigned i = 0; i < fs_num_devices(fs); i++)
+		if (fs_device(fs, i)->devid == devid)
+			return fs_device(fs, i)->io;
 	return NULL;
 }

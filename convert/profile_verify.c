@@ -13,11 +13,11 @@
 #include <time.h>
 
 #include "convert/convert.h"
-#include "libfs/block.h"
-#include "libfs/extent_scan.h"
-#include "libfs/read_pipe.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/extent_scan.h>
+#include <btk/read_pipe.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 /* Tree blocks are read in runs of up to SPAN bytes of the chunk, one read
  * per copy that stays, instead of one read per block; a gap of more than
@@ -318,9 +318,9 @@ int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, 
 		v.plan = &plans[i];
 		ret = handle_chunk(&v);
 	}
-	for (unsigned d = 0; !ret && d < fs->num_devices; d++)
-		if (fs->devices[d].io)
-			ret = io_flush(fs->devices[d].io);
+	for (unsigned d = 0; !ret && d < fs_num_devices(fs); d++)
+		if (fs_device(fs, d)->io)
+			ret = io_flush(fs_device(fs, d)->io);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	st->seconds = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 out:
@@ -330,6 +330,6 @@ out:
 	free(v.good);
 	free(v.buf);
 	if (ret && !msg[0])
-		snprintf(msg, msglen, "%s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+		snprintf(msg, msglen, "%s", fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
 	return ret;
 }

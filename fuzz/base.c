@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "fuzz/base.h"
-#include "libfs/csum.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/csum.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 #ifndef BTK_FUZZ_BASE_DEFAULT
 #define BTK_FUZZ_BASE_DEFAULT "build/fuzz/base.img"

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
-#include "libfs/volumes.h"
+#include <btk/fs.h>
+#include <btk/volumes.h>
 
 #define FUZZ_FIX_CSUMS (1U << 0)   /* recompute checksums of what was patched */
 #define FUZZ_FIRST_COPY (1U << 1)  /* patch only the first copy of DUP blocks */

@@ -27,7 +27,7 @@
 #include "check/check.h"
 #include "common/messages.h"
 #include "fuzz/base.h"
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 #define FUZZ_TINY_BUDGET (1U << 5)
 #define FUZZ_JSON (1U << 6)

@@ -17,13 +17,14 @@
 
 #include "fuzz/base.h"
 #include "inspect/item_json.h"
-#include "libfs/blockgroups.h"
-#include "libfs/csum.h"
-#include "libfs/fs.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/blockgroups.h>
+#include <btk/csum.h>
+#include <btk/fs.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
+#include "libfs/volumes_internal.h"
 
 #define FUZZ_DECODE_ALL(flags) (((flags) >> 5) == 1)
 

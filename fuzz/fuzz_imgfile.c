@@ -21,7 +21,7 @@
 #include "image/fmt_btk.h"
 #include "image/fmt_btrfs_image.h"
 #include "image/sanitize.h"
-#include "libfs/format.h"
+#include <btk/format.h>
 
 #define FUZZ_NODESIZE 4096u
 

@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "inspect/item_json.h"
-#include "libfs/format.h"
-#include "libfs/item_check.h"
-#include "libfs/names.h"
+#include <btk/item_check.h>
+#include <btk/format.h>
+#include <btk/names.h>
 
 #define FUZZ_ITEM_HEADER 19
 

@@ -22,15 +22,15 @@
 #include "image/fmt_btrfs_image.h"
 #include "image/image.h"
 #include "image/sanitize.h"
-#include "libfs/blockgroups.h"
-#include "libfs/csum.h"
-#include "libfs/ebitmap.h"
-#include "libfs/extent_scan.h"
-#include "libfs/super.h"
-#include "libfs/target.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/blockgroups.h>
+#include <btk/csum.h>
+#include <btk/ebitmap.h>
+#include <btk/extent_scan.h>
+#include <btk/super.h>
+#include <btk/target.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 enum { OPT_COMPRESS = 256, OPT_SANITIZE, OPT_DATA, OPT_WALK_EXTENT, OPT_FORMAT, OPT_ZERO_UNUSED, OPT_FRAME_SIZE };
 
@@ -274,7 +274,7 @@ static int walk_one_tree(struct dump_ctx *d, const struct tree_root_ptr *root, c
 		/* the root itself is unreadable: report it and go on with the other trees */
 		d->bad++;
 		msg_warning("tree %lld: root block %llu is unreadable and left out: %s", (long long)root->objectid,
-			    (unsigned long long)root->bytenr, d->fs->errmsg);
+			    (unsigned long long)root->bytenr, fs_error_message(d->fs));
 		return 0;
 	}
 	return ret;
@@ -326,7 +326,7 @@ static int dump_by_extent_tree(struct dump_ctx *d)
 		from = start + len;
 		while (len) {
 			uint64_t n = len < run_max ? len : run_max;
-			const struct chunk *c = chunk_map_lookup(d->fs->chunks, start);
+			const struct chunk *c = fs_chunk_lookup(d->fs, start);
 			if (c && start + n > c->logical + c->length)
 				n = c->logical + c->length - start;
 			n -= n % ns;
@@ -345,7 +345,7 @@ static int dump_by_extent_tree(struct dump_ctx *d)
 					continue;
 				if (block_verify(d->fs, start + off, blk, &BLOCK_EXPECT_ANY) != BLOCK_OK) {
 					if (block_read(d->fs, start + off, &BLOCK_EXPECT_ANY, &tb)) {
-						dump_bad_block(d, start + off, -1, -EIO, d->fs->errmsg);
+						dump_bad_block(d, start + off, -1, -EIO, fs_error_message(d->fs));
 						continue;
 					}
 					memcpy(blk, tb->data, ns);
@@ -428,7 +428,7 @@ static uint64_t bytes_to_dump(struct fs_info *fs, bool data)
 
 /* The other superblock copies of a device that a restore could not derive
  * from its primary (a log-tree sync writes only the primary): kept verbatim. */
-static int dump_super_copies(struct dump_ctx *d, struct fs_device *dev, const uint8_t *primary)
+static int dump_super_copies(struct dump_ctx *d, const struct fs_device *dev, const uint8_t *primary)
 {
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE], derived[BTRFS_SUPER_INFO_SIZE];
 	int ret;
@@ -456,12 +456,12 @@ static int dump_superblocks(struct dump_ctx *d)
 	struct super_copy info;
 	int ret;
 
-	for (unsigned i = 0; i < d->fs->num_devices; i++) {
-		struct fs_device *dev = &d->fs->devices[i];
+	for (unsigned i = 0; i < fs_num_devices(d->fs); i++) {
+		const struct fs_device *dev = fs_device(d->fs, i);
 		if (!dev->io)
 			continue;
 		if (super_read_copy(dev->io, 0, sb, &info) || info.status) {
-			memcpy(sb, d->fs->super, sizeof(sb));
+			memcpy(sb, fs_super(d->fs), sizeof(sb));
 			msg_warning("device %llu: primary superblock unreadable, using the filesystem's",
 				    (unsigned long long)dev->devid);
 		}
@@ -484,19 +484,19 @@ static void fill_header(struct dump_ctx *d, struct img_header *h, struct img_dev
 	struct super_copy info;
 
 	memset(h, 0, sizeof(*h));
-	img_header_from_super(h, fs->super);
+	img_header_from_super(h, fs_super(fs));
 	h->sanitize = (uint8_t)d->args->sanitize;
 	h->flags = IMG_FLAG_POSTORDER | (d->args->data ? IMG_FLAG_DATA : 0);
 	if (d->args->walk_extent_tree)
 		h->flags &= ~IMG_FLAG_POSTORDER;
 	h->num_devices = 0;
-	for (unsigned i = 0; i < fs->num_devices; i++) {
+	for (unsigned i = 0; i < fs_num_devices(fs); i++) {
 		struct img_device *o = &devs[h->num_devices++];
-		o->devid = fs->devices[i].devid;
-		o->total_bytes = fs->devices[i].total_bytes;
-		memcpy(o->uuid, fs->devices[i].uuid, 16);
+		o->devid = fs_device(fs, i)->devid;
+		o->total_bytes = fs_device(fs, i)->total_bytes;
+		memcpy(o->uuid, fs_device(fs, i)->uuid, 16);
 		o->bytes_used = 0;
-		if (fs->devices[i].io && !super_read_copy(fs->devices[i].io, 0, sb, &info) && !info.status)
+		if (fs_device(fs, i)->io && !super_read_copy(fs_device(fs, i)->io, 0, sb, &info) && !info.status)
 			o->bytes_used = dev_item_bytes_used(super_dev_item_ptr(sb));
 	}
 	h->devices = devs;
@@ -513,9 +513,9 @@ static int open_output(const struct fs_info *fs, const char *path, int *fd)
 	char why[600];
 	int ret;
 
-	for (unsigned i = 0; i < fs->num_devices && spec.nmembers < 64; i++)
-		if (fs->devices[i].path)
-			members[spec.nmembers++] = fs->devices[i].path;
+	for (unsigned i = 0; i < fs_num_devices(fs) && spec.nmembers < 64; i++)
+		if (fs_device(fs, i)->path)
+			members[spec.nmembers++] = fs_device(fs, i)->path;
 	if (!strcmp(path, "-")) {
 		if (isatty(1)) {
 			msg_error("refusing to write an image to a terminal (redirect stdout or give a file)");
@@ -606,7 +606,7 @@ static int run_dump(struct dump_ctx *d)
 	if (d->args->walk_extent_tree && (ret = dump_by_extent_tree(d)))
 		return ret;
 	if ((ret = fs_list_trees(d->fs, &trees))) {
-		msg_error("listing the trees failed: %s", d->fs->errmsg);
+		msg_error("listing the trees failed: %s", fs_error_message(d->fs));
 		return ret;
 	}
 	for (size_t i = 0; i < trees.count && !ret; i++)
@@ -656,7 +656,7 @@ int cmd_dump(int argc, char **argv)
 		goto out;
 	d.visited = ebitmap_create(d.fs->sectorsize);
 	d.scratch = malloc(d.fs->nodesize);
-	devs = calloc(d.fs->num_devices ? d.fs->num_devices : 1, sizeof(*devs));
+	devs = calloc(fs_num_devices(d.fs) ? fs_num_devices(d.fs) : 1, sizeof(*devs));
 	for (unsigned i = 0; i < BTRFS_MAX_LEVEL; i++)
 		d.pend[i].data = malloc(d.fs->nodesize);
 	if (!d.visited || !d.scratch || !devs || !d.pend[BTRFS_MAX_LEVEL - 1].data) {
@@ -703,7 +703,7 @@ int cmd_dump(int argc, char **argv)
 	} else if (d.bw && btk_writer_error(d.bw)[0] && strcmp(btk_writer_error(d.bw), "unknown error")) {
 		msg_error("%s", btk_writer_error(d.bw));
 	} else if (!d.reported) {
-		msg_errno(ret, "dump failed%s%s", d.fs->errmsg[0] ? ": " : "", d.fs->errmsg);
+		msg_errno(ret, "dump failed%s%s", fs_error_message(d.fs)[0] ? ": " : "", fs_error_message(d.fs));
 	}
 	progress_finish(d.prog);
 	d.prog = NULL;

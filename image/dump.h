@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include "common/cli.h"
 #include "image/image.h"
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 struct dump_args {
 	char **paths;

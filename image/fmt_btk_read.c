@@ -15,7 +15,7 @@
 
 #include "image/fmt_btk.h"
 #include "image/imgio.h"
-#include "libfs/endian_access.h"
+#include <btk/endian_access.h>
 
 struct btk_reader {
 	struct img_input in;

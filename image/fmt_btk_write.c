@@ -17,7 +17,7 @@
 
 #include "image/fmt_btk.h"
 #include "image/imgio.h"
-#include "libfs/endian_access.h"
+#include <btk/endian_access.h>
 
 enum slot_state { SLOT_FREE, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE };
 

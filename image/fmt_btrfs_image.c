@@ -17,9 +17,9 @@
 
 #include "image/fmt_btrfs_image.h"
 #include "image/imgio.h"
-#include "libfs/csum.h"
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
+#include <btk/csum.h>
+#include <btk/endian_access.h>
+#include <btk/format.h>
 
 #define BIMG_HEADER_BYTES 21u /* magic, bytenr, nritems, compress */
 #define BIMG_ITEM_BYTES 12u

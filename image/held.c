@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "image/restore.h"
-#include "libfs/block.h"
+#include <btk/block.h>
 
 static size_t hslot(uint64_t key, size_t mask)
 {

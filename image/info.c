@@ -14,7 +14,7 @@
 #include "common/messages.h"
 #include "image/image.h"
 #include "image/sanitize.h"
-#include "libfs/csum.h"
+#include <btk/csum.h>
 
 struct info_args {
 	const char *in;

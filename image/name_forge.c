@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "image/name_forge.h"
-#include "libfs/csum.h"
+#include <btk/csum.h>
 
 static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
 

@@ -21,14 +21,15 @@
 #include "common/messages.h"
 #include "common/progress.h"
 #include "image/restore.h"
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/ebitmap.h"
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/ebitmap.h>
 #include "libfs/fdio.h"
-#include "libfs/item_check.h"
-#include "libfs/features.h"
-#include "libfs/super.h"
-#include "libfs/target.h"
+#include <btk/item_check.h>
+#include "libfs/volumes_internal.h"
+#include <btk/features.h>
+#include <btk/super.h>
+#include <btk/target.h>
 
 #define RESTORE_MARK_MAGIC "_BTKRST_"
 

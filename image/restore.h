@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "image/image.h"
-#include "libfs/fs.h"
-#include "libfs/volumes.h"
+#include <btk/fs.h>
+#include <btk/volumes.h>
 
 enum restore_layout { LAYOUT_AUTO, LAYOUT_ORIGINAL, LAYOUT_SINGLE };
 

@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "image/restore.h"
-#include "libfs/ebitmap.h"
+#include <btk/ebitmap.h>
+#include "libfs/volumes_internal.h"
 
 static unsigned parity_stripes(const struct chunk *c)
 {

@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "image/restore.h"
-#include "libfs/block.h"
-#include "libfs/super.h"
+#include <btk/block.h>
+#include <btk/super.h>
+#include "libfs/volumes_internal.h"
 
 #define MiB (1ULL << 20)
 

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "image/restore.h"
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/super.h"
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/super.h>
 
 void restore_block_csum(struct restore_ctx *r, uint8_t *block)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "image/restore.h"
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
 
 static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {

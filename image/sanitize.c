@@ -35,10 +35,10 @@
 #include "image/name_forge.h"
 #include "image/sanitize.h"
 #include "image/sanitize_map.h"
-#include "libfs/csum.h"
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
-#include "libfs/key.h"
+#include <btk/csum.h>
+#include <btk/endian_access.h>
+#include <btk/format.h>
+#include <btk/key.h>
 
 #define HDR_SIZE sizeof(struct btrfs_header)
 #define ITEM_SIZE sizeof(struct btrfs_item)

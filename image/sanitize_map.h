@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/key.h"
+#include <btk/key.h>
 
 struct map_arena;
 

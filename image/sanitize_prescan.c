@@ -7,9 +7,9 @@
 #include <stdio.h>
 
 #include "image/sanitize.h"
-#include "libfs/block.h"
-#include "libfs/ebitmap.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/ebitmap.h>
+#include <btk/walk.h>
 
 struct prescan_ctx {
 	struct sanitizer *s;

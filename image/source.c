@@ -11,7 +11,7 @@
 #include "image/fmt_btrfs_image.h"
 #include "image/image.h"
 #include "image/imgio.h"
-#include "libfs/format.h"
+#include <btk/format.h>
 
 void img_header_from_super(struct img_header *h, const uint8_t *sb)
 {

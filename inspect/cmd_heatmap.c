@@ -17,8 +17,8 @@
 #include "common/sizes.h"
 #include "inspect/heatmap_draw.h"
 #include "inspect/inspect.h"
-#include "libfs/blockgroups.h"
-#include "libfs/volumes.h"
+#include <btk/blockgroups.h>
+#include <btk/volumes.h>
 
 #define MARGIN 8
 #define TITLE_H 20
@@ -96,24 +96,24 @@ static int by_start(const void *a, const void *b)
 static int collect(struct fs_info *fs, const struct block_group_list *bgs, bool physical, struct heat_map *maps,
 		   unsigned *nmaps)
 {
-	unsigned n = physical ? fs->num_devices : 1;
+	unsigned n = physical ? fs_num_devices(fs) : 1;
 
 	if (n > MAX_MAPS)
 		n = MAX_MAPS;
 	for (unsigned m = 0; m < n; m++) {
 		struct heat_map *hm = &maps[m];
-		hm->devid = physical ? fs->devices[m].devid : 0;
-		hm->tiles = calloc(fs->chunks->count * (physical ? 4 : 1) + 1, sizeof(*hm->tiles));
+		hm->devid = physical ? fs_device(fs, m)->devid : 0;
+		hm->tiles = calloc(fs_chunk_count(fs) * (physical ? 4 : 1) + 1, sizeof(*hm->tiles));
 		if (!hm->tiles)
 			return -ENOMEM;
-		for (size_t i = 0; i < fs->chunks->count; i++) {
-			const struct chunk *c = fs->chunks->chunks[i];
+		for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+			const struct chunk *c = fs_chunk(fs, i);
 			double fill = chunk_fill(bgs, c);
 			if (!physical) {
 				hm->tiles[hm->ntiles++] = (struct heat_tile){ c->logical, c->length, c->type, fill };
 				continue;
 			}
-			for (unsigned s = 0; s < c->num_stripes && hm->ntiles < fs->chunks->count * 4; s++)
+			for (unsigned s = 0; s < c->num_stripes && hm->ntiles < fs_chunk_count(fs) * 4; s++)
 				if (c->stripes[s].devid == hm->devid)
 					hm->tiles[hm->ntiles++] = (struct heat_tile){
 						c->stripes[s].physical,
@@ -232,7 +232,7 @@ int cmd_heatmap(int argc, char **argv)
 		return INSPECT_ERROR;
 	ret = fs_read_block_groups(fs, &bgs);
 	if (ret)
-		msg_warning("cannot read the block groups (every chunk drawn as empty): %s", fs->errmsg);
+		msg_warning("cannot read the block groups (every chunk drawn as empty): %s", fs_error_message(fs));
 	ret = collect(fs, &bgs, a.physical, maps, &nmaps);
 	if (!ret)
 		ret = render(&a, maps, nmaps, &c);

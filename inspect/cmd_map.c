@@ -10,8 +10,8 @@
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "inspect/inspect.h"
-#include "libfs/names.h"
-#include "libfs/volumes.h"
+#include <btk/names.h>
+#include <btk/volumes.h>
 
 struct map_args {
 	bool have_logical;
@@ -79,8 +79,8 @@ static void print_chunks(struct fs_info *fs, struct json_object *doc)
 	char flags[BG_FLAGS_STR_BUF], len[32];
 	struct json_object *list = doc ? json_object_new_array() : NULL;
 
-	for (size_t i = 0; i < fs->chunks->count; i++) {
-		const struct chunk *c = fs->chunks->chunks[i];
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *c = fs_chunk(fs, i);
 		if (list) {
 			json_object_array_add(list, chunk_json(c));
 			continue;
@@ -102,13 +102,13 @@ static void print_chunks(struct fs_info *fs, struct json_object *doc)
 static int print_logical(struct fs_info *fs, uint64_t logical, struct json_object *doc)
 {
 	struct phys_copy copies[MAX_COPIES];
-	const struct chunk *c = chunk_map_lookup(fs->chunks, logical);
+	const struct chunk *c = fs_chunk_lookup(fs, logical);
 	uint64_t contig;
 	int n = volumes_map(fs, logical, 1, copies, &contig);
 	struct json_object *list = NULL;
 
 	if (n < 0) {
-		msg_error("%s", fs->errmsg);
+		msg_error("%s", fs_error_message(fs));
 		return 1;
 	}
 	if (doc) {

@@ -12,8 +12,8 @@
 #include "inspect/inspect.h"
 #include "inspect/item_json.h"
 #include "inspect/super_json.h"
-#include "libfs/target.h"
-#include "libfs/super.h"
+#include <btk/target.h>
+#include <btk/super.h>
 
 struct super_args {
 	bool all_copies;

@@ -13,9 +13,9 @@
 #include "common/sizes.h"
 #include "inspect/inspect.h"
 #include "inspect/item_json.h"
-#include "libfs/item_check.h"
-#include "libfs/names.h"
-#include "libfs/walk.h"
+#include <btk/item_check.h>
+#include <btk/names.h>
+#include <btk/walk.h>
 
 struct tree_args {
 	enum cli_format format;
@@ -214,7 +214,7 @@ static int print_tree(struct tree_printer *p, const struct tree_root_ptr *root)
 	ret = tree_walk(p->fs, root, &ops, NULL);
 	if (ret) {
 		fflush(stdout);
-		msg_error("tree %" PRIu64 ": %s", root->objectid, p->fs->errmsg);
+		msg_error("tree %" PRIu64 ": %s", root->objectid, fs_error_message(p->fs));
 		p->bad_blocks++;
 	}
 	return 0;
@@ -226,7 +226,7 @@ static int print_one_block(struct tree_printer *p, uint64_t bytenr)
 	int ret = block_read(p->fs, bytenr, &BLOCK_EXPECT_ANY, &b);
 
 	if (ret) {
-		msg_error("block %" PRIu64 ": %s", bytenr, p->fs->errmsg);
+		msg_error("block %" PRIu64 ": %s", bytenr, fs_error_message(p->fs));
 		return ret;
 	}
 	p->tree = block_owner(b);
@@ -259,8 +259,8 @@ int cmd_tree(int argc, char **argv)
 	} else if (a.have_tree) {
 		struct tree_root_ptr root;
 		if (a.tree == BTRFS_TREE_LOG_OBJECTID) {
-			root = (struct tree_root_ptr){ a.tree, super_log_root(fs->super), 0,
-						       super_log_root_level(fs->super) };
+			root = (struct tree_root_ptr){ a.tree, super_log_root(fs_super(fs)), 0,
+						       super_log_root_level(fs_super(fs)) };
 			ret = root.bytenr ? 0 : -ENOENT;
 		} else {
 			ret = fs_find_root(fs, a.tree, &root);
@@ -268,14 +268,14 @@ int cmd_tree(int argc, char **argv)
 		if (ret == -ENOENT)
 			msg_error("tree %" PRIu64 " does not exist on this filesystem", a.tree);
 		else if (ret)
-			msg_error("cannot find tree %" PRIu64 ": %s", a.tree, fs->errmsg);
+			msg_error("cannot find tree %" PRIu64 ": %s", a.tree, fs_error_message(fs));
 		else
 			print_tree(&p, &root);
 	} else {
 		struct fs_tree_list list;
 		ret = fs_list_trees(fs, &list);
 		if (ret)
-			msg_error("cannot list the trees: %s", fs->errmsg);
+			msg_error("cannot list the trees: %s", fs_error_message(fs));
 		for (size_t i = 0; !ret && i < list.count; i++)
 			print_tree(&p, &list.roots[i]);
 		fs_tree_list_free(&list);

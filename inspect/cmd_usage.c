@@ -12,11 +12,11 @@
 #include "common/messages.h"
 #include "common/sizes.h"
 #include "inspect/inspect.h"
-#include "libfs/blockgroups.h"
-#include "libfs/ebitmap.h"
-#include "libfs/names.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/blockgroups.h>
+#include <btk/ebitmap.h>
+#include <btk/names.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 
 struct usage_args {
 	enum cli_format format;
@@ -293,7 +293,7 @@ int cmd_usage(int argc, char **argv)
 	sh.shared = ebitmap_create(fs->nodesize);
 	ret = fs_list_trees(fs, &list);
 	if (ret) {
-		msg_error("cannot list the trees: %s", fs->errmsg);
+		msg_error("cannot list the trees: %s", fs_error_message(fs));
 		goto out;
 	}
 	trees = calloc(list.count ? list.count : 1, sizeof(*trees));
@@ -310,7 +310,7 @@ int cmd_usage(int argc, char **argv)
 			goto out;
 		}
 		if (tree_walk(fs, &list.roots[i], &ops, NULL)) {
-			msg_error("tree %" PRIu64 ": %s", list.roots[i].objectid, fs->errmsg);
+			msg_error("tree %" PRIu64 ": %s", list.roots[i].objectid, fs_error_message(fs));
 			failed = 1;
 		}
 		failed |= trees[i].bad_blocks != 0;
@@ -326,7 +326,7 @@ int cmd_usage(int argc, char **argv)
 	sums.total = ebitmap_count(sh.seen);
 	ret = fs_read_block_groups(fs, &bgs);
 	if (ret) {
-		msg_error("cannot read the block groups: %s", fs->errmsg);
+		msg_error("cannot read the block groups: %s", fs_error_message(fs));
 		goto out;
 	}
 	totals = calloc(bgs.count ? bgs.count : 1, sizeof(*totals));

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "inspect/heatmap_draw.h"
-#include "libfs/format.h"
+#include <btk/format.h>
 
 #define CELLS_MAX (256u * 256u)
 #define FONT_SCALE 2

@@ -3,7 +3,7 @@
 #ifndef BTK_INSPECT_H
 #define BTK_INSPECT_H
 
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 int cmd_super(int argc, char **argv);
 int cmd_tree(int argc, char **argv);

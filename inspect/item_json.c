@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "inspect/item_json.h"
-#include "libfs/format.h"
-#include "libfs/names.h"
+#include <btk/format.h>
+#include <btk/names.h>
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 /* Xattr and dir-entry data is shown as hex only up to this many bytes. */

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <json-c/json.h>
 
-#include "libfs/key.h"
+#include <btk/key.h>
 
 /* The decoded fields of the item with this key and body. csum_size is the
  * filesystem's checksum size (for EXTENT_CSUM), owner_tree the tree the leaf

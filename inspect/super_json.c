@@ -4,11 +4,11 @@
 
 #include "inspect/item_json.h"
 #include "inspect/super_json.h"
-#include "libfs/csum.h"
-#include "libfs/features.h"
-#include "libfs/format.h"
-#include "libfs/key.h"
-#include "libfs/names.h"
+#include <btk/csum.h>
+#include <btk/features.h>
+#include <btk/format.h>
+#include <btk/key.h>
+#include <btk/names.h>
 
 #define U64(obj, name, v) json_object_object_add(obj, name, json_object_new_uint64(v))
 

@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
-#include "libfs/extent_scan.h"
+#include <btk/ebitmap.h>
+#include <btk/extent_scan.h>
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 /* The allocator's part of a transaction. */
 struct trans_alloc {

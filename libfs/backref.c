@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/ctree_ops.h"
+#include <btk/csum.h>
+#include <btk/ctree_ops.h>
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 #define EXTENT_DATA_REF_PROBES 64
 

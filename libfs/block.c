@@ -6,15 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/block.h"
-#include "libfs/block_salvage.h"
-#include "libfs/csum.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/block_salvage.h>
+#include <btk/csum.h>
+#include <btk/volumes.h>
+
+/* A block as the cache holds it: the public struct tree_block (btk/block.h)
+ * first, then the cache's links, which no caller sees. */
+struct cache_entry {
+	struct tree_block b;
+	struct tree_block *hash_next;
+	/* in the LRU list while cached and unreferenced (refs 0) */
+	struct tree_block *lru_prev, *lru_next;
+	bool cached;              /* in the cache's hash and byte count */
+};
+
+static struct cache_entry *ce(const struct tree_block *b)
+{
+	return (struct cache_entry *)b;
+}
 
 struct block_cache {
 	struct tree_block **buckets;
 	size_t nbuckets;            /* power of two */
-	struct tree_block lru;      /* sentinel: lru.lru_next is the most recent */
+	struct cache_entry lru;     /* sentinel: lru.lru_next is the most recent */
 	uint64_t budget;
 	uint64_t bytes;
 	struct block_cache_stats stats;
@@ -68,22 +83,22 @@ int block_cache_create(struct fs_info *fs, uint64_t budget)
 		free(c);
 		return -ENOMEM;
 	}
-	c->lru.lru_next = c->lru.lru_prev = &c->lru;
+	c->lru.lru_next = c->lru.lru_prev = &c->lru.b;
 	fs->cache = c;
 	return 0;
 }
 
 static void lru_unlink(struct tree_block *b)
 {
-	b->lru_prev->lru_next = b->lru_next;
-	b->lru_next->lru_prev = b->lru_prev;
+	ce(ce(b)->lru_prev)->lru_next = ce(b)->lru_next;
+	ce(ce(b)->lru_next)->lru_prev = ce(b)->lru_prev;
 }
 
 static void lru_push_front(struct block_cache *c, struct tree_block *b)
 {
-	b->lru_next = c->lru.lru_next;
-	b->lru_prev = &c->lru;
-	c->lru.lru_next->lru_prev = b;
+	ce(b)->lru_next = c->lru.lru_next;
+	ce(b)->lru_prev = &c->lru.b;
+	ce(c->lru.lru_next)->lru_prev = b;
 	c->lru.lru_next = b;
 }
 
@@ -92,10 +107,10 @@ static void cache_unhash(struct block_cache *c, struct tree_block *b)
 	struct tree_block **pp = &c->buckets[hash_bytenr(c, b->bytenr)];
 
 	while (*pp && *pp != b)
-		pp = &(*pp)->hash_next;
+		pp = &ce(*pp)->hash_next;
 	if (*pp)
-		*pp = b->hash_next;
-	b->hash_next = NULL;
+		*pp = ce(b)->hash_next;
+	ce(b)->hash_next = NULL;
 }
 
 /* Take a cached block out of the cache and free it (unreferenced: it is in the LRU). */
@@ -113,7 +128,7 @@ static void cache_remove(struct block_cache *c, struct tree_block *b)
  * blocks costs nothing here. */
 static void cache_shrink(struct block_cache *c)
 {
-	while (c->bytes > c->budget && c->lru.lru_prev != &c->lru) {
+	while (c->bytes > c->budget && c->lru.lru_prev != &c->lru.b) {
 		cache_remove(c, c->lru.lru_prev);
 		c->stats.evictions++;
 	}
@@ -129,7 +144,7 @@ void block_cache_destroy(struct fs_info *fs)
 	for (size_t h = 0; h < c->nbuckets; h++) {
 		while (c->buckets[h]) {
 			struct tree_block *b = c->buckets[h];
-			c->buckets[h] = b->hash_next;
+			c->buckets[h] = ce(b)->hash_next;
 			free(b->data);
 			free(b);
 		}
@@ -148,7 +163,7 @@ void block_cache_get_stats(struct fs_info *fs, struct block_cache_stats *out)
 void block_hold(struct fs_info *fs, struct tree_block *b)
 {
 	(void)fs;
-	if (b->refs++ == 0 && b->cached)
+	if (b->refs++ == 0 && ce(b)->cached)
 		lru_unlink(b);
 }
 
@@ -160,7 +175,7 @@ void block_put(struct fs_info *fs, struct tree_block *b)
 		b->refs--;
 	if (b->refs)
 		return;
-	if (!b->cached) {
+	if (!ce(b)->cached) {
 		free(b->data);
 		free(b);
 		return;
@@ -292,7 +307,7 @@ enum block_problem block_read_copy(struct fs_info *fs, uint64_t bytenr, int mirr
 
 static struct tree_block *cache_lookup(struct block_cache *c, uint64_t bytenr)
 {
-	for (struct tree_block *b = c->buckets[hash_bytenr(c, bytenr)]; b; b = b->hash_next)
+	for (struct tree_block *b = c->buckets[hash_bytenr(c, bytenr)]; b; b = ce(b)->hash_next)
 		if (b->bytenr == bytenr)
 			return b;
 	return NULL;
@@ -432,7 +447,7 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	if (good > 0)
 		fs_note(fs, FS_NOTE_INFO, "tree block %llu: using copy %d", (unsigned long long)bytenr,
 			good + 1);
-	b = calloc(1, sizeof(*b));
+	b = calloc(1, sizeof(struct cache_entry));
 	if (!b) {
 		free(buf);
 		return -ENOMEM;
@@ -446,12 +461,12 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	if (cache_lookup(c, bytenr)) {
 		/* an older, still referenced version stays; this one is uncached
 		 * (freed at its last put) */
-		b->hash_next = NULL;
+		ce(b)->hash_next = NULL;
 	} else {
 		size_t h = hash_bytenr(c, bytenr);
-		b->hash_next = c->buckets[h];
+		ce(b)->hash_next = c->buckets[h];
 		c->buckets[h] = b;
-		b->cached = true;
+		ce(b)->cached = true;
 		c->bytes += b->len;
 		if (c->bytes > c->stats.peak_bytes)
 			c->stats.peak_bytes = c->bytes;
@@ -466,9 +481,9 @@ static void cache_insert(struct block_cache *c, struct tree_block *b)
 {
 	size_t h = hash_bytenr(c, b->bytenr);
 
-	b->hash_next = c->buckets[h];
+	ce(b)->hash_next = c->buckets[h];
 	c->buckets[h] = b;
-	b->cached = true;
+	ce(b)->cached = true;
 	c->bytes += b->len;
 	if (c->bytes > c->stats.peak_bytes)
 		c->stats.peak_bytes = c->bytes;
@@ -487,7 +502,7 @@ int block_create(struct fs_info *fs, uint64_t bytenr, struct tree_block **out)
 					(unsigned long long)bytenr);
 		cache_remove(c, old);
 	}
-	b = calloc(1, sizeof(*b));
+	b = calloc(1, sizeof(struct cache_entry));
 	if (!b)
 		return -ENOMEM;
 	b->data = calloc(1, fs->nodesize);
@@ -509,12 +524,12 @@ void block_forget(struct fs_info *fs, struct tree_block *b)
 
 	if (!b)
 		return;
-	if (b->cached) {
+	if (ce(b)->cached) {
 		cache_unhash(c, b);
 		if (b->refs == 0)
 			lru_unlink(b);
 		c->bytes -= b->len;
-		b->cached = false;
+		ce(b)->cached = false;
 	}
 	block_put(fs, b);
 }

@@ -2,7 +2,7 @@
 /* Whether a tree block's items (a leaf) or pointers (a node) are laid out as
  * the format requires: a check of the buffer alone, shared by the verified
  * read (block.c) and the salvage of a block that fails it (block_salvage.c). */
-#include "libfs/block.h"
+#include <btk/block.h>
 
 /* Leaf layout: item headers grow up from the header, data grows down from
  * the end; each item's data must lie in between, without overlap. */

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/block_salvage.h"
-#include "libfs/item_check.h"
-#include "libfs/names.h"
-#include "libfs/volumes.h"
+#include <btk/item_check.h>
+#include <btk/block_salvage.h>
+#include <btk/names.h>
+#include <btk/volumes.h>
 
 #define HDR ((uint32_t)sizeof(struct btrfs_header))
 #define ITEM ((uint32_t)sizeof(struct btrfs_item))

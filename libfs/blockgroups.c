@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/blockgroups.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 const struct tree_root_ptr *fs_block_group_tree(const struct fs_info *fs)
 {

@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/chunk_edit.h"
-#include "libfs/item_check.h"
+#include <btk/item_check.h>
+#include <btk/blockgroups.h>
+#include <btk/chunk_edit.h>
 #include "libfs/trans_internal.h"
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 /* The chunks a transaction allocated for tree blocks. */
 struct trans_alloc_chunks {

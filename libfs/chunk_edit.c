@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/chunk_edit.h"
+#include <btk/blockgroups.h>
+#include <btk/chunk_edit.h>
 #include "libfs/trans_internal.h"
+#include "libfs/volumes_internal.h"
 
 static bool stripe_in(const struct stripe_place *v, unsigned n, uint64_t devid, uint64_t physical)
 {

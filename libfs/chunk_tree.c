@@ -4,8 +4,9 @@
  * itself reads through, so the two stay one above the other. */
 #include <errno.h>
 
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 int volumes_read_chunk_tree(struct fs_info *fs)
 {

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/csum.h"
-#include "libfs/ebitmap.h"
-#include "libfs/super.h"
+#include <btk/blockgroups.h>
+#include <btk/csum.h>
+#include <btk/ebitmap.h>
+#include <btk/super.h>
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 #define COMMIT_MAX_ROUNDS 64
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "libfs/csum.h"
+#include <btk/csum.h>
 
 static pthread_once_t gcrypt_once = PTHREAD_ONCE_INIT;
 

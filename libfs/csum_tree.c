@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/csum_tree.h"
+#include <btk/csum_tree.h>
 
 int csum_tree_open(struct csum_tree_cursor *c, struct fs_info *fs, uint64_t start, uint64_t end)
 {

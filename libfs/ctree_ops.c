@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "libfs/ctree_ops.h"
+#include <btk/ctree_ops.h>
 
 #define ITEM CTREE_ITEM_SIZE
 #define KPTR CTREE_KEY_PTR_SIZE

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The users of a data extent from its back references (libfs/data_users.h). */
+/* The users of a data extent from its back references (btk/data_users.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "libfs/data_users.h"
-#include "libfs/item_check.h"
-#include "libfs/inode_path.h"
-#include "libfs/tree.h"
+#include <btk/item_check.h>
+#include <btk/data_users.h>
+#include <btk/inode_path.h>
+#include <btk/tree.h>
 
 /* Items stepped over backwards (keyed references of earlier extents, block
  * group items) before giving up the search for the extent item. */

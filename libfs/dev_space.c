@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/chunk_edit.h"
+#include <btk/chunk_edit.h>
 #include "libfs/trans_internal.h"
 
 int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta)

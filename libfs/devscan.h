@@ -4,7 +4,7 @@
 #define BTK_DEVSCAN_H
 
 #include <stdint.h>
-#include "libfs/format.h"
+#include <btk/format.h>
 
 /* Block devices whose btrfs superblock carries fsid. *paths is a malloc'ed
  * array of malloc'ed strings (free with devscan_free). 0 or -errno. */

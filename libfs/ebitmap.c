@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
+#include <btk/ebitmap.h>
 
 #define REGION_SHIFT 15
 #define REGION_UNITS (1u << REGION_SHIFT)

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 /* Copying shared blocks changes how much of each subvolume is exclusive:
  * like the kernel when it cannot account, mark the qgroups inconsistent (a

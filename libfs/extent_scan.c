@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* Extent items decoded once for every reader of the extent tree. */
-#include "libfs/extent_scan.h"
-#include "libfs/tree.h"
+#include <btk/extent_scan.h>
+#include <btk/tree.h>
 
 struct extent_scan {
 	extent_rec_fn fn;

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "libfs/features.h"
-#include "libfs/format.h"
+#include <btk/features.h>
+#include <btk/format.h>
 
 #define I FEATURE_INCOMPAT
 #define R FEATURE_COMPAT_RO

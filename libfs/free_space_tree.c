@@ -29,12 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/ebitmap.h"
-#include "libfs/free_space_tree.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/blockgroups.h>
+#include <btk/ebitmap.h>
+#include <btk/free_space_tree.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 #define MAX_SUPER_RANGES (3 * 16)
 

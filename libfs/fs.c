@@ -6,18 +6,20 @@
 #include <string.h>
 #include <uuid/uuid.h>
 
-#include "libfs/block.h"
-#include "libfs/block_salvage.h"
-#include "libfs/csum.h"
+#include <btk/block.h>
+#include <btk/block_salvage.h>
+#include <btk/csum.h>
 #include "libfs/devscan.h"
-#include "libfs/features.h"
+#include <btk/features.h>
 #include "libfs/mounted.h"
-#include "libfs/target.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/undo.h"
-#include "libfs/volumes.h"
-#include "libfs/wlog.h"
+#include <btk/target.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/undo.h>
+#include <btk/volumes.h>
+#include <btk/wlog.h>
+#include "libfs/volumes_internal.h"
+#include "libfs/fs_internal.h"
 
 void fs_open_options_init(struct fs_open_options *opts)
 {
@@ -207,7 +209,7 @@ static bool newer_member_super(const struct fs_info *fs, const uint8_t *sb, cons
 
 static int fs_check_member_size(struct fs_info *fs, struct io_dev *io, const char *path, const uint8_t *sb);
 
-/* The feature gate (libfs/features.h) on a member's superblock, before any
+/* The feature gate (btk/features.h) on a member's superblock, before any
  * byte is written or an undo file made: unknown incompat bits open nothing, a
  * writable open refuses what btk must not write; a reader is told (once) what
  * it reads without fully understanding. */

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* Inode paths from the name back references (libfs/inode_path.h). */
+/* Inode paths from the name back references (btk/inode_path.h). */
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/inode_path.h"
-#include "libfs/tree.h"
+#include <btk/inode_path.h>
+#include <btk/tree.h>
 
 /* The first name of ino: its parent directory and name (pointing into the
  * leaf held by path). 0, -ENOENT when it has none, -errno. */

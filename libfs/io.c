@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "libfs/fdio.h"
-#include "libfs/io.h"
+#include <btk/io.h>
 
 struct file_priv {
 	int fd;

@@ -5,9 +5,9 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include "libfs/csum.h"
-#include "libfs/fs.h"
-#include "libfs/item_check.h"
+#include <btk/csum.h>
+#include <btk/fs.h>
+#include <btk/item_check.h>
 
 int item_view_le16(const struct item_view *v, uint32_t at, uint16_t *out)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Is a device (or an image file behind a loop device) mounted or held? The
- * primitives of libfs/target.h's check. */
+ * primitives of btk/target.h's check. */
 #ifndef BTK_MOUNTED_H
 #define BTK_MOUNTED_H
 

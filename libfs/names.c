@@ -6,8 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "libfs/format.h"
-#include "libfs/names.h"
+#include <btk/format.h>
+#include <btk/names.h>
 
 /* The legacy checksum item type; dump-tree still names it. */
 #define LEGACY_CSUM_ITEM_KEY 120

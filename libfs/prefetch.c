@@ -3,9 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "libfs/io.h"
+#include <btk/io.h>
 #include "libfs/prefetch.h"
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
 
 struct pf_range {
 	struct io_dev *io;

@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "libfs/block.h"
-#include "libfs/fs.h"
+#include <btk/block.h>
+#include <btk/fs.h>
 
 /* Which children block_prefetch_children announces. */
 struct prefetch_filter {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/read_pipe.h"
+#include <btk/read_pipe.h>
 
 struct read_pipe {
 	struct read_slot *slots;

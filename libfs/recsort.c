@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "libfs/recsort.h"
+#include <btk/recsort.h>
 #include "libfs/fdio.h"
 
 #define MAX_RECORD (64 * 1024)

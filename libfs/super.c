@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/super.h"
+#include <btk/csum.h>
+#include <btk/super.h>
 
 #define WHY(...) (snprintf(why, whylen, __VA_ARGS__), -EUCLEAN)
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The target check of every btk writer (libfs/target.h). Identities are
+/* The target check of every btk writer (btk/target.h). Identities are
  * compared by device and inode number, never by name: a loop device and the
  * file behind it are the same target, and so are two paths of one file. */
 #include <blkid/blkid.h>
@@ -12,10 +12,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
+#include <btk/endian_access.h>
+#include <btk/format.h>
 #include "libfs/mounted.h"
-#include "libfs/target.h"
+#include <btk/target.h>
 
 #define MAX_IDENTS 18
 

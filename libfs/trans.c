@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/chunk_edit.h"
-#include "libfs/ebitmap.h"
-#include "libfs/features.h"
+#include <btk/chunk_edit.h>
+#include <btk/ebitmap.h>
+#include <btk/features.h>
 #include "libfs/trans_internal.h"
 
 /* New blocks carry the chunk tree uuid the existing blocks carry. */

@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "libfs/backref.h"
-#include "libfs/block.h"
-#include "libfs/trans.h"
+#include <btk/backref.h>
+#include <btk/block.h>
+#include <btk/trans.h>
 
 struct ebitmap;
 struct recsort;

@@ -25,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
-#include "libfs/recsort.h"
+#include <btk/ebitmap.h>
+#include <btk/recsort.h>
 #include "libfs/trans_internal.h"
 
 /* Queued extent-tree changes. A REF_ADD counts while its bytenr is in

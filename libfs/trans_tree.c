@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ctree_ops.h"
-#include "libfs/ebitmap.h"
+#include <btk/ctree_ops.h>
+#include <btk/ebitmap.h>
 #include "libfs/trans_internal.h"
-#include "libfs/walk.h"
+#include <btk/walk.h>
 
 #define SEARCH_MAX_RESTARTS 64
 

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/ebitmap.h"
+#include <btk/csum.h>
+#include <btk/ebitmap.h>
 #include "libfs/trans_internal.h"
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
 
 #define TRANS_DIRTY_BUDGET_DEFAULT (256ULL << 20)
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "libfs/prefetch.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 
 void tree_path_init(struct tree_path *path)
 {

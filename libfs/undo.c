@@ -11,11 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "libfs/ebitmap.h"
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
-#include "libfs/super.h"
-#include "libfs/undo.h"
+#include <btk/ebitmap.h>
+#include <btk/endian_access.h>
+#include <btk/format.h>
+#include <btk/super.h>
+#include <btk/undo.h>
 #include "libfs/undo_format.h"
 #include "libfs/fdio.h"
 

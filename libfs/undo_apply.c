@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
-#include "libfs/names.h"
-#include "libfs/super.h"
-#include "libfs/undo.h"
+#include <btk/endian_access.h>
+#include <btk/format.h>
+#include <btk/names.h>
+#include <btk/super.h>
+#include <btk/undo.h>
 #include "libfs/undo_format.h"
 #include "libfs/fdio.h"
 

@@ -7,7 +7,7 @@
 #define BTK_UNDO_FORMAT_H
 
 #include <stdint.h>
-#include "libfs/csum.h"
+#include <btk/csum.h>
 
 #define UNDO_MAGIC "BTKUNDO1"
 #define UNDO_VERSION 1U

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/endian_access.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/uuid_tree.h"
-#include "libfs/walk.h"
+#include <btk/endian_access.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/uuid_tree.h>
+#include <btk/walk.h>
 
 struct uuid_entry {
 	struct btrfs_key key;

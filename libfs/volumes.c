@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/volumes.h"
+#include "libfs/volumes_internal.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 const char *profile_name(uint64_t flags)
 {

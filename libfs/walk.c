@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "libfs/prefetch.h"
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/tree.h>
+#include <btk/walk.h>
 
 struct walk_level {
 	struct tree_block *block;

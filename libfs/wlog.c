@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libfs/csum.h"
-#include "libfs/endian_access.h"
-#include "libfs/wlog.h"
+#include <btk/csum.h>
+#include <btk/endian_access.h>
+#include <btk/wlog.h>
 #include "libfs/fdio.h"
 
 #define WLOG_MAGIC "BTKWLOG1"

@@ -5,7 +5,7 @@
 
 #include "common/messages.h"
 #include "common/sizes.h"
-#include "libfs/free_space_tree.h"
+#include <btk/free_space_tree.h>
 #include "tune/tune.h"
 
 int tune_build_free_space_tree(struct fs_info *fs, struct trans *t)

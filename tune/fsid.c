@@ -38,14 +38,14 @@
 #include "common/cli.h"
 #include "common/messages.h"
 #include "common/sizes.h"
-#include "libfs/blockgroups.h"
-#include "libfs/csum.h"
-#include "libfs/ebitmap.h"
-#include "libfs/extent_scan.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/blockgroups.h>
+#include <btk/csum.h>
+#include <btk/ebitmap.h>
+#include <btk/extent_scan.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 #include "tune/tune.h"
 
 enum fsid_phase { PHASE_MARK, PHASE_REWRITE, PHASE_SWITCH };
@@ -63,8 +63,8 @@ struct rewrite {
 /* Metadata written with parity would need the parity rewritten too. */
 static int check_profiles(struct fs_info *fs)
 {
-	for (size_t i = 0; i < fs->chunks->count; i++) {
-		const struct chunk *c = fs->chunks->chunks[i];
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *c = fs_chunk(fs, i);
 		if ((c->type & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM)) &&
 		    (c->type & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))) {
 			msg_error("metadata chunk %llu is RAID5/6: rewriting its blocks in place would need "
@@ -102,7 +102,7 @@ static int check_device_items(struct fs_info *fs, const uint8_t *old_fsid, const
 	int ret = volumes_each_dev_item(fs, check_device_item, &f);
 
 	if (ret < 0 && ret != -EOPNOTSUPP)
-		msg_errno(ret, "reading the device items: %s", fs->errmsg);
+		msg_errno(ret, "reading the device items: %s", fs_error_message(fs));
 	return ret < 0 ? ret : 0;
 }
 
@@ -260,11 +260,11 @@ static int rewrite_all(struct rewrite *r, const struct tune_opts *o, bool verify
 	} else if (ret == -ECANCELED) {
 		msg_error("cancelled: the fsid change is unfinished; run 'btk-tune --fsid' again to finish it");
 	} else if (ret && verify_only) {
-		msg_errno(ret, "%s", fs->errmsg);
+		msg_errno(ret, "%s", fs_error_message(fs));
 		msg_error("every tree block must be readable before its fsid is rewritten: nothing was changed "
 			  "(check the filesystem first)");
 	} else if (ret) {
-		msg_errno(ret, "rewriting tree blocks: %s", fs->errmsg);
+		msg_errno(ret, "rewriting tree blocks: %s", fs_error_message(fs));
 		msg_error("the fsid change is unfinished: fix the problem and run 'btk-tune --fsid' again");
 	} else if (verify_only && o->dry_run) {
 		printf("tree blocks: %llu (%s, %llu copies) would be rewritten, each has a good copy\n",
@@ -295,7 +295,7 @@ static int commit_super(struct fs_info *fs, const struct super_edit *e)
 	int ret = trans_start(fs, &t);
 
 	if (ret) {
-		msg_errno(ret, "cannot start a transaction: %s", fs->errmsg);
+		msg_errno(ret, "cannot start a transaction: %s", fs_error_message(fs));
 		return ret;
 	}
 	sb = trans_super(t);
@@ -316,7 +316,7 @@ static int commit_super(struct fs_info *fs, const struct super_edit *e)
 	}
 	ret = trans_commit(t);
 	if (ret)
-		msg_errno(ret, "commit failed: %s", fs->errmsg);
+		msg_errno(ret, "commit failed: %s", fs_error_message(fs));
 	return ret;
 }
 
@@ -330,7 +330,7 @@ static int find_phase(struct fs_info *fs, const struct tune_opts *o, struct rewr
 	int ret = member_supers_read(fs, &m);
 
 	if (ret) {
-		msg_errno(ret, "%s", fs->errmsg);
+		msg_errno(ret, "%s", fs_error_message(fs));
 		return ret;
 	}
 	for (unsigned i = 0; i < m.count; i++) {

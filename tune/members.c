@@ -7,18 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/super.h"
+#include <btk/super.h>
 #include "tune/tune.h"
 
 int member_supers_read(struct fs_info *fs, struct member_supers *out)
 {
 	out->count = 0;
-	out->sb = calloc(fs->num_devices ? fs->num_devices : 1, sizeof(*out->sb));
+	out->sb = calloc(fs_num_devices(fs) ? fs_num_devices(fs) : 1, sizeof(*out->sb));
 	if (!out->sb)
 		return -ENOMEM;
-	for (unsigned i = 0; i < fs->num_devices; i++) {
+	for (unsigned i = 0; i < fs_num_devices(fs); i++) {
 		struct super_copy copies[BTRFS_SUPER_MIRROR_MAX];
-		const struct fs_device *d = &fs->devices[i];
+		const struct fs_device *d = fs_device(fs, i);
 		int ret;
 
 		if (!d->io)

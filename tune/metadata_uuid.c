@@ -17,7 +17,7 @@
 #include <uuid/uuid.h>
 
 #include "common/messages.h"
-#include "libfs/super.h"
+#include <btk/super.h>
 #include "tune/tune.h"
 
 /* Newest generation among the members that finished (no flag), or 0. */
@@ -45,13 +45,13 @@ static int commit_super(struct fs_info *fs, void (*edit)(uint8_t *sb, const void
 	int ret = trans_start(fs, &t);
 
 	if (ret) {
-		msg_errno(ret, "cannot start a transaction: %s", fs->errmsg);
+		msg_errno(ret, "cannot start a transaction: %s", fs_error_message(fs));
 		return ret;
 	}
 	edit(trans_super(t), arg);
 	ret = trans_commit(t);
 	if (ret)
-		msg_errno(ret, "commit failed: %s", fs->errmsg);
+		msg_errno(ret, "commit failed: %s", fs_error_message(fs));
 	return ret;
 }
 
@@ -94,7 +94,7 @@ int tune_metadata_uuid(struct fs_info *fs, const struct tune_opts *o)
 
 	ret = member_supers_read(fs, &m);
 	if (ret) {
-		msg_errno(ret, "%s", fs->errmsg);
+		msg_errno(ret, "%s", fs_error_message(fs));
 		return ret;
 	}
 	memcpy(meta, fs->metadata_uuid, 16);
@@ -127,7 +127,7 @@ int tune_metadata_uuid(struct fs_info *fs, const struct tune_opts *o)
 		       o->dry_run ? "would be set" : "set");
 	if (o->dry_run)
 		return 0;
-	if (!(super_flags(fs->super) & BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) {
+	if (!(super_flags(fs_super(fs)) & BTRFS_SUPER_FLAG_CHANGING_FSID_V2)) {
 		ret = commit_super(fs, set_changing_flag, NULL);
 		if (ret)
 			return ret;

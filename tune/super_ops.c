@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "common/messages.h"
-#include "libfs/names.h"
-#include "libfs/super.h"
-#include "libfs/volumes.h"
+#include <btk/names.h>
+#include <btk/super.h>
+#include <btk/volumes.h>
 #include "tune/tune.h"
 
 static const struct {
@@ -40,7 +40,7 @@ const char *tune_uuid_str(const uint8_t *uuid)
 
 int tune_check_super_changes(struct fs_info *fs, const struct tune_opts *o)
 {
-	uint64_t flags = super_flags(fs->super);
+	uint64_t flags = super_flags(fs_super(fs));
 
 	if (o->seeding >= 0 && (fs->incompat & BTRFS_FEATURE_INCOMPAT_METADATA_UUID)) {
 		msg_error("the seeding flag cannot change while METADATA_UUID is set: devices sprouted "

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "common/progress.h"
-#include "libfs/fs.h"
-#include "libfs/trans.h"
+#include <btk/fs.h>
+#include <btk/trans.h>
 
 struct tune_opts {
 	const char *label;            /* --label, NULL: unchanged */

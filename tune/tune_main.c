@@ -12,8 +12,8 @@
 #include "common/cli.h"
 #include "common/env_knobs.h"
 #include "common/messages.h"
-#include "libfs/super.h"
-#include "libfs/volumes.h"
+#include <btk/super.h>
+#include <btk/volumes.h>
 #include "tune/tune.h"
 
 struct tune_args {
@@ -185,7 +185,7 @@ static int run_transaction(struct fs_info *fs, const struct tune_opts *o)
 
 	ret = trans_start(fs, &t);
 	if (ret) {
-		msg_errno(ret, "cannot start a transaction: %s", fs->errmsg);
+		msg_errno(ret, "cannot start a transaction: %s", fs_error_message(fs));
 		return ret;
 	}
 	tune_apply_super_changes(fs, o, trans_super(t), &changed);
@@ -216,10 +216,10 @@ static int run_transaction(struct fs_info *fs, const struct tune_opts *o)
 	}
 	ret = trans_commit(t);
 	if (ret)
-		msg_errno(ret, "commit failed, the filesystem is unchanged: %s", fs->errmsg);
+		msg_errno(ret, "commit failed, the filesystem is unchanged: %s", fs_error_message(fs));
 	return ret;
 fail:
-	msg_errno(ret, "%s", fs->errmsg[0] ? fs->errmsg : "failed");
+	msg_errno(ret, "%s", fs_error_message(fs)[0] ? fs_error_message(fs) : "failed");
 	trans_abort(t);
 	return ret;
 }
@@ -269,7 +269,7 @@ int main(int argc, char **argv)
 		return 1;
 	pending = tune_fsid_change_pending(fs);
 	if (pending < 0) {
-		msg_errno(pending, "reading the superblocks: %s", fs->errmsg);
+		msg_errno(pending, "reading the superblocks: %s", fs_error_message(fs));
 		fs_close(fs);
 		return 1;
 	}
@@ -282,7 +282,7 @@ int main(int argc, char **argv)
 	ret = tune_check_super_changes(fs, &a.o);
 	/* refused before anything is said about what would change */
 	if (!ret && (wants_transaction(&a.o) || a.o.metadata_uuid || a.o.fsid) && (ret = trans_check_state(fs)))
-		msg_error("%s", fs->errmsg);
+		msg_error("%s", fs_error_message(fs));
 	if (!ret && wants_transaction(&a.o))
 		ret = run_transaction(fs, &a.o);
 	if (!ret && a.o.metadata_uuid)
@@ -292,7 +292,7 @@ int main(int argc, char **argv)
 	if (!ret && !a.o.dry_run) {
 		ret = fs_finish_undo(fs);
 		if (ret)
-			msg_errno(ret, "%s", fs->errmsg);
+			msg_errno(ret, "%s", fs_error_message(fs));
 	}
 	if (!ret && a.o.dry_run)
 		msg_info("dry run: nothing was written");

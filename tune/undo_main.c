@@ -13,10 +13,10 @@
 #include "common/cli.h"
 #include "common/messages.h"
 #include "common/sizes.h"
-#include "libfs/io.h"
-#include "libfs/target.h"
-#include "libfs/names.h"
-#include "libfs/undo.h"
+#include <btk/io.h>
+#include <btk/target.h>
+#include <btk/names.h>
+#include <btk/undo.h>
 
 struct undo_args {
 	bool dry_run, force, info;

@@ -3,7 +3,7 @@
  * items (libfs/uuid_tree.c). */
 #include <stdio.h>
 
-#include "libfs/uuid_tree.h"
+#include <btk/uuid_tree.h>
 #include "tune/tune.h"
 
 int tune_rebuild_uuid_tree(struct fs_info *fs, struct trans *t)

@@ -2,7 +2,7 @@
 """Crash replays of a write log, shared by every test that crashes a btk program.
 
 A btk program run with BTK_WRITE_LOG=FILE records every write and flush it makes
-(libfs/wlog.h). tests/tools/btk-wlog-replay then rebuilds, on copies of the
+(include/btk/wlog.h). tests/tools/btk-wlog-replay then rebuilds, on copies of the
 original images, what a crash after the K-th write would leave: `apply K`, or
 with `--reorder SEED` a disk that persisted any subset of the writes since the
 last flush. This module runs the program under a log, chooses the crash points

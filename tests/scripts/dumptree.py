@@ -2,7 +2,7 @@
 """Parsers for the reference tools' text: `btrfs inspect-internal dump-tree` and
 `dump-super -f` (btrfs-progs 6.14), into records shaped like btk-inspect's JSON.
 
-dump-tree words are mapped to the member names of the structs in libfs/format.h
+dump-tree words are mapped to the member names of the structs in include/btk/format.h
 (e.g. "links" -> nlink, "gen" -> generation, "extent data disk byte X nr Y" ->
 disk_bytenr, disk_num_bytes), symbolic objectids and type names to numbers,
 flag words (DATA|METADATA|DUP, TREE_BLOCK|FULL_BACKREF, ...) to bit values.

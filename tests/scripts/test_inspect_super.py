@@ -15,8 +15,8 @@ NOT_FIELDS = {"reserved", "padding", "super_roots", "unused_64", "unused_8"}
 
 
 def struct_members(struct: str) -> list[str]:
-    """Member names of a struct in libfs/format.h: the names the JSON must use."""
-    text = (REPO / "libfs" / "format.h").read_text()
+    """Member names of a struct in include/btk/format.h: the names the JSON must use."""
+    text = (REPO / "include" / "btk" / "format.h").read_text()
     body = re.search(r"struct %s \{(.*?)\n\} PACKED;" % struct, text, re.S)[1]
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
     return [m for m in re.findall(r"(\w+)(?:\[[^\]]*\])?;", body) if m not in NOT_FIELDS]

@@ -2,8 +2,11 @@
 """What a distribution and an outside program get: `make install` into a DESTDIR
 (programs, libbtk.so.0 and libbtk.a, headers, btk.pc, man pages, docs, bash
 completions), a program compiled against the installed headers with
-`pkg-config --cflags --libs btk` that opens the sample image and prints its
-nodesize, `make uninstall` removing every file, and the `make dist` tarball
+`pkg-config --cflags --libs btk` that opens the sample image read-only and
+prints what the reference tools also read (nodesize, generation, the chunks,
+the root tree's items) through the public API only, while the chunk map, the
+device array, the superblock buffer, the error buffer and the block cache's
+links stay out of its reach, `make uninstall` removing every file, and the `make dist` tarball
 configuring and building on its own (without -Werror, which a git checkout
 turns on). Both build, so both are slow tests (the ASan rerun skips them)."""
 import os
@@ -20,9 +23,18 @@ PROGRAMS = ["btk-check", "btk-convert", "btk-image", "btk-inspect", "btk-tune", 
 
 pytestmark = pytest.mark.slow
 
-NODESIZE_C = r"""
+OUTSIDE_C = r"""
 #include <stdio.h>
 #include <btk/btk.h>
+
+static int count_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
+{
+	(void)key;
+	(void)data;
+	(void)size;
+	++*(unsigned long *)arg;
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -30,6 +42,7 @@ int main(int argc, char **argv)
 	struct fs_info *fs;
 	char msg[600];
 	const char *paths[1];
+	unsigned long items = 0;
 
 	if (argc != 2)
 		return 2;
@@ -40,10 +53,43 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("nodesize %u\n", fs->nodesize);
+	printf("generation %llu\n", (unsigned long long)fs->generation);
+	printf("label %s\n", (const char *)super_label_ptr(fs_super(fs)));
+	for (unsigned i = 0; i < fs_num_devices(fs); i++)
+		printf("device %llu\n", (unsigned long long)fs_device(fs, i)->devid);
+	for (size_t i = 0; i < fs_chunk_count(fs); i++) {
+		const struct chunk *c = fs_chunk(fs, i);
+		printf("chunk %llu %llu %s\n", (unsigned long long)c->logical, (unsigned long long)c->length,
+		       profile_name(c->type));
+	}
+	if (tree_each_item(fs, &fs->tree_root, count_item, &items) < 0) {
+		fprintf(stderr, "%s\n", fs_error_message(fs));
+		fs_close(fs);
+		return 1;
+	}
+	printf("root tree items %lu\n", items);
 	fs_close(fs);
 	return 0;
 }
 """
+
+# What the installed headers must not let an outside program do: reach the
+# chunk map, the device array, the raw superblock, the error buffer or the
+# block cache's links (each line is compiled on its own and must fail).
+PRIVATE_USES = [
+    "size_t f(struct fs_info *fs) { return fs->chunks->count; }",
+    "void *f(struct fs_info *fs) { return fs->chunks; }",
+    "void *f(struct fs_info *fs) { return fs->devices; }",
+    "unsigned f(struct fs_info *fs) { return fs->num_devices; }",
+    "void *f(struct fs_info *fs) { return fs->super; }",
+    "char *f(struct fs_info *fs) { return fs->errmsg; }",
+    "void *f(struct tree_block *b) { return b->hash_next; }",
+    "void *f(struct tree_block *b) { return b->lru_next; }",
+]
+
+
+def dump_tree_items(tool_out: str) -> int:
+    return sum(1 for line in tool_out.splitlines() if line.lstrip().startswith("item ") and " key (" in line)
 
 
 def make(*args, cwd=REPO, timeout=900):
@@ -74,14 +120,44 @@ def test_install_compile_against_it_uninstall(tmp_path):
     env = dict(os.environ, PKG_CONFIG_PATH=str(usr / "lib/pkgconfig"), PKG_CONFIG_SYSROOT_DIR=str(dest))
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "btk"], capture_output=True, text=True, env=env,
                            check=True).stdout.split()
-    src = tmp_path / "nodesize.c"
-    src.write_text(NODESIZE_C)
-    exe = tmp_path / "nodesize"
-    p = subprocess.run(["cc", "-Wall", "-Werror", "-o", str(exe), str(src), *flags], capture_output=True, text=True)
+    # only the public headers are installed, and nothing under libfs/
+    assert sorted(f.name for f in (usr / "include/btk").iterdir()) == \
+        sorted(f.name for f in (REPO / "include/btk").glob("*.h"))
+    src = tmp_path / "outside.c"
+    src.write_text(OUTSIDE_C)
+    exe = tmp_path / "outside"
+    # the installed headers are ISO C11 (with the feature macros btk.pc sets)
+    p = subprocess.run(["cc", "-std=c11", "-Wpedantic", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src), *flags],
+                       capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    run = subprocess.run([str(exe), str(sample_copy(tmp_path))], capture_output=True, text=True,
+    img = sample_copy(tmp_path)
+    run = subprocess.run([str(exe), str(img)], capture_output=True, text=True,
                          env=dict(os.environ, LD_LIBRARY_PATH=str(usr / "lib")))
-    assert run.returncode == 0 and run.stdout == "nodesize 16384\n", run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout.splitlines()
+    # the reference tools read the same image: geometry, chunks, the root tree's items
+    sup = subprocess.run(["btrfs", "inspect-internal", "dump-super", str(img)], capture_output=True, text=True,
+                         check=True).stdout
+    field = dict(line.split(None, 1) for line in sup.splitlines() if line and not line[0].isspace()
+                 and len(line.split(None, 1)) == 2)
+    assert out[0] == f"nodesize {field['nodesize'].strip()}" == "nodesize 16384", out
+    assert out[1] == f"generation {field['generation'].strip()}", out
+    assert out[2] == "label btk-sample" and out[3] == "device 1", out
+    chunks = [line for line in out if line.startswith("chunk ")]
+    tree = subprocess.run(["btrfs", "inspect-internal", "dump-tree", "-t", "chunk", str(img)],
+                          capture_output=True, text=True, check=True).stdout
+    ref = [f"chunk {w[w.index('CHUNK_ITEM') + 1].rstrip(')')}" for w in map(str.split, tree.splitlines())
+           if "CHUNK_ITEM" in w and w[0] == "item"]
+    assert [c.split()[0] + " " + c.split()[1] for c in chunks] == ref and len(ref) >= 3, (chunks, ref)
+    assert {c.split()[3] for c in chunks} == {"single", "DUP"}, chunks
+    roots = subprocess.run(["btrfs", "inspect-internal", "dump-tree", "-t", "root", str(img)],
+                           capture_output=True, text=True, check=True).stdout
+    assert out[-1] == f"root tree items {dump_tree_items(roots)}" and dump_tree_items(roots) > 5, out[-1]
+    for i, use in enumerate(PRIVATE_USES):
+        bad = tmp_path / f"private{i}.c"
+        bad.write_text("#include <btk/btk.h>\n" + use + "\n")
+        p = subprocess.run(["cc", "-c", "-o", os.devnull, str(bad), *flags], capture_output=True, text=True)
+        assert p.returncode != 0, f"the public headers let an outside program compile: {use}"
     ldd = subprocess.run(["ldd", str(exe)], capture_output=True, text=True,
                          env=dict(os.environ, LD_LIBRARY_PATH=str(usr / "lib"))).stdout
     assert str(usr / "lib/libbtk.so.0") in ldd, ldd

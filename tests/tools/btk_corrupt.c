@@ -19,14 +19,14 @@
 #include <string.h>
 
 #include "common/env_knobs.h"
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/ctree_ops.h"
-#include "libfs/fs.h"
-#include "libfs/names.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/ctree_ops.h>
+#include <btk/fs.h>
+#include <btk/names.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 #include "tests/tools/btk_corrupt_fields.h"
 
 #define ALL (-1)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/format.h"
+#include <btk/format.h>
 #include "tests/tools/btk_corrupt_fields.h"
 
 #define F(st, m) { #m, offsetof(st, m), sizeof(((st *)0)->m) }

@@ -22,9 +22,9 @@
 
 #include "common/sizes.h"
 #include "common/env_knobs.h"
-#include "libfs/fs.h"
-#include "libfs/names.h"
-#include "libfs/trans.h"
+#include <btk/fs.h>
+#include <btk/names.h>
+#include <btk/trans.h>
 
 static int parse_type(const char *s, uint8_t *out)
 {

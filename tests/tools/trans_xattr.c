@@ -21,11 +21,12 @@
 
 #include "common/sizes.h"
 #include "common/env_knobs.h"
-#include "libfs/csum.h"
-#include "libfs/fs.h"
-#include "libfs/trans.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include "libfs/volumes_internal.h"
+#include <btk/csum.h>
+#include <btk/fs.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 
 struct opts {
 	uint64_t tree, inode, count, size, per_commit;

@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "common/sizes.h"
-#include "libfs/io.h"
-#include "libfs/wlog.h"
+#include <btk/io.h>
+#include <btk/wlog.h>
 
 static int usage(void)
 {

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "libfs/block.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
 
 /* Bump when the recipes or the generated tree change: old caches are ignored. */

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
-#include "libfs/io.h"
+#include <btk/fs.h>
+#include <btk/io.h>
 
 /* Recipes (all single-device, metadata DUP unless said, 3000 small files in three
  * directories plus twenty 20 KiB files):

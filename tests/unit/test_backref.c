@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/csum.h"
+#include <btk/csum.h>
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
+#include <btk/tree.h>
 #include "tests/unit/fixtures.h"
 
 struct loaded {

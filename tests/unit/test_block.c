@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
 
 static struct note_log notes;

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/block.h"
-#include "libfs/block_salvage.h"
-#include "libfs/csum.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/block_salvage.h>
+#include <btk/csum.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
 
 struct leaf_case {

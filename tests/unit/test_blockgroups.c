@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/blockgroups.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 #include "tests/unit/fixtures.h"
+#include "libfs/volumes_internal.h"
 
 struct dumped_bg {
 	uint64_t start, length, used, flags;

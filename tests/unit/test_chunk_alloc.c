@@ -12,13 +12,14 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "libfs/chunk_edit.h"
-#include "libfs/ebitmap.h"
-#include "libfs/super.h"
+#include <btk/chunk_edit.h>
+#include <btk/ebitmap.h>
+#include <btk/super.h>
 #include "libfs/trans_internal.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
+#include "libfs/volumes_internal.h"
 
 static uint64_t dev_bytes_used(struct fs_info *fs)
 {

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/tree.h"
+#include <btk/csum.h>
+#include <btk/tree.h>
 #include "tests/unit/fixtures.h"
 
 /* Bit-at-a-time crc32c (Castagnoli, reflected 0x82F63B78), raw register in

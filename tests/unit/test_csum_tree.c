@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/csum_tree.h"
-#include "libfs/volumes.h"
+#include <btk/csum.h>
+#include <btk/csum_tree.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
 
 /* Sectors the csum items hold, counted with a plain tree iterator. */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ctree_ops.h"
+#include <btk/ctree_ops.h>
 
 #include "tests/unit/under_valgrind.h"
 

@@ -15,11 +15,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "libfs/block.h"
-#include "libfs/ctree_ops.h"
-#include "libfs/trans.h"
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/ctree_ops.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/walk.h>
 #include "tests/unit/fixtures.h"
 
 #include "tests/unit/under_valgrind.h"

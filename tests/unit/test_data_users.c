@@ -6,9 +6,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/data_users.h"
-#include "libfs/inode_path.h"
-#include "libfs/tree.h"
+#include <btk/data_users.h>
+#include <btk/inode_path.h>
+#include <btk/tree.h>
 #include "tests/unit/fixtures.h"
 
 static struct tree_root_ptr fs_tree(struct fs_info *fs)

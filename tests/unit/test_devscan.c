@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "libfs/devscan.h"
-#include "libfs/super.h"
+#include <btk/super.h>
 #include "tests/unit/fixtures.h"
 
 Test(devscan, random_fsid_has_no_members)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
+#include <btk/ebitmap.h>
 
 #define KiB (1024ULL)
 #define MiB (1024ULL * KiB)

@@ -5,8 +5,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "libfs/blockgroups.h"
-#include "libfs/extent_scan.h"
+#include <btk/blockgroups.h>
+#include <btk/extent_scan.h>
 #include "tests/unit/fixtures.h"
 
 struct tally {

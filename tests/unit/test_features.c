@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/features.h"
-#include "libfs/format.h"
+#include <btk/features.h>
+#include <btk/format.h>
 
 /* what mkfs.btrfs makes today: btk reads and writes all of it */
 #define DEFAULT_INCOMPAT                                                                              \

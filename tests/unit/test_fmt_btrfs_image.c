@@ -13,9 +13,9 @@
 
 #include "image/fmt_btrfs_image.h"
 #include "tests/unit/under_valgrind.h"
-#include "libfs/csum.h"
-#include "libfs/endian_access.h"
-#include "libfs/format.h"
+#include <btk/csum.h>
+#include <btk/endian_access.h>
+#include <btk/format.h>
 
 #define NODE 16384
 

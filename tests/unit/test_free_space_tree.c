@@ -5,12 +5,13 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "libfs/ebitmap.h"
-#include "libfs/free_space_tree.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/ebitmap.h>
+#include <btk/free_space_tree.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
+#include "libfs/volumes_internal.h"
 
 static struct fs_info *open_writable(const char *recipe)
 {

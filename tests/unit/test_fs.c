@@ -10,11 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "libfs/block.h"
-#include "libfs/csum.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
+#include <btk/block.h>
+#include <btk/csum.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
 #include "tests/unit/fixtures.h"
+#include "libfs/volumes_internal.h"
 
 static void image(const char *recipe, char *path, size_t len)
 {

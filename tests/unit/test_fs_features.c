@@ -5,10 +5,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/format.h"
-#include "libfs/fs.h"
-#include "libfs/super.h"
-#include "libfs/trans.h"
+#include <btk/format.h>
+#include <btk/fs.h>
+#include <btk/super.h>
+#include <btk/trans.h>
 #include "tests/unit/fixtures.h"
 
 /* The "small" image in memory, its feature flags xor'ed with these bits. */

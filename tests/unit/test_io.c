@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libfs/io.h"
+#include <btk/io.h>
 #include "tests/unit/fixtures.h"
 
 #define FILE_SIZE 10000

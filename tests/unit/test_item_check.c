@@ -5,9 +5,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/format.h"
-#include "libfs/item_check.h"
+#include <btk/csum.h>
+#include <btk/format.h>
+#include <btk/item_check.h>
 
 static const struct item_geometry geo = { 4096, 16384, 4, BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA };
 

@@ -8,7 +8,7 @@
 /* The unit-test link line carries libfs and common only, so the decoder
  * under test is compiled in here. */
 #include "inspect/item_json.c"
-#include "libfs/format.h"
+#include <btk/format.h>
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

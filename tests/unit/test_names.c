@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/format.h"
-#include "libfs/names.h"
+#include <btk/format.h>
+#include <btk/names.h>
 
 Test(names, key_types_match_dump_tree)
 {

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "libfs/prefetch.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 #include "tests/unit/fixtures.h"
 
 struct hint { uint64_t off, len; };

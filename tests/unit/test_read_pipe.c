@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "libfs/read_pipe.h"
+#include <btk/read_pipe.h>
 #include "tests/unit/fixtures.h"
 
 #define FILE_SIZE (4u << 20)

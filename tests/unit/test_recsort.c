@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "libfs/recsort.h"
+#include <btk/recsort.h>
 
 #include "tests/unit/under_valgrind.h"
 

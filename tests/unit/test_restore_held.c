@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "image/restore.h"
-#include "libfs/format.h"
+#include <btk/format.h>
 
 #define NODE 4096
 #define HDR sizeof(struct btrfs_header)

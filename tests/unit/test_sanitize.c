@@ -14,9 +14,9 @@
 #include "image/name_forge.h"
 #include "image/sanitize.h"
 #include "image/sanitize_map.h"
-#include "libfs/csum.h"
-#include "libfs/format.h"
-#include "libfs/key.h"
+#include <btk/csum.h>
+#include <btk/format.h>
+#include <btk/key.h>
 
 #define NODESIZE 16384
 #define HDR sizeof(struct btrfs_header)

@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "libfs/csum.h"
-#include "libfs/super.h"
+#include <btk/csum.h>
+#include <btk/super.h>
 #include "tests/unit/fixtures.h"
 
 static struct io_dev *load_small(void)

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libfs/format.h"
-#include "libfs/target.h"
+#include <btk/format.h>
+#include <btk/target.h>
 #include "tests/unit/fixtures.h"
 
 static const struct target_spec new_content = { .flags = TARGET_NEW_CONTENT | TARGET_MAY_CREATE };

@@ -22,15 +22,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "libfs/block.h"
-#include "libfs/super.h"
-#include "libfs/trans.h"
-#include "libfs/tree.h"
-#include "libfs/volumes.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/super.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/volumes.h>
+#include <btk/walk.h>
 #include "tests/unit/fixtures.h"
 
 #include "tests/unit/under_valgrind.h"
+#include "libfs/volumes_internal.h"
 
 #define TREE BTRFS_UUID_TREE_OBJECTID
 

@@ -6,10 +6,10 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-#include "libfs/block.h"
-#include "libfs/trans.h"
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/block.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/walk.h>
 #include "tests/unit/fixtures.h"
 
 struct count {

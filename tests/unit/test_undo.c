@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "libfs/format.h"
-#include "libfs/super.h"
-#include "libfs/undo.h"
+#include <btk/format.h>
+#include <btk/super.h>
+#include <btk/undo.h>
 #include "tests/unit/fixtures.h"
 
 #define GEN 100

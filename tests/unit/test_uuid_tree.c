@@ -4,10 +4,10 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "libfs/endian_access.h"
-#include "libfs/super.h"
-#include "libfs/tree.h"
-#include "libfs/uuid_tree.h"
+#include <btk/endian_access.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+#include <btk/uuid_tree.h>
 #include "tests/unit/fixtures.h"
 
 Test(uuid_tree, rebuilt_from_the_root_items)

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/volumes.h"
+#include <btk/volumes.h>
+#include "libfs/volumes_internal.h"
 
 #define K64 65536ULL
 #define GiB (1ULL << 30)

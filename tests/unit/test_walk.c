@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libfs/tree.h"
-#include "libfs/walk.h"
+#include <btk/tree.h>
+#include <btk/walk.h>
 #include "tests/unit/fixtures.h"
 
 struct visits {

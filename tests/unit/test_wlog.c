@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "common/env_knobs.h"
-#include "libfs/format.h"
-#include "libfs/undo.h"
-#include "libfs/wlog.h"
+#include <btk/format.h>
+#include <btk/undo.h>
+#include <btk/wlog.h>
 #include "tests/unit/fixtures.h"
 
 #define NDEV 2

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
-#include "libfs/trans.h"
+#include <btk/fs.h>
+#include <btk/trans.h>
 
 /* What fst_build() did, for the caller to report. */
 struct fst_build_stats {

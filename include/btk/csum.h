@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "libfs/format.h"
+#include <btk/format.h>
 
 /* Bytes of checksum for a type, or 0 if the type is unknown. */
 unsigned csum_size(unsigned csum_type);

@@ -29,8 +29,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "libfs/fs.h"
-#include "libfs/tree.h"
+#include <btk/fs.h>
+#include <btk/tree.h>
 
 struct trans;
 
@@ -100,7 +100,7 @@ int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const
 
 /* Copy the block bytenr at level of tree (key: its parent's key for it;
  * unused for the root) to a new block as block_read gives it: a damaged
- * block's salvaged view (libfs/block_salvage.h) becomes a valid block, its
+ * block's salvaged view (btk/block_salvage.h) becomes a valid block, its
  * parent's pointer gets the new generation and the block's first key. A
  * block left with no entries is dropped from its parent instead (*emptied). */
 int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key, uint64_t bytenr,

@@ -38,7 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "libfs/io.h"
+#include <btk/io.h>
 
 #define UNDO_BLOCK_SIZE 4096U
 /* Bytes of held-back writes per device before they are pushed early. */

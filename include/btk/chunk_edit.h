@@ -7,8 +7,8 @@
 #define BTK_CHUNK_EDIT_H
 
 #include <stdint.h>
-#include "libfs/trans.h"
-#include "libfs/volumes.h"
+#include <btk/trans.h>
+#include <btk/volumes.h>
 
 struct stripe_place {
 	uint64_t devid;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/io.h"
+#include <btk/io.h>
 
 #define READ_PIPE_MAX_SEGS 8
 

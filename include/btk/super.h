@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "libfs/format.h"
-#include "libfs/io.h"
+#include <btk/format.h>
+#include <btk/io.h>
 
 /* Result of reading one superblock copy. */
 struct super_copy {

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/block.h"
+#include <btk/block.h>
 
 /* What a salvage changed (struct block_salvage.what). */
 #define SALVAGE_ITEM_LAYOUT (1u << 0)  /* leaf item offsets/sizes re-laid out, or items past the leaf */

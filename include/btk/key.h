@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "libfs/format.h"
+#include <btk/format.h>
 
 struct btrfs_key {
 	uint64_t objectid;

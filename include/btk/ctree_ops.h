@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/format.h"
-#include "libfs/key.h"
+#include <btk/format.h>
+#include <btk/key.h>
 
 #define CTREE_HEADER_SIZE ((uint32_t)sizeof(struct btrfs_header))      /* 101 */
 #define CTREE_ITEM_SIZE ((uint32_t)sizeof(struct btrfs_item))          /* 25 */

@@ -3,8 +3,8 @@
 #ifndef BTK_WALK_H
 #define BTK_WALK_H
 
-#include "libfs/block.h"
-#include "libfs/fs.h"
+#include <btk/block.h>
+#include <btk/fs.h>
 
 struct tree_walk_ops {
 	/* Called for each block in depth-first pre-order. Return 0 to go on,

@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "libfs/format.h"
-#include "libfs/key.h"
+#include <btk/format.h>
+#include <btk/key.h>
 
 struct fs_info;
 

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 struct block_group {
 	uint64_t start;

@@ -9,10 +9,10 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "libfs/format.h"
-#include "libfs/io.h"
-#include "libfs/key.h"
-#include "libfs/recsort.h"
+#include <btk/format.h>
+#include <btk/io.h>
+#include <btk/key.h>
+#include <btk/recsort.h>
 
 struct block_cache;
 struct chunk_alloc_hints;
@@ -75,8 +75,8 @@ struct fs_open_options {
 	 * filesystem as the last whole commit left it. NULL: never. */
 	bool (*cancelled)(void);
 	/* Writable opens only. undo_path: save the old bytes of everything the
-	 * operation overwrites there (libfs/undo.h; the file must not exist).
-	 * write_log_path: log every write and flush (libfs/wlog.h; appended to
+	 * operation overwrites there (btk/undo.h; the file must not exist).
+	 * write_log_path: log every write and flush (btk/wlog.h; appended to
 	 * if it exists), for crash tests. */
 	const char *undo_path;
 	const char *write_log_path;
@@ -110,9 +110,20 @@ struct trans_mem_stats {
 	uint64_t refs_spilled;      /* changes queued on disk (libfs/recsort.c) */
 };
 
+/* The members of struct fs_info that only libfs names (doc/design.md, "The
+ * libfs API boundary"): everywhere else they go by another name, so callers
+ * cannot reach them and read them through the functions below. The layout
+ * is the same either way. libfs, its tests and the few program files
+ * scripts/api-check allows are built with -DBTK_LIBFS_PRIVATE. */
+#ifdef BTK_LIBFS_PRIVATE
+#define FS_PRIVATE(name) name
+#else
+#define FS_PRIVATE(name) libfs_private_##name
+#endif
+
 struct fs_info {
 	/* superblock in use (a verified copy) and where it came from */
-	uint8_t super[BTRFS_SUPER_INFO_SIZE];
+	uint8_t FS_PRIVATE(super)[BTRFS_SUPER_INFO_SIZE]; /* fs_super() */
 	int super_mirror;
 	uint64_t generation;
 	uint32_t nodesize;
@@ -133,12 +144,12 @@ struct fs_info {
 	uint8_t (*seed_fsids)[BTRFS_FSID_SIZE];
 	unsigned nseed_fsids;
 
-	struct fs_device *devices;
-	unsigned num_devices;
+	struct fs_device *FS_PRIVATE(devices); /* fs_device() */
+	unsigned FS_PRIVATE(num_devices);       /* fs_num_devices() */
 	unsigned missing_devices;
 
-	struct chunk_map *chunks;
-	struct block_cache *cache;
+	struct chunk_map *FS_PRIVATE(chunks);  /* fs_chunk(), fs_chunk_lookup() */
+	struct block_cache *FS_PRIVATE(cache);
 
 	struct tree_root_ptr chunk_root;
 	struct tree_root_ptr tree_root;
@@ -155,7 +166,10 @@ struct fs_info {
 		uuid_root, free_space_root, block_group_root, raid_stripe_root;
 
 	bool writable;
-	char errmsg[512];
+	/* fs_error_message(); written under errlock (fs_error may run on
+	 * worker threads), 0 = unlocked */
+	char FS_PRIVATE(errmsg)[512];
+	int FS_PRIVATE(errlock);
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
 	bool (*cancelled)(void);    /* fs_open_options.cancelled */
@@ -167,11 +181,11 @@ struct fs_info {
 	/* Bumped when the copies of mapped addresses change (chunk_map_set_stripes):
 	 * blocks a transaction wrote early must be written again to the new set. */
 	uint64_t chunk_map_epoch;
-	/* Set by a conversion around its transaction (libfs/chunk_edit.h): the
+	/* Set by a conversion around its transaction (btk/chunk_edit.h): the
 	 * profile and the device space off limits for chunks it allocates. */
 	const struct chunk_alloc_hints *alloc_hints;
 	/* With tolerate_damage: blocks that verify but are laid out wrong are
-	 * read as their salvaged view (libfs/block_salvage.h), logged here. */
+	 * read as their salvaged view (btk/block_salvage.h), logged here. */
 	bool salvage;
 	struct block_salvage_log *salvage_log;
 };
@@ -209,5 +223,22 @@ void fs_note(struct fs_info *fs, enum fs_note_level level, const char *fmt, ...)
 
 /* Look up a tree's root by objectid (well-known trees and subvolumes). */
 int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *out);
+
+/* What programs read of the fields behind functions (libfs/fs_access.c):
+ * the member devices (index 0 .. fs_num_devices()-1, missing ones included,
+ * with a NULL path and io), the superblock in use (read-only: a change goes
+ * through a transaction) and the message of the last fs_error(). */
+unsigned fs_num_devices(const struct fs_info *fs);
+const struct fs_device *fs_device(const struct fs_info *fs, unsigned i);
+const uint8_t *fs_super(const struct fs_info *fs);
+/* The message of the last error recorded on fs ("" when none). Read it on the
+ * thread that opened fs, after any workers are joined; fs_error() itself may
+ * be called from worker threads. */
+const char *fs_error_message(const struct fs_info *fs);
+/* The same message copied whole into buf (len bytes) while other threads
+ * may be recording errors. */
+void fs_error_message_copy(const struct fs_info *fs, char *buf, size_t len);
+/* Forget the last message (before a call whose failure is expected). */
+void fs_error_clear(struct fs_info *fs);
 
 #endif

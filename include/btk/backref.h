@@ -7,8 +7,8 @@
 
 #include <stdint.h>
 
-#include "libfs/format.h"
-#include "libfs/key.h"
+#include <btk/format.h>
+#include <btk/key.h>
 
 struct trans;
 

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 /* One file that uses the extent. */
 struct data_user {
@@ -29,7 +29,7 @@ int data_users_find(struct fs_info *fs, uint64_t logical, struct data_user *out,
 		    uint64_t *more, uint64_t *start, uint64_t *len);
 
 /* "subvolume 257 inode 300 /dir/file at offset 4096" for one user into buf
- * (the path from libfs/inode_path.h; "?" where a name is missing). */
+ * (the path from btk/inode_path.h; "?" where a name is missing). */
 void data_user_describe(struct fs_info *fs, const struct data_user *u, char *buf, size_t len);
 
 #endif

@@ -4,8 +4,8 @@
 #define BTK_TREE_H
 
 #include <stdint.h>
-#include "libfs/block.h"
-#include "libfs/fs.h"
+#include <btk/block.h>
+#include <btk/fs.h>
 
 struct tree_path {
 	struct tree_block *nodes[BTRFS_MAX_LEVEL]; /* nodes[0] is the leaf */

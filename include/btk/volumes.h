@@ -4,8 +4,8 @@
 #define BTK_VOLUMES_H
 
 #include <stdint.h>
-#include "libfs/fs.h"
-#include "libfs/tree.h"
+#include <btk/fs.h>
+#include <btk/tree.h>
 
 struct chunk_stripe {
 	uint64_t devid;
@@ -23,11 +23,6 @@ struct chunk {
 	struct chunk_stripe stripes[];
 };
 
-struct chunk_map {
-	struct chunk **chunks; /* sorted by logical, non-overlapping */
-	size_t count;
-	size_t capacity;
-};
 
 /* One physical place that holds (a copy of) a logical range. */
 struct phys_copy {
@@ -46,22 +41,19 @@ uint64_t chunk_stripe_size(uint64_t length, uint64_t type, unsigned num_stripes,
 
 /* Validate a chunk item's geometry: 0, or -EUCLEAN with a message. */
 int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
-/* Parse a chunk item (from the chunk tree or the sys_chunk_array) into the map.
- * Validates geometry; -EUCLEAN with a message on nonsense. */
-int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
-const struct chunk *chunk_map_lookup(const struct chunk_map *map, uint64_t logical);
-/* Index of the first chunk (in logical order) whose end is above logical. */
-size_t chunk_map_find_index(const struct chunk_map *map, uint64_t logical);
-void chunk_map_free(struct chunk_map *map);
+/* The chunks of the filesystem in logical order (index 0 .. count-1), the
+ * chunk holding logical (NULL when none), and the index of the first chunk
+ * whose end is above logical (count when none). */
+size_t fs_chunk_count(const struct fs_info *fs);
+const struct chunk *fs_chunk(const struct fs_info *fs, size_t i);
+const struct chunk *fs_chunk_lookup(const struct fs_info *fs, uint64_t logical);
+size_t fs_chunk_find_index(const struct fs_info *fs, uint64_t logical);
 /* Replace the stripes of the in-memory chunk at logical (the on-disk chunk
  * item is not touched): used to send writes to the union of old and new
  * stripes while a profile change is being committed. */
 int chunk_map_set_stripes(struct fs_info *fs, uint64_t logical, const struct chunk_stripe *stripes,
 			  unsigned n);
 
-/* Read the superblock's system chunk array, then the whole chunk tree. */
-int volumes_read_sys_chunk_array(struct fs_info *fs);
-int volumes_read_chunk_tree(struct fs_info *fs);
 /* Every DEV_ITEM of the chunk tree (key.offset: the devid; fn checks the
  * item's size), as tree_each_item: 0, fn's nonzero value, or -errno. */
 int volumes_each_dev_item(struct fs_info *fs, tree_item_fn fn, void *arg);

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
-#include "libfs/trans.h"
+#include <btk/fs.h>
+#include <btk/trans.h>
 
 struct uuid_tree_stats {
 	unsigned items;             /* uuid items written */

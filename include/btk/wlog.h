@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "libfs/io.h"
+#include <btk/io.h>
 
 struct wlog_writer;
 struct wlog_reader;

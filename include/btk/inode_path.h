@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 /* Components followed at most (a loop of names stops there). */
 #define INODE_PATH_MAX_DEPTH 4096

@@ -6,8 +6,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
+/* A tree block as the cache lends it (block_read, block_put): its links in
+ * the cache are libfs's own (libfs/block.c). */
 struct tree_block {
 	uint64_t bytenr;
 	uint32_t len;
@@ -15,10 +17,6 @@ struct tree_block {
 	int mirror;               /* copy the data came from (0-based) */
 	bool dirty;               /* created or changed by the open transaction */
 	uint8_t *data;
-	struct tree_block *hash_next;
-	/* in the cache's LRU list while cached and unreferenced (refs 0) */
-	struct tree_block *lru_prev, *lru_next;
-	bool cached;              /* in the cache's hash and byte count */
 	bool salvaged;            /* the salvaged view of a damaged block (block_salvage.h) */
 };
 

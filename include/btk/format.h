@@ -2,12 +2,12 @@
 /* The btrfs on-disk format: constants and structure layouts.
  *
  * The packed structs below document the layout and feed offsetof() in the
- * generated accessors (libfs/endian_access.h). They are never used to read a
+ * generated accessors (btk/endian_access.h). They are never used to read a
  * buffer directly: on-disk data is little-endian and may be unaligned. */
 #ifndef BTK_FORMAT_H
 #define BTK_FORMAT_H
 
-#include "libfs/endian_access.h"
+#include <btk/endian_access.h>
 
 #define BTRFS_MAGIC 0x4D5F53665248425FULL /* "_BHRfS_M" */
 #define BTRFS_SUPER_INFO_OFFSET 65536ULL

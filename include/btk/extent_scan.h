@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "libfs/fs.h"
+#include <btk/fs.h>
 
 /* One EXTENT_ITEM or METADATA_ITEM. */
 struct extent_rec {
