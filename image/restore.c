@@ -108,15 +108,6 @@ int rs_error(struct restore_ctx *r, const char *fmt, ...)
 
 /* ---------------------------------------------------------------- superblocks */
 
-/* The superblock in use is the lowest devid's, except that in a sprouted
- * filesystem a seed device's (SEEDING flag, another fsid) never is. */
-static bool super_preferred(const uint8_t *sb, uint64_t devid, const uint8_t *cur, uint64_t cur_devid)
-{
-	bool seed = super_flags(sb) & BTRFS_SUPER_FLAG_SEEDING, cur_seed = super_flags(cur) & BTRFS_SUPER_FLAG_SEEDING;
-
-	return seed == cur_seed ? devid < cur_devid : cur_seed;
-}
-
 static int take_super(struct restore_ctx *r, const struct img_record *rec)
 {
 	struct img_super *v;
@@ -136,9 +127,8 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 	v->devid = rec->logical;
 	v->copy = rec->copy;
 	memcpy(v->data, rec->data, BTRFS_SUPER_INFO_SIZE);
-	if (rec->copy == 0 && (!r->have_super || super_preferred(rec->data, rec->logical, r->super, r->super_devid))) {
+	if (rec->copy == 0 && (!r->have_super || super_member_preferred(rec->data, r->super))) {
 		memcpy(r->super, rec->data, BTRFS_SUPER_INFO_SIZE);
-		r->super_devid = rec->logical;
 		r->have_super = true;
 	}
 	return 0;

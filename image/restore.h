@@ -66,9 +66,8 @@ struct restore_ctx {
 	unsigned nouts;
 	struct img_source src;
 	/* what the image says */
-	uint8_t super[BTRFS_SUPER_INFO_SIZE]; /* the superblock of the lowest devid seen */
+	uint8_t super[BTRFS_SUPER_INFO_SIZE]; /* the one super_member_preferred picks */
 	bool have_super;
-	uint64_t super_devid;
 	struct img_super *supers; /* every SUPER record */
 	size_t nsupers;
 	/* the chunk tree, collected first */

@@ -219,7 +219,7 @@ static int fs_accept_seed_member(struct fs_info *fs, const uint8_t *sb, int chos
 		*seed = true;
 		return fs_note_seed_fsid(fs, super_metadata_fsid(sb));
 	}
-	if (!(super_flags(fs->super) & BTRFS_SUPER_FLAG_SEEDING) || fs->nseed_fsids)
+	if (!super_member_preferred(sb, fs->super) || fs->nseed_fsids)
 		return -EINVAL;
 	ret = fs_note_seed_fsid(fs, super_metadata_fsid(fs->super));
 	if (ret)
@@ -231,12 +231,12 @@ static int fs_accept_seed_member(struct fs_info *fs, const uint8_t *sb, int chos
 	return 0;
 }
 
-/* Whether a further member's superblock (of the same fsid) is newer than the
- * one in use; never when a copy was asked for (--super). */
+/* Whether a further member's superblock (of the same fsid) names the
+ * filesystem instead of the one in use (super_member_preferred); never when
+ * a copy was asked for (--super). */
 static bool newer_member_super(const struct fs_info *fs, const uint8_t *sb, const struct fs_open_options *opts)
 {
-	return opts->super_mirror < 0 && super_generation(sb) > super_generation(fs->super) &&
-	       memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) == 0;
+	return opts->super_mirror < 0 && super_member_preferred(sb, fs->super);
 }
 
 static int fs_check_member_size(struct fs_info *fs, struct io_dev *io, const char *path, const uint8_t *sb);
