@@ -137,24 +137,10 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 /* The fs_info that carries the geometry, the chunk map and the outputs. */
 static int setup_fs(struct restore_ctx *r)
 {
-	struct fs_info *fs = calloc(1, sizeof(*fs));
+	char why[200];
+	int ret = fs_create_from_super(r->super, &r->fs, why, sizeof(why));
 
-	if (!fs)
-		return -ENOMEM;
-	r->fs = fs;
-	memcpy(fs->super, r->super, sizeof(fs->super));
-	fs->nodesize = super_nodesize(r->super);
-	fs->sectorsize = super_sectorsize(r->super);
-	fs->csum_type = super_csum_type(r->super);
-	fs->csum_size = (uint16_t)csum_size(fs->csum_type);
-	memcpy(fs->fsid, super_fsid_ptr(r->super), 16);
-	memcpy(fs->metadata_uuid, super_metadata_fsid(r->super), 16);
-	fs->chunks = calloc(1, sizeof(*fs->chunks));
-	if (!fs->chunks)
-		return -ENOMEM;
-	if (fs->nodesize < 4096 || fs->nodesize > 65536 || !fs->csum_size)
-		return rs_error(r, "the image's superblock has an unusable geometry");
-	return 0;
+	return ret == -EUCLEAN ? rs_error(r, "the image: %s", why) : ret;
 }
 
 /* ---------------------------------------------------------------- the chunk tree */
@@ -362,34 +348,26 @@ static int open_outputs(struct restore_ctx *r)
 	for (unsigned i = 0; i < r->nouts; i++)
 		if ((ret = check_output_size(r, r->outs[i], output_size(r, i))))
 			return ret;
-	fs->devices = calloc(r->nouts, sizeof(*fs->devices));
-	if (!fs->devices)
-		return -ENOMEM;
 	r->outputs_touched = true;
 	for (unsigned i = 0; i < r->nouts; i++) {
 		uint64_t size = output_size(r, i);
-		struct fs_device *d = &fs->devices[i];
+		struct io_dev *io;
 		if ((ret = prepare_output(r, r->outs[i], size)))
 			return ret;
-		ret = io_open_file(r->outs[i], IO_OPEN_WRITE | IO_OPEN_EXCL, &d->io);
+		ret = io_open_file(r->outs[i], IO_OPEN_WRITE | IO_OPEN_EXCL, &io);
 		if (ret)
 			return rs_error(r, "cannot open %s: %s", r->outs[i], strerror(-ret)), ret;
-		fs->num_devices++;
-		d->devid = r->layout == LAYOUT_SINGLE ? 1 : r->devs[i].devid;
-		d->total_bytes = size;
-		if ((ret = write_marks(r, d->io, size)))
+		/* the chunk map's stripes on this devid point at the output now */
+		ret = r->layout == LAYOUT_SINGLE ? fs_attach_device(fs, 1, NULL, io, size)
+						 : fs_attach_device(fs, r->devs[i].devid, dev_item_uuid_ptr(r->devs[i].item),
+								    io, size);
+		if (ret)
+			return rs_error(r, "%s: %s", r->outs[i], fs->errmsg[0] ? fs->errmsg : strerror(-ret)), ret;
+		if ((ret = write_marks(r, fs->devices[i].io, size)))
 			return rs_error(r, "writing to %s: %s", r->outs[i], strerror(-ret)), ret;
 	}
 	if ((ret = batch_open(&r->batch, r->outs, r->nouts)))
 		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
-	/* the chunk map's stripes point at the outputs now */
-	for (size_t c = 0; r->layout == LAYOUT_ORIGINAL && c < fs->chunks->count; c++) {
-		struct chunk *ch = fs->chunks->chunks[c];
-		for (unsigned s = 0; s < ch->num_stripes; s++)
-			for (unsigned i = 0; i < fs->num_devices; i++)
-				if (fs->devices[i].devid == ch->stripes[s].devid)
-					ch->stripes[s].dev = &fs->devices[i];
-	}
 	return 0;
 }
 
@@ -634,14 +612,7 @@ static void restore_free(struct restore_ctx *r)
 	free(r->place);
 	batch_free(r->batch);
 	ebitmap_destroy(r->parity_rows);
-	if (r->fs) {
-		for (unsigned i = 0; i < r->fs->num_devices; i++)
-			if (r->fs->devices[i].io)
-				io_close(r->fs->devices[i].io);
-		free(r->fs->devices);
-		chunk_map_free(r->fs->chunks);
-		free(r->fs);
-	}
+	fs_close(r->fs);
 }
 
 static int check_targets(const struct restore_args *a);

@@ -823,6 +823,55 @@ int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_option
 	return fs_open_common(NULL, ios, n, opts, out, msg, msglen);
 }
 
+int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, size_t msglen)
+{
+	struct fs_info *fs = calloc(1, sizeof(*fs));
+	uint32_t ns = super_nodesize(super), ss = super_sectorsize(super);
+
+	*out = NULL;
+	if (!fs)
+		return -ENOMEM;
+	memcpy(fs->super, super, BTRFS_SUPER_INFO_SIZE);
+	fs->tree_root_backup = -1;
+	fs_load_super_fields(fs);
+	fs->chunks = calloc(1, sizeof(*fs->chunks));
+	if (!fs->chunks) {
+		fs_close(fs);
+		return -ENOMEM;
+	}
+	if (ns < 4096 || ns > 65536 || (ns & (ns - 1)) || ss < 4096 || ss > ns || (ss & (ss - 1)) ||
+	    !fs->csum_size) {
+		if (msg)
+			snprintf(msg, msglen, "the superblock has an unusable geometry (nodesize %u, sectorsize "
+				 "%u, checksum type %u)", ns, ss, fs->csum_type);
+		fs_close(fs);
+		return -EUCLEAN;
+	}
+	*out = fs;
+	return 0;
+}
+
+int fs_attach_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid, struct io_dev *io,
+		     uint64_t total_bytes)
+{
+	static const uint8_t zero[BTRFS_UUID_SIZE];
+	struct fs_device *d;
+
+	if (fs_device_by_devid(fs, devid)) {
+		io_close(io);
+		return fs_error(fs, -EEXIST, "device id %llu attached twice", (unsigned long long)devid);
+	}
+	d = fs_add_device(fs, devid, uuid ? uuid : zero);
+	if (!d || !(d->path = strdup(io->path))) {
+		io_close(io);
+		return -ENOMEM;
+	}
+	d->io = io;
+	d->total_bytes = total_bytes;
+	fs_resolve_stripe_devices(fs);
+	return 0;
+}
+
 int fs_finish_undo(struct fs_info *fs)
 {
 	int ret;

@@ -172,6 +172,16 @@ int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_opti
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
 		    struct fs_info **out, char *msg, size_t msglen);
 void fs_close(struct fs_info *fs);
+/* An fs_info for a filesystem known from its superblock alone (an image
+ * being restored): geometry, fsids and tree roots of super, an empty chunk
+ * map (chunk_map_add_item fills it), no device, no cache, nothing read.
+ * fs_attach_device adds the devices; fs_close frees it all. -EUCLEAN with
+ * the reason in msg when the geometry is unusable. */
+int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, size_t msglen);
+/* Attach an opened device (taking io, closed on error) as member devid;
+ * every chunk stripe on devid now maps to it. uuid may be NULL. */
+int fs_attach_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid, struct io_dev *io,
+		     uint64_t total_bytes);
 /* Every opened (non-seed) device holds the bytes its dev item says: 0, or
  * -ENOSPC with the message in fs->errmsg. A writable open refuses such a
  * device itself; a reader that is about to reopen for writing asks first. */
