@@ -278,7 +278,7 @@ int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	int ret;
 
-	if ((ret = batch_flush(r->batch)) || (ret = io_flush(io)))
+	if ((ret = io_flush(io)))
 		return ret;
 	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
 		uint64_t off = btrfs_super_offset(m);
@@ -323,6 +323,32 @@ static int restore_check_features(struct restore_ctx *r)
 	return 0;
 }
 
+/* Every output through libfs' batched writer (direct writes unless
+ * BTK_RESTORE_DIO=0), attached to the fs: the chunk map's stripes on each
+ * devid point at its output from then on. */
+static int open_batched(struct restore_ctx *r)
+{
+	const char *env = getenv("BTK_RESTORE_DIO");
+	struct io_dev *ios[r->nouts];
+	int ret = io_open_batched((const char *const *)r->outs, r->nouts,
+				  IO_OPEN_EXCL | (env && !strcmp(env, "0") ? IO_OPEN_NO_DIRECT : 0), ios);
+
+	if (ret)
+		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
+	for (unsigned i = 0; i < r->nouts; i++) {
+		uint64_t size = output_size(r, i);
+		ret = r->layout == LAYOUT_SINGLE
+			? fs_attach_device(r->fs, 1, NULL, ios[i], size)
+			: fs_attach_device(r->fs, r->devs[i].devid, dev_item_uuid_ptr(r->devs[i].item), ios[i], size);
+		if (ret) {
+			for (unsigned k = i + 1; k < r->nouts; k++)
+				io_close(ios[k]);
+			return rs_error(r, "%s: %s", r->outs[i], r->fs->errmsg[0] ? r->fs->errmsg : strerror(-ret)), ret;
+		}
+	}
+	return 0;
+}
+
 static int open_outputs(struct restore_ctx *r)
 {
 	struct fs_info *fs = r->fs;
@@ -349,32 +375,38 @@ static int open_outputs(struct restore_ctx *r)
 		if ((ret = check_output_size(r, r->outs[i], output_size(r, i))))
 			return ret;
 	r->outputs_touched = true;
-	for (unsigned i = 0; i < r->nouts; i++) {
-		uint64_t size = output_size(r, i);
-		struct io_dev *io;
-		if ((ret = prepare_output(r, r->outs[i], size)))
+	for (unsigned i = 0; i < r->nouts; i++)
+		if ((ret = prepare_output(r, r->outs[i], output_size(r, i))))
 			return ret;
-		ret = io_open_file(r->outs[i], IO_OPEN_WRITE | IO_OPEN_EXCL, &io);
-		if (ret)
-			return rs_error(r, "cannot open %s: %s", r->outs[i], strerror(-ret)), ret;
-		/* the chunk map's stripes on this devid point at the output now */
-		ret = r->layout == LAYOUT_SINGLE ? fs_attach_device(fs, 1, NULL, io, size)
-						 : fs_attach_device(fs, r->devs[i].devid, dev_item_uuid_ptr(r->devs[i].item),
-								    io, size);
-		if (ret)
-			return rs_error(r, "%s: %s", r->outs[i], fs->errmsg[0] ? fs->errmsg : strerror(-ret)), ret;
-		if ((ret = write_marks(r, fs->devices[i].io, size)))
+	if ((ret = open_batched(r)))
+		return ret;
+	for (unsigned i = 0; i < r->nouts; i++)
+		if ((ret = write_marks(r, fs->devices[i].io, output_size(r, i))))
 			return rs_error(r, "writing to %s: %s", r->outs[i], strerror(-ret)), ret;
-	}
-	if ((ret = batch_open(&r->batch, r->outs, r->nouts)))
-		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
 	return 0;
 }
 
 /* ---------------------------------------------------------------- writing records */
 
+static void frame_get(void *f) { img_frame_get(f); }
+static void frame_put(void *f) { img_frame_put(f); }
+
+/* A reference on the record's frame when data lies in it (the writer then
+ * keeps the bytes there rather than a copy), else hold stays unused: NULL. */
+static const struct io_ref *frame_hold(const struct restore_ctx *r, const uint8_t *data, uint32_t len,
+				       struct io_ref *hold)
+{
+	const struct img_frame *f = r->cur_frame;
+
+	if (!f || data < f->data || len > f->len || (size_t)(data - f->data) > f->len - len)
+		return NULL;
+	*hold = (struct io_ref){ frame_get, frame_put, r->cur_frame };
+	return hold;
+}
+
 static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {
+	struct io_ref hold;
 	int ret = parity_note(r, logical, len);
 
 	if (ret)
@@ -392,8 +424,7 @@ static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t
 			if (!copies[i].dev)
 				return rs_error(r, "chunk at %llu names device %llu, which the image does not have",
 						(unsigned long long)logical, (unsigned long long)copies[i].devid);
-			ret = batch_add(r->batch, (unsigned)(copies[i].dev - r->fs->devices), copies[i].physical, data, k,
-					r->cur_frame);
+			ret = io_write_ref(copies[i].dev->io, data, k, copies[i].physical, frame_hold(r, data, k, &hold));
 			if (ret)
 				return rs_error(r, "writing %s: %s", copies[i].dev->io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
@@ -408,6 +439,7 @@ static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t
 static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {
 	struct io_dev *io = r->fs->devices[0].io;
+	struct io_ref hold;
 
 	while (len) {
 		uint64_t phys[2], contig;
@@ -419,7 +451,7 @@ static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *
 			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
 		k = contig < len ? (uint32_t)contig : len;
 		for (unsigned i = 0; i < n; i++) {
-			if ((ret = batch_add(r->batch, 0, phys[i], data, k, r->cur_frame)))
+			if ((ret = io_write_ref(io, data, k, phys[i], frame_hold(r, data, k, &hold))))
 				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
 		}
@@ -610,7 +642,6 @@ static void restore_free(struct restore_ctx *r)
 	free(r->supers);
 	free(r->devs);
 	free(r->place);
-	batch_free(r->batch);
 	ebitmap_destroy(r->parity_rows);
 	fs_close(r->fs);
 }

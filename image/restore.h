@@ -58,8 +58,6 @@ struct spilled {
 	uint16_t type;
 };
 
-struct write_batch;
-
 struct restore_ctx {
 	enum restore_layout layout;
 	char **outs;
@@ -83,7 +81,6 @@ struct restore_ctx {
 	uint64_t new_size;
 	struct held_list dev_blocks;
 	int out_fd;
-	struct write_batch *batch;    /* writes of tree blocks and data, gathered */
 	struct img_frame *cur_frame;  /* the frame of the record being placed, or NULL */
 	struct ebitmap *parity_rows;  /* RAID5/6 full stripes written into (logical ranges) */
 	/* records before the chunk tree was complete */
@@ -97,15 +94,6 @@ struct restore_ctx {
 	bool prog_by_image;          /* progress counts image bytes read (frame offsets), not records */
 	char err[512];
 };
-
-/* Gathered writes onto the outputs (restore_batch.c): batch_add copies the
- * bytes; batch_flush writes everything, sorted, and starts writeback. */
-int batch_open(struct write_batch **b, char **paths, unsigned n);
-/* data inside frame (may be NULL) is referenced rather than copied. */
-int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len,
-	      struct img_frame *frame);
-int batch_flush(struct write_batch *b);
-void batch_free(struct write_batch *b);
 
 /* RAID5/6 (restore_parity.c): note the full stripes a write touches; at the
  * end, recompute their parity from what the outputs hold. */
