@@ -387,7 +387,10 @@ static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_o
 
 	if ((ret = target_check(path, &spec, why, sizeof(why))))
 		return fs_error(fs, ret, "%s", why);
-	ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
+	if (opts->writable && opts->batched_writes)
+		ret = io_open_batched(&path, 1, IO_OPEN_EXCL, &io);
+	else
+		ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
 	if (ret == -EBUSY)
 		return fs_error(fs, ret, "%s is in use (mounted or opened exclusively): unmount it first", path);
 	if (ret)

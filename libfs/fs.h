@@ -64,6 +64,11 @@ struct fs_open_options {
 	 * if it exists); NULL falls back to $BTK_WRITE_LOG, for crash tests. */
 	const char *undo_path;
 	const char *write_log_path;
+	/* Writable opens of paths: each member's writes go through the batched
+	 * backend (libfs/io_batch.c: queued, written sorted and in bulk, with
+	 * O_DIRECT where the device takes it), the writer btk-image restore
+	 * uses; the write log and the undo recorder stack on it the same way. */
+	bool batched_writes;
 	/* For btk-tune's fsid changes (doc/btk-tune.8, "FSID CHANGE"): open a
 	 * filesystem whose fsid or metadata_uuid change was interrupted. Member
 	 * devices may then carry either the old or the new fsid, and while the

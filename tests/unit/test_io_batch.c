@@ -3,7 +3,8 @@
  * overlapping (the later wins), some referenced rather than copied, some
  * unaligned, one larger than an arena, read back the same before and after
  * the flush, and end up in the files; every reference taken is dropped; a
- * write log stacks on it; direct and page-cache writing give the same bytes. */
+ * write log stacks on it; direct and page-cache writing give the same bytes;
+ * a transaction commits through it under a write log and an undo file. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "libfs/fdio.h"
+#include "libfs/fs.h"
 #include "libfs/io.h"
+#include "libfs/trans.h"
 #include "libfs/wlog.h"
 #include "tests/unit/fixtures.h"
 
@@ -166,4 +171,50 @@ Test(io_batch, refuses_what_it_cannot_open)
 	cr_assert_null(ios[1]);
 	p[1] = "/dev/null";
 	cr_assert_eq(io_open_batched(p, 2, 0, ios), -ENOTBLK, "a character device is no output");
+}
+
+/* fs_open_options.batched_writes: a commit's blocks and superblocks go out
+ * through the batched writer, under the write log and the undo recorder,
+ * and the filesystem reopens (plain) with the change. */
+Test(io_batch, transaction_commits_through_it, .timeout = 60)
+{
+	char src[4096], img[4096], log[4096], undo[4096], msg[512] = "";
+	const char *p[1] = { img };
+	struct fs_open_options opts;
+	struct wlog_reader *r;
+	struct fs_info *fs;
+	struct trans *t;
+	struct stat st;
+	uint64_t gen;
+
+	cr_assert_eq(fixture_image("small", src, sizeof(src)), 0);
+	cr_assert_eq(stat(src, &st), 0);
+	fixture_temp_file(img, sizeof(img), src, (uint64_t)st.st_size);
+	fixture_temp_file(log, sizeof(log), NULL, 0);
+	fixture_temp_file(undo, sizeof(undo), NULL, 0);
+	unlink(log);
+	unlink(undo);
+	fs_open_options_init(&opts);
+	opts.writable = true;
+	opts.batched_writes = true;
+	opts.write_log_path = log;
+	opts.undo_path = undo;
+	cr_assert_eq(fs_open(p, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	gen = fs->generation;
+	cr_assert_eq(trans_start(fs, &t), 0, "%s", fs->errmsg);
+	memset(super_label_ptr(trans_super(t)), 0, BTRFS_LABEL_SIZE);
+	memcpy(super_label_ptr(trans_super(t)), "batched", 7);
+	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_finish_undo(fs), 0, "%s", fs->errmsg);
+	fs_close(fs);
+	cr_assert_eq(wlog_open(log, &r), 0);
+	cr_assert_gt(wlog_count(r), 3, "the commit's writes were logged");
+	wlog_reader_free(r);
+	cr_assert_eq(fs_open(p, 1, NULL, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs->generation, gen + 1);
+	cr_assert_str_eq((const char *)super_label_ptr(fs->super), "batched");
+	fs_close(fs);
+	unlink(img);
+	unlink(log);
+	unlink(undo);
 }
