@@ -24,7 +24,6 @@
 #include "libfs/block.h"
 #include "libfs/csum.h"
 #include "libfs/ebitmap.h"
-#include "libfs/fdio.h"
 #include "libfs/features.h"
 #include "libfs/super.h"
 #include "libfs/target.h"
@@ -191,7 +190,7 @@ static int parse_chunk_tree(struct restore_ctx *r)
 			}
 		}
 	}
-	if (!r->ndevs || !r->fs->chunks->count)
+	if (!r->ndevs || !rs_chunk_count(r))
 		return rs_error(r, "the image's chunk tree has no devices or no chunks");
 	qsort(r->devs, r->ndevs, sizeof(*r->devs), cmp_dev);
 	return 0;
@@ -329,10 +328,14 @@ static int restore_check_features(struct restore_ctx *r)
 static int open_batched(struct restore_ctx *r)
 {
 	const char *env = getenv("BTK_RESTORE_DIO");
-	struct io_dev *ios[r->nouts];
-	int ret = io_open_batched((const char *const *)r->outs, r->nouts,
-				  IO_OPEN_EXCL | (env && !strcmp(env, "0") ? IO_OPEN_NO_DIRECT : 0), ios);
+	struct io_dev **ios = calloc(r->nouts, sizeof(*ios));
+	int ret;
 
+	if (!ios)
+		return -ENOMEM;
+	r->ios = ios;
+	ret = io_open_batched((const char *const *)r->outs, r->nouts,
+			      IO_OPEN_EXCL | (env && !strcmp(env, "0") ? IO_OPEN_NO_DIRECT : 0), ios);
 	if (ret)
 		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
 	for (unsigned i = 0; i < r->nouts; i++) {
@@ -341,8 +344,10 @@ static int open_batched(struct restore_ctx *r)
 			? fs_attach_device(r->fs, 1, NULL, ios[i], size)
 			: fs_attach_device(r->fs, r->devs[i].devid, dev_item_uuid_ptr(r->devs[i].item), ios[i], size);
 		if (ret) {
-			for (unsigned k = i + 1; k < r->nouts; k++)
+			for (unsigned k = i + 1; k < r->nouts; k++) {
 				io_close(ios[k]);
+				ios[k] = NULL;
+			}
 			return rs_error(r, "%s: %s", r->outs[i], r->fs->errmsg[0] ? r->fs->errmsg : strerror(-ret)), ret;
 		}
 	}
@@ -351,7 +356,6 @@ static int open_batched(struct restore_ctx *r)
 
 static int open_outputs(struct restore_ctx *r)
 {
-	struct fs_info *fs = r->fs;
 	int ret;
 
 	if (r->layout == LAYOUT_AUTO)
@@ -381,7 +385,7 @@ static int open_outputs(struct restore_ctx *r)
 	if ((ret = open_batched(r)))
 		return ret;
 	for (unsigned i = 0; i < r->nouts; i++)
-		if ((ret = write_marks(r, fs->devices[i].io, output_size(r, i))))
+		if ((ret = write_marks(r, r->ios[i], output_size(r, i))))
 			return rs_error(r, "writing to %s: %s", r->outs[i], strerror(-ret)), ret;
 	return 0;
 }
@@ -438,7 +442,7 @@ static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t
 
 static int write_single(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {
-	struct io_dev *io = r->fs->devices[0].io;
+	struct io_dev *io = r->ios[0];
 	struct io_ref hold;
 
 	while (len) {
@@ -542,8 +546,9 @@ static int replay_spill(struct restore_ctx *r)
 	if (!buf)
 		return -ENOMEM;
 	for (size_t i = 0; i < r->nsp && !ret; i++) {
-		if ((ret = fd_read_full(fileno(r->spill), buf, r->sp[i].len, r->sp[i].offset)))
-			rs_error(r, "reading the temporary file: %s", strerror(-ret));
+		if (fseeko(r->spill, (off_t)r->sp[i].offset, SEEK_SET) ||
+		    fread(buf, 1, r->sp[i].len, r->spill) != r->sp[i].len)
+			ret = rs_error(r, "reading the temporary file: %s", ferror(r->spill) ? strerror(errno) : "short");
 		else
 			ret = place_record(r, r->sp[i].type, r->sp[i].logical, buf, r->sp[i].len);
 	}
@@ -618,13 +623,13 @@ static int finish_original(struct restore_ctx *r)
 
 	if (ret)
 		return ret;
-	for (unsigned i = 0; i < r->fs->num_devices; i++) {
+	for (unsigned i = 0; i < r->nouts; i++) {
 		const struct src_device *d = &r->devs[i];
 		const uint8_t *verbatim[BTRFS_SUPER_MIRROR_MAX];
 		for (unsigned m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++)
 			verbatim[m] = find_super(r, d->devid, m);
-		ret = restore_write_supers(r, r->fs->devices[i].io, verbatim[0] ? verbatim[0] : r->super,
-					   verbatim[0] ? NULL : d->item, verbatim, r->fs->devices[i].total_bytes);
+		ret = restore_write_supers(r, r->ios[i], verbatim[0] ? verbatim[0] : r->super,
+					   verbatim[0] ? NULL : d->item, verbatim, output_size(r, i));
 		if (ret)
 			return rs_error(r, "writing the superblocks of %s: %s", r->outs[i], strerror(-ret)), ret;
 	}
@@ -644,6 +649,7 @@ static void restore_free(struct restore_ctx *r)
 	free(r->place);
 	ebitmap_destroy(r->parity_rows);
 	fs_close(r->fs);
+	free(r->ios);
 }
 
 static int check_targets(const struct restore_args *a);

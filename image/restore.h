@@ -76,8 +76,9 @@ struct restore_ctx {
 	unsigned ndevs;
 	/* a filesystem context holding the source chunk map and the output devices */
 	struct fs_info *fs;
+	struct io_dev **ios;      /* the outputs (owned by fs), in the order given */
 	/* one-device layout */
-	struct placement *place;  /* parallel to fs->chunks->chunks */
+	struct placement *place;  /* parallel to the chunk map (rs_chunk) */
 	uint64_t new_size;
 	struct held_list dev_blocks;
 	int out_fd;
@@ -94,6 +95,18 @@ struct restore_ctx {
 	bool prog_by_image;          /* progress counts image bytes read (frame offsets), not records */
 	char err[512];
 };
+
+/* The source chunk map, through libfs' chunk calls only. */
+static inline size_t rs_chunk_count(const struct restore_ctx *r) { return r->fs->chunks->count; }
+static inline const struct chunk *rs_chunk(const struct restore_ctx *r, size_t i) { return r->fs->chunks->chunks[i]; }
+static inline const struct chunk *rs_chunk_lookup(const struct restore_ctx *r, uint64_t logical)
+{
+	return chunk_map_lookup(r->fs->chunks, logical);
+}
+static inline size_t rs_chunk_find_index(const struct restore_ctx *r, uint64_t logical)
+{
+	return chunk_map_find_index(r->fs->chunks, logical);
+}
 
 /* RAID5/6 (restore_parity.c): note the full stripes a write touches; at the
  * end, recompute their parity from what the outputs hold. */

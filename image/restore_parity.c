@@ -22,7 +22,7 @@ static unsigned parity_stripes(const struct chunk *c)
 
 int parity_note(struct restore_ctx *r, uint64_t logical, uint64_t len)
 {
-	const struct chunk *c = chunk_map_lookup(r->fs->chunks, logical);
+	const struct chunk *c = rs_chunk_lookup(r, logical);
 	unsigned np = c ? parity_stripes(c) : 0;
 	uint64_t full, first, last;
 
@@ -106,7 +106,7 @@ int parity_finish(struct restore_ctx *r)
 	while ((ret = ebitmap_next_set(r->parity_rows, from, &start, &len)) == 1) {
 		from = start + len;
 		while (len) {
-			const struct chunk *c = chunk_map_lookup(r->fs->chunks, start);
+			const struct chunk *c = rs_chunk_lookup(r, start);
 			uint64_t full, row;
 			size_t need;
 			if (!c || !parity_stripes(c))

@@ -70,14 +70,13 @@ static bool overlaps_super(uint64_t start, uint64_t len)
 
 int single_place_chunks(struct restore_ctx *r)
 {
-	struct chunk_map *map = r->fs->chunks;
 	uint64_t cursor = MiB;
 
-	r->place = calloc(map->count, sizeof(*r->place));
+	r->place = calloc(rs_chunk_count(r), sizeof(*r->place));
 	if (!r->place)
 		return -ENOMEM;
-	for (size_t i = 0; i < map->count; i++) {
-		const struct chunk *c = map->chunks[i];
+	for (size_t i = 0; i < rs_chunk_count(r); i++) {
+		const struct chunk *c = rs_chunk(r, i);
 		struct placement *p = &r->place[i];
 		uint64_t prof = single_profile(c->type);
 
@@ -98,13 +97,12 @@ int single_place_chunks(struct restore_ctx *r)
 
 int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned *ncopies, uint64_t *contig)
 {
-	const struct chunk_map *map = r->fs->chunks;
-	size_t i = chunk_map_find_index(map, logical);
+	size_t i = rs_chunk_find_index(r, logical);
 	const struct chunk *c;
 
-	if (i >= map->count || map->chunks[i]->logical > logical)
+	if (i >= rs_chunk_count(r) || rs_chunk(r, i)->logical > logical)
 		return -ENOENT;
-	c = map->chunks[i];
+	c = rs_chunk(r, i);
 	for (unsigned k = 0; k < r->place[i].ncopies; k++)
 		phys[k] = r->place[i].physical[k] + (logical - c->logical);
 	*ncopies = r->place[i].ncopies;
@@ -269,8 +267,8 @@ static void make_dev_item(struct restore_ctx *r, struct single_dev *d)
 {
 	uint64_t used = 0;
 
-	for (size_t i = 0; i < r->fs->chunks->count; i++)
-		used += r->fs->chunks->chunks[i]->length * r->place[i].ncopies;
+	for (size_t i = 0; i < rs_chunk_count(r); i++)
+		used += rs_chunk(r, i)->length * r->place[i].ncopies;
 	memcpy(d->item, r->devs[0].item, sizeof(d->item));
 	d->old_devid = r->devs[0].devid;
 	dev_item_set_devid(d->item, 1);
@@ -314,9 +312,9 @@ static int new_chunk_tree(struct restore_ctx *r, struct single_dev *d, struct it
 			key.offset = 1;
 			ret = items_push(out, &key, d->item, sizeof(d->item));
 		} else if (key.type == BTRFS_CHUNK_ITEM_KEY) {
-			size_t idx = chunk_map_find_index(r->fs->chunks, key.offset);
+			size_t idx = rs_chunk_find_index(r, key.offset);
 			uint32_t size = 0;
-			if (idx >= r->fs->chunks->count || r->fs->chunks->chunks[idx]->logical != key.offset)
+			if (idx >= rs_chunk_count(r) || rs_chunk(r, idx)->logical != key.offset)
 				ret = rs_error(r, "chunk %llu vanished", (unsigned long long)key.offset);
 			else if (!(ret = make_chunk_item(r, idx, old.v[i].data, old.v[i].size, d, buf, &size)))
 				ret = items_push(out, &key, buf, size);
@@ -363,8 +361,8 @@ static int new_dev_tree(struct restore_ctx *r, const struct single_dev *d, uint6
 		ret = items_push(out, &key, old.v[i].data, old.v[i].size);
 	}
 	items_free(&old);
-	for (size_t i = 0; !ret && i < r->fs->chunks->count; i++) {
-		const struct chunk *c = r->fs->chunks->chunks[i];
+	for (size_t i = 0; !ret && i < rs_chunk_count(r); i++) {
+		const struct chunk *c = rs_chunk(r, i);
 		for (unsigned k = 0; !ret && k < r->place[i].ncopies; k++) {
 			struct btrfs_key key = { 1, BTRFS_DEV_EXTENT_KEY, r->place[i].physical[k] };
 			memset(ext, 0, sizeof(ext));
@@ -436,7 +434,7 @@ int single_finish(struct restore_ctx *r)
 		goto out;
 	if ((ret = new_super(r, &d, sb)))
 		goto out;
-	ret = restore_write_supers(r, r->fs->devices[0].io, sb, NULL, NULL, r->new_size);
+	ret = restore_write_supers(r, r->ios[0], sb, NULL, NULL, r->new_size);
 	if (ret)
 		rs_error(r, "writing the superblocks of %s: %s", r->outs[0], strerror(-ret));
 out:
