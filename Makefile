@@ -27,8 +27,7 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(PRIVATE_CFLAGS) $(DEP_CFLAGS) $(CPPFLAGS) $(CFLAGS
 # tests and the program files scripts/api-check allows (its ALLOW table; it
 # fails when this list differs) see the members of struct fs_info that
 # programs read through functions.
-LIBFS_PRIVATE_PROGRAM_SRC := image/restore.c image/restore_batch.c \
-	image/restore_parity.c image/restore_single.c image/restore_write.c
+LIBFS_PRIVATE_PROGRAM_SRC :=
 $(B)/libfs/%.o $(B)/pic/libfs/%.o $(B)/tests/%.o: PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
 $(patsubst %.c,$(B)/%.o,$(LIBFS_PRIVATE_PROGRAM_SRC)): PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
 LIBS = -lpthread $(DEP_LIBS)

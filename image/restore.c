@@ -24,10 +24,8 @@
 #include <btk/block.h>
 #include <btk/csum.h>
 #include <btk/ebitmap.h>
-#include "libfs/fdio.h"
-#include <btk/item_check.h>
-#include "libfs/volumes_internal.h"
 #include <btk/features.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include <btk/target.h>
 
@@ -90,15 +88,6 @@ static error_t restore_parse(int key, char *arg, struct argp_state *state)
 
 /* ---------------------------------------------------------------- superblocks */
 
-/* The superblock in use is the lowest devid's, except that in a sprouted
- * filesystem a seed device's (SEEDING flag, another fsid) never is. */
-static bool super_preferred(const uint8_t *sb, uint64_t devid, const uint8_t *cur, uint64_t cur_devid)
-{
-	bool seed = super_flags(sb) & BTRFS_SUPER_FLAG_SEEDING, cur_seed = super_flags(cur) & BTRFS_SUPER_FLAG_SEEDING;
-
-	return seed == cur_seed ? devid < cur_devid : cur_seed;
-}
-
 static int take_super(struct restore_ctx *r, const struct img_record *rec)
 {
 	struct img_super *v;
@@ -118,9 +107,8 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 	v->devid = rec->logical;
 	v->copy = rec->copy;
 	memcpy(v->data, rec->data, BTRFS_SUPER_INFO_SIZE);
-	if (rec->copy == 0 && (!r->have_super || super_preferred(rec->data, rec->logical, r->super, r->super_devid))) {
+	if (rec->copy == 0 && (!r->have_super || super_member_preferred(rec->data, r->super))) {
 		memcpy(r->super, rec->data, BTRFS_SUPER_INFO_SIZE);
-		r->super_devid = rec->logical;
 		r->have_super = true;
 	}
 	return 0;
@@ -129,24 +117,10 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 /* The fs_info that carries the geometry, the chunk map and the outputs. */
 static int setup_fs(struct restore_ctx *r)
 {
-	struct fs_info *fs = calloc(1, sizeof(*fs));
+	char why[200];
+	int ret = fs_create_from_super(r->super, &r->fs, why, sizeof(why));
 
-	if (!fs)
-		return -ENOMEM;
-	r->fs = fs;
-	memcpy(fs->super, r->super, sizeof(fs->super));
-	fs->nodesize = super_nodesize(r->super);
-	fs->sectorsize = super_sectorsize(r->super);
-	fs->csum_type = super_csum_type(r->super);
-	fs->csum_size = (uint16_t)csum_size(fs->csum_type);
-	memcpy(fs->fsid, super_fsid_ptr(r->super), 16);
-	memcpy(fs->metadata_uuid, super_metadata_fsid(r->super), 16);
-	fs->chunks = calloc(1, sizeof(*fs->chunks));
-	if (!fs->chunks)
-		return -ENOMEM;
-	if (fs->nodesize < 4096 || fs->nodesize > 65536 || !fs->csum_size)
-		return rs_error(r, "the image's superblock has an unusable geometry");
-	return 0;
+	return ret == -EUCLEAN ? rs_error(r, "the image: %s", why) : ret;
 }
 
 /* ---------------------------------------------------------------- the chunk tree */
@@ -180,7 +154,7 @@ static int parse_chunk_tree(struct restore_ctx *r)
 			key_from_disk(&key, item_key_ptr(item));
 			if (key.type == BTRFS_CHUNK_ITEM_KEY) {
 				if ((ret = chunk_map_add_item(r->fs, key.offset, data, size)))
-					return rs_error(r, "chunk tree: %s", r->fs->errmsg);
+					return rs_error(r, "chunk tree: %s", fs_error_message(r->fs));
 			} else if (key.type == BTRFS_DEV_ITEM_KEY) {
 				struct item_view iv = item_view_of(data, size);
 				struct src_device *v;
@@ -198,7 +172,7 @@ static int parse_chunk_tree(struct restore_ctx *r)
 			}
 		}
 	}
-	if (!r->ndevs || !r->fs->chunks->count)
+	if (!r->ndevs || !rs_chunk_count(r))
 		return rs_error(r, "the image's chunk tree has no devices or no chunks");
 	qsort(r->devs, r->ndevs, sizeof(*r->devs), cmp_dev);
 	return 0;
@@ -303,9 +277,40 @@ static int restore_check_features(struct restore_ctx *r)
 	return 0;
 }
 
+/* Every output through libfs' batched writer (direct writes unless
+ * BTK_RESTORE_DIO=0), attached to the fs: the chunk map's stripes on each
+ * devid point at its output from then on. */
+static int open_batched(struct restore_ctx *r)
+{
+	const char *env = getenv("BTK_RESTORE_DIO");
+	struct io_dev **ios = calloc(r->nouts, sizeof(*ios));
+	int ret;
+
+	if (!ios)
+		return -ENOMEM;
+	r->ios = ios;
+	ret = io_open_batched((const char *const *)r->outs, r->nouts,
+			      IO_OPEN_EXCL | (env && !strcmp(env, "0") ? IO_OPEN_NO_DIRECT : 0), ios);
+	if (ret)
+		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
+	for (unsigned i = 0; i < r->nouts; i++) {
+		uint64_t size = output_size(r, i);
+		ret = r->layout == LAYOUT_SINGLE
+			? fs_attach_device(r->fs, 1, NULL, ios[i], size)
+			: fs_attach_device(r->fs, r->devs[i].devid, dev_item_uuid_ptr(r->devs[i].item), ios[i], size);
+		if (ret) {
+			for (unsigned k = i + 1; k < r->nouts; k++) {
+				io_close(ios[k]);
+				ios[k] = NULL;
+			}
+			return rs_error(r, "%s: %s", r->outs[i], fs_error_message(r->fs)[0] ? fs_error_message(r->fs) : strerror(-ret)), ret;
+		}
+	}
+	return 0;
+}
+
 static int open_outputs(struct restore_ctx *r)
 {
-	struct fs_info *fs = r->fs;
 	int ret;
 
 	if (r->layout == LAYOUT_AUTO)
@@ -328,34 +333,15 @@ static int open_outputs(struct restore_ctx *r)
 	for (unsigned i = 0; i < r->nouts; i++)
 		if ((ret = check_output_size(r, r->outs[i], output_size(r, i))))
 			return ret;
-	fs->devices = calloc(r->nouts, sizeof(*fs->devices));
-	if (!fs->devices)
-		return -ENOMEM;
 	r->outputs_touched = true;
-	for (unsigned i = 0; i < r->nouts; i++) {
-		uint64_t size = output_size(r, i);
-		struct fs_device *d = &fs->devices[i];
-		if ((ret = prepare_output(r, r->outs[i], size)))
+	for (unsigned i = 0; i < r->nouts; i++)
+		if ((ret = prepare_output(r, r->outs[i], output_size(r, i))))
 			return ret;
-		ret = io_open_file(r->outs[i], IO_OPEN_WRITE | IO_OPEN_EXCL, &d->io);
-		if (ret)
-			return rs_error(r, "cannot open %s: %s", r->outs[i], strerror(-ret)), ret;
-		fs->num_devices++;
-		d->devid = r->layout == LAYOUT_SINGLE ? 1 : r->devs[i].devid;
-		d->total_bytes = size;
-		if ((ret = write_marks(r, d->io, size)))
+	if ((ret = open_batched(r)))
+		return ret;
+	for (unsigned i = 0; i < r->nouts; i++)
+		if ((ret = write_marks(r, r->ios[i], output_size(r, i))))
 			return rs_error(r, "writing to %s: %s", r->outs[i], strerror(-ret)), ret;
-	}
-	if ((ret = batch_open(&r->batch, r->outs, r->nouts)))
-		return rs_error(r, "cannot open the outputs for writing: %s", strerror(-ret)), ret;
-	/* the chunk map's stripes point at the outputs now */
-	for (size_t c = 0; r->layout == LAYOUT_ORIGINAL && c < fs->chunks->count; c++) {
-		struct chunk *ch = fs->chunks->chunks[c];
-		for (unsigned s = 0; s < ch->num_stripes; s++)
-			for (unsigned i = 0; i < fs->num_devices; i++)
-				if (fs->devices[i].devid == ch->stripes[s].devid)
-					ch->stripes[s].dev = &fs->devices[i];
-	}
 	return 0;
 }
 
@@ -433,8 +419,9 @@ static int replay_spill(struct restore_ctx *r)
 	if (!buf)
 		return -ENOMEM;
 	for (size_t i = 0; i < r->nsp && !ret; i++) {
-		if ((ret = fd_read_full(fileno(r->spill), buf, r->sp[i].len, r->sp[i].offset)))
-			rs_error(r, "reading the temporary file: %s", strerror(-ret));
+		if (fseeko(r->spill, (off_t)r->sp[i].offset, SEEK_SET) ||
+		    fread(buf, 1, r->sp[i].len, r->spill) != r->sp[i].len)
+			ret = rs_error(r, "reading the temporary file: %s", ferror(r->spill) ? strerror(errno) : "short");
 		else
 			ret = place_record(r, r->sp[i].type, r->sp[i].logical, buf, r->sp[i].len);
 	}
@@ -509,13 +496,13 @@ static int finish_original(struct restore_ctx *r)
 
 	if (ret)
 		return ret;
-	for (unsigned i = 0; i < r->fs->num_devices; i++) {
+	for (unsigned i = 0; i < r->nouts; i++) {
 		const struct src_device *d = &r->devs[i];
 		const uint8_t *verbatim[BTRFS_SUPER_MIRROR_MAX];
 		for (unsigned m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++)
 			verbatim[m] = find_super(r, d->devid, m);
-		ret = restore_write_supers(r, r->fs->devices[i].io, verbatim[0] ? verbatim[0] : r->super,
-					   verbatim[0] ? NULL : d->item, verbatim, r->fs->devices[i].total_bytes);
+		ret = restore_write_supers(r, r->ios[i], verbatim[0] ? verbatim[0] : r->super,
+					   verbatim[0] ? NULL : d->item, verbatim, output_size(r, i));
 		if (ret)
 			return rs_error(r, "writing the superblocks of %s: %s", r->outs[i], strerror(-ret)), ret;
 	}
@@ -533,16 +520,9 @@ static void restore_free(struct restore_ctx *r)
 	free(r->supers);
 	free(r->devs);
 	free(r->place);
-	batch_free(r->batch);
 	ebitmap_destroy(r->parity_rows);
-	if (r->fs) {
-		for (unsigned i = 0; i < r->fs->num_devices; i++)
-			if (r->fs->devices[i].io)
-				io_close(r->fs->devices[i].io);
-		free(r->fs->devices);
-		chunk_map_free(r->fs->chunks);
-		free(r->fs);
-	}
+	fs_close(r->fs);
+	free(r->ios);
 }
 
 static int check_targets(const struct restore_args *a);

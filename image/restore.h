@@ -58,17 +58,14 @@ struct spilled {
 	uint16_t type;
 };
 
-struct write_batch;
-
 struct restore_ctx {
 	enum restore_layout layout;
 	char **outs;
 	unsigned nouts;
 	struct img_source src;
 	/* what the image says */
-	uint8_t super[BTRFS_SUPER_INFO_SIZE]; /* the superblock of the lowest devid seen */
+	uint8_t super[BTRFS_SUPER_INFO_SIZE]; /* the one super_member_preferred picks */
 	bool have_super;
-	uint64_t super_devid;
 	struct img_super *supers; /* every SUPER record */
 	size_t nsupers;
 	/* the chunk tree, collected first */
@@ -79,12 +76,12 @@ struct restore_ctx {
 	unsigned ndevs;
 	/* a filesystem context holding the source chunk map and the output devices */
 	struct fs_info *fs;
+	struct io_dev **ios;      /* the outputs (owned by fs), in the order given */
 	/* one-device layout */
-	struct placement *place;  /* parallel to fs->chunks->chunks */
+	struct placement *place;  /* parallel to the chunk map (rs_chunk) */
 	uint64_t new_size;
 	struct held_list dev_blocks;
 	int out_fd;
-	struct write_batch *batch;    /* writes of tree blocks and data, gathered */
 	struct img_frame *cur_frame;  /* the frame of the record being placed, or NULL */
 	struct ebitmap *parity_rows;  /* RAID5/6 full stripes written into (logical ranges) */
 	/* records before the chunk tree was complete */
@@ -99,14 +96,17 @@ struct restore_ctx {
 	char err[512];
 };
 
-/* Gathered writes onto the outputs (restore_batch.c): batch_add copies the
- * bytes; batch_flush writes everything, sorted, and starts writeback. */
-int batch_open(struct write_batch **b, char **paths, unsigned n);
-/* data inside frame (may be NULL) is referenced rather than copied. */
-int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len,
-	      struct img_frame *frame);
-int batch_flush(struct write_batch *b);
-void batch_free(struct write_batch *b);
+/* The source chunk map, through libfs' chunk calls only. */
+static inline size_t rs_chunk_count(const struct restore_ctx *r) { return fs_chunk_count(r->fs); }
+static inline const struct chunk *rs_chunk(const struct restore_ctx *r, size_t i) { return fs_chunk(r->fs, i); }
+static inline const struct chunk *rs_chunk_lookup(const struct restore_ctx *r, uint64_t logical)
+{
+	return fs_chunk_lookup(r->fs, logical);
+}
+static inline size_t rs_chunk_find_index(const struct restore_ctx *r, uint64_t logical)
+{
+	return fs_chunk_find_index(r->fs, logical);
+}
 
 /* RAID5/6 (restore_parity.c): note the full stripes a write touches; at the
  * end, recompute their parity from what the outputs hold. */
@@ -141,6 +141,9 @@ int single_place_chunks(struct restore_ctx *r);
 int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned *ncopies, uint64_t *contig);
 /* Write [logical, logical+len) to every copy of the one-device layout. */
 int single_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len);
+/* restore_util.c: a reference on the current frame when data lies in it. */
+const struct io_ref *restore_frame_hold(const struct restore_ctx *r, const uint8_t *data, uint32_t len,
+					struct io_ref *hold);
 /* Give a block group item leaf its new profile flags (leaves of the extent
  * and block-group trees); 1 if it changed. */
 int single_patch_block_groups(struct restore_ctx *r, uint8_t *block);

@@ -12,7 +12,6 @@
 
 #include "image/restore.h"
 #include <btk/ebitmap.h>
-#include "libfs/volumes_internal.h"
 
 static unsigned parity_stripes(const struct chunk *c)
 {
@@ -23,7 +22,7 @@ static unsigned parity_stripes(const struct chunk *c)
 
 int parity_note(struct restore_ctx *r, uint64_t logical, uint64_t len)
 {
-	const struct chunk *c = chunk_map_lookup(r->fs->chunks, logical);
+	const struct chunk *c = rs_chunk_lookup(r, logical);
 	unsigned np = c ? parity_stripes(c) : 0;
 	uint64_t full, first, last;
 
@@ -87,8 +86,7 @@ static int fix_row(struct restore_ctx *r, const struct chunk *c, uint64_t row, u
 	compute_pq(data, nd, sl, p, q);
 	for (unsigned k = nd; k < n; k++) {
 		const struct chunk_stripe *s = &c->stripes[(row + k) % n];
-		ret = batch_add(r->batch, (unsigned)(s->dev - r->fs->devices), s->physical + row * sl,
-				k == nd ? p : q, (uint32_t)sl, NULL);
+		ret = io_write(s->dev->io, k == nd ? p : q, sl, s->physical + row * sl);
 		if (ret)
 			return rs_error(r, "writing parity to %s: %s", s->dev->io->path, strerror(-ret)), ret;
 		r->written_bytes += sl;
@@ -105,12 +103,10 @@ int parity_finish(struct restore_ctx *r)
 
 	if (!r->parity_rows)
 		return 0;
-	if ((ret = batch_flush(r->batch))) /* the data must be on the outputs to be read back */
-		return rs_error(r, "writing the outputs: %s", strerror(-ret)), ret;
 	while ((ret = ebitmap_next_set(r->parity_rows, from, &start, &len)) == 1) {
 		from = start + len;
 		while (len) {
-			const struct chunk *c = chunk_map_lookup(r->fs->chunks, start);
+			const struct chunk *c = rs_chunk_lookup(r, start);
 			uint64_t full, row;
 			size_t need;
 			if (!c || !parity_stripes(c))

@@ -11,19 +11,14 @@
 
 #include "image/restore.h"
 #include <btk/block.h>
+#include <btk/leaf_build.h>
 #include <btk/super.h>
-#include "libfs/volumes_internal.h"
 
 #define MiB (1ULL << 20)
 
-struct new_item {
-	struct btrfs_key key;
-	uint8_t *data;           /* owned */
-	uint32_t size;
-};
-
+/* Items of a tree being rebuilt, each owning a copy of its data. */
 struct item_list {
-	struct new_item *v;
+	struct leaf_entry *v;
 	size_t n, cap;
 };
 
@@ -35,7 +30,7 @@ static int items_push(struct item_list *l, const struct btrfs_key *key, const vo
 		return -ENOMEM;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct new_item *v = realloc(l->v, cap * sizeof(*v));
+		struct leaf_entry *v = realloc(l->v, cap * sizeof(*v));
 		if (!v) {
 			free(copy);
 			return -ENOMEM;
@@ -44,14 +39,14 @@ static int items_push(struct item_list *l, const struct btrfs_key *key, const vo
 		l->cap = cap;
 	}
 	memcpy(copy, data, size);
-	l->v[l->n++] = (struct new_item){ *key, copy, size };
+	l->v[l->n++] = (struct leaf_entry){ *key, copy, size };
 	return 0;
 }
 
 static void items_free(struct item_list *l)
 {
 	for (size_t i = 0; i < l->n; i++)
-		free(l->v[i].data);
+		free((void *)l->v[i].data);
 	free(l->v);
 }
 
@@ -75,14 +70,13 @@ static bool overlaps_super(uint64_t start, uint64_t len)
 
 int single_place_chunks(struct restore_ctx *r)
 {
-	struct chunk_map *map = r->fs->chunks;
 	uint64_t cursor = MiB;
 
-	r->place = calloc(map->count, sizeof(*r->place));
+	r->place = calloc(rs_chunk_count(r), sizeof(*r->place));
 	if (!r->place)
 		return -ENOMEM;
-	for (size_t i = 0; i < map->count; i++) {
-		const struct chunk *c = map->chunks[i];
+	for (size_t i = 0; i < rs_chunk_count(r); i++) {
+		const struct chunk *c = rs_chunk(r, i);
 		struct placement *p = &r->place[i];
 		uint64_t prof = single_profile(c->type);
 
@@ -103,13 +97,12 @@ int single_place_chunks(struct restore_ctx *r)
 
 int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned *ncopies, uint64_t *contig)
 {
-	const struct chunk_map *map = r->fs->chunks;
-	size_t i = chunk_map_find_index(map, logical);
+	size_t i = rs_chunk_find_index(r, logical);
 	const struct chunk *c;
 
-	if (i >= map->count || map->chunks[i]->logical > logical)
+	if (i >= rs_chunk_count(r) || rs_chunk(r, i)->logical > logical)
 		return -ENOENT;
-	c = map->chunks[i];
+	c = rs_chunk(r, i);
 	for (unsigned k = 0; k < r->place[i].ncopies; k++)
 		phys[k] = r->place[i].physical[k] + (logical - c->logical);
 	*ncopies = r->place[i].ncopies;
@@ -120,7 +113,8 @@ int single_map(struct restore_ctx *r, uint64_t logical, uint64_t *phys, unsigned
 /* Write [logical, logical+len) to every copy of the one-device layout. */
 int single_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {
-	struct io_dev *io = r->fs->devices[0].io;
+	struct io_dev *io = r->ios[0];
+	struct io_ref hold;
 
 	while (len) {
 		uint64_t phys[2], contig;
@@ -132,7 +126,7 @@ int single_write(struct restore_ctx *r, uint64_t logical, const uint8_t *data, u
 			return rs_error(r, "logical address %llu of the image is in no chunk", (unsigned long long)logical);
 		k = contig < len ? (uint32_t)contig : len;
 		for (unsigned i = 0; i < n; i++) {
-			if ((ret = batch_add(r->batch, 0, phys[i], data, k, r->cur_frame)))
+			if ((ret = io_write_ref(io, data, k, phys[i], restore_frame_hold(r, data, k, &hold))))
 				return rs_error(r, "writing %s: %s", io->path, strerror(-ret)), ret;
 			r->written_bytes += k;
 		}
@@ -207,56 +201,6 @@ static int shape_collect(struct restore_ctx *r, struct held_list *l, uint64_t by
 	return shape_add(&sh->nodes, &sh->nnodes, b);
 }
 
-static void leaf_fill(uint8_t *b, uint32_t nodesize, const struct new_item *items, size_t n)
-{
-	const size_t hdr = sizeof(struct btrfs_header);
-	uint32_t data_end = nodesize - (uint32_t)hdr;
-
-	memset(b + hdr, 0, nodesize - hdr);
-	header_set_nritems(b, (uint32_t)n);
-	for (size_t i = 0; i < n; i++) {
-		uint8_t *item = leaf_item(b, (unsigned)i);
-		data_end -= items[i].size;
-		key_to_disk(item_key_ptr(item), &items[i].key);
-		item_set_offset(item, data_end);
-		item_set_size(item, items[i].size);
-		memcpy(b + hdr + data_end, items[i].data, items[i].size);
-	}
-}
-
-/* How many items each leaf gets: balanced by bytes when that fits, packed otherwise. */
-static int distribute(const struct item_list *items, size_t nleaves, uint32_t cap, size_t *counts, bool balanced)
-{
-	uint64_t total = 0, cum = 0;
-	size_t i = 0;
-
-	for (size_t k = 0; k < items->n; k++)
-		total += sizeof(struct btrfs_item) + items->v[k].size;
-	if (items->n < nleaves)
-		return -ENOSPC;
-	for (size_t leaf = 0; leaf < nleaves; leaf++) {
-		uint64_t target = total * (leaf + 1) / nleaves, used = 0;
-		size_t start = i;
-		while (i < items->n) {
-			uint64_t w = sizeof(struct btrfs_item) + items->v[i].size;
-			size_t left_after = items->n - i - 1, leaves_after = nleaves - leaf - 1;
-			if (i > start && (used + w > cap || (balanced && cum + w > target && leaf + 1 < nleaves)))
-				break;
-			if (i > start && left_after < leaves_after)
-				break;
-			if (used + w > cap)
-				return -ENOSPC;
-			used += w;
-			cum += w;
-			i++;
-			if (items->n - i == leaves_after)
-				break;
-		}
-		counts[leaf] = i - start;
-	}
-	return i == items->n ? 0 : -ENOSPC;
-}
-
 static void first_key_of(const uint8_t *b, uint8_t disk_key[sizeof(struct btrfs_disk_key)])
 {
 	if (header_level(b) == 0)
@@ -271,7 +215,6 @@ static int refill_tree(struct restore_ctx *r, struct held_list *blocks, uint64_t
 		       const char *what)
 {
 	struct tree_shape sh = { 0 };
-	uint32_t cap = r->fs->nodesize - (uint32_t)sizeof(struct btrfs_header);
 	size_t *counts = NULL, pos = 0;
 	int ret;
 
@@ -282,12 +225,15 @@ static int refill_tree(struct restore_ctx *r, struct held_list *blocks, uint64_t
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (distribute(items, sh.nleaves, cap, counts, true) && distribute(items, sh.nleaves, cap, counts, false)) {
+	if (leaf_build_distribute(items->v, items->n, sh.nleaves, r->fs->nodesize, counts)) {
 		ret = rs_error(r, "the rewritten %s tree does not fit its %zu leaves", what, sh.nleaves);
 		goto out;
 	}
 	for (size_t l = 0; l < sh.nleaves; l++) {
-		leaf_fill(sh.leaves[l]->data, r->fs->nodesize, items->v + pos, counts[l]);
+		if ((ret = leaf_build(sh.leaves[l]->data, r->fs->nodesize, items->v + pos, counts[l]))) {
+			ret = rs_error(r, "the rewritten %s tree's items are out of order", what);
+			goto out;
+		}
 		pos += counts[l];
 		restore_block_csum(r, sh.leaves[l]->data);
 	}
@@ -348,8 +294,8 @@ static void make_dev_item(struct restore_ctx *r, struct single_dev *d)
 {
 	uint64_t used = 0;
 
-	for (size_t i = 0; i < r->fs->chunks->count; i++)
-		used += r->fs->chunks->chunks[i]->length * r->place[i].ncopies;
+	for (size_t i = 0; i < rs_chunk_count(r); i++)
+		used += rs_chunk(r, i)->length * r->place[i].ncopies;
 	memcpy(d->item, r->devs[0].item, sizeof(d->item));
 	d->old_devid = r->devs[0].devid;
 	dev_item_set_devid(d->item, 1);
@@ -393,9 +339,9 @@ static int new_chunk_tree(struct restore_ctx *r, struct single_dev *d, struct it
 			key.offset = 1;
 			ret = items_push(out, &key, d->item, sizeof(d->item));
 		} else if (key.type == BTRFS_CHUNK_ITEM_KEY) {
-			size_t idx = chunk_map_find_index(r->fs->chunks, key.offset);
+			size_t idx = rs_chunk_find_index(r, key.offset);
 			uint32_t size = 0;
-			if (idx >= r->fs->chunks->count || r->fs->chunks->chunks[idx]->logical != key.offset)
+			if (idx >= rs_chunk_count(r) || rs_chunk(r, idx)->logical != key.offset)
 				ret = rs_error(r, "chunk %llu vanished", (unsigned long long)key.offset);
 			else if (!(ret = make_chunk_item(r, idx, old.v[i].data, old.v[i].size, d, buf, &size)))
 				ret = items_push(out, &key, buf, size);
@@ -418,7 +364,7 @@ static int new_chunk_tree(struct restore_ctx *r, struct single_dev *d, struct it
 
 static int cmp_items(const void *a, const void *b)
 {
-	const struct new_item *x = a, *y = b;
+	const struct leaf_entry *x = a, *y = b;
 
 	return key_compare(&x->key, &y->key);
 }
@@ -428,7 +374,6 @@ static int new_dev_tree(struct restore_ctx *r, const struct single_dev *d, uint6
 	struct item_list old = { 0 };
 	uint8_t ext[sizeof(struct btrfs_dev_extent)];
 	const uint8_t *ct_uuid = header_chunk_tree_uuid_ptr(r->chunk_blocks.v[0].data);
-	size_t first_new;
 	int ret = old_items(r, &r->dev_blocks, root, &old);
 
 	for (size_t i = 0; !ret && i < old.n; i++) {
@@ -443,9 +388,8 @@ static int new_dev_tree(struct restore_ctx *r, const struct single_dev *d, uint6
 		ret = items_push(out, &key, old.v[i].data, old.v[i].size);
 	}
 	items_free(&old);
-	first_new = out->n;
-	for (size_t i = 0; !ret && i < r->fs->chunks->count; i++) {
-		const struct chunk *c = r->fs->chunks->chunks[i];
+	for (size_t i = 0; !ret && i < rs_chunk_count(r); i++) {
+		const struct chunk *c = rs_chunk(r, i);
 		for (unsigned k = 0; !ret && k < r->place[i].ncopies; k++) {
 			struct btrfs_key key = { 1, BTRFS_DEV_EXTENT_KEY, r->place[i].physical[k] };
 			memset(ext, 0, sizeof(ext));
@@ -458,7 +402,7 @@ static int new_dev_tree(struct restore_ctx *r, const struct single_dev *d, uint6
 		}
 	}
 	if (!ret)
-		qsort(out->v + first_new, out->n - first_new, sizeof(out->v[0]), cmp_items);
+		qsort(out->v, out->n, sizeof(out->v[0]), cmp_items);
 	return ret;
 }
 
@@ -517,7 +461,7 @@ int single_finish(struct restore_ctx *r)
 		goto out;
 	if ((ret = new_super(r, &d, sb)))
 		goto out;
-	ret = restore_write_supers(r, r->fs->devices[0].io, sb, NULL, NULL, r->new_size);
+	ret = restore_write_supers(r, r->ios[0], sb, NULL, NULL, r->new_size);
 	if (ret)
 		rs_error(r, "writing the superblocks of %s: %s", r->outs[0], strerror(-ret));
 out:

@@ -36,7 +36,7 @@ int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t
 	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
 	int ret;
 
-	if ((ret = batch_flush(r->batch)) || (ret = io_flush(io)))
+	if ((ret = io_flush(io)))
 		return ret;
 	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
 		uint64_t off = btrfs_super_offset(m);
@@ -55,4 +55,20 @@ int restore_write_supers(struct restore_ctx *r, struct io_dev *io, const uint8_t
 			return ret;
 	}
 	return io_flush(io);
+}
+
+static void frame_get(void *f) { img_frame_get(f); }
+static void frame_put(void *f) { img_frame_put(f); }
+
+/* A reference on the record's frame when data lies in it (the writer then
+ * keeps the bytes there rather than a copy), else hold stays unused: NULL. */
+const struct io_ref *restore_frame_hold(const struct restore_ctx *r, const uint8_t *data, uint32_t len,
+					struct io_ref *hold)
+{
+	const struct img_frame *f = r->cur_frame;
+
+	if (!f || data < f->data || len > f->len || (size_t)(data - f->data) > f->len - len)
+		return NULL;
+	*hold = (struct io_ref){ frame_get, frame_put, r->cur_frame };
+	return hold;
 }

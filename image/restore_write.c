@@ -10,6 +10,7 @@
 
 static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t *data, uint32_t len)
 {
+	struct io_ref hold;
 	int ret = parity_note(r, logical, len);
 
 	if (ret)
@@ -27,8 +28,7 @@ static int write_original(struct restore_ctx *r, uint64_t logical, const uint8_t
 			if (!copies[i].dev)
 				return rs_error(r, "chunk at %llu names device %llu, which the image does not have",
 						(unsigned long long)logical, (unsigned long long)copies[i].devid);
-			ret = batch_add(r->batch, (unsigned)(copies[i].dev - r->fs->devices), copies[i].physical, data, k,
-					r->cur_frame);
+			ret = io_write_ref(copies[i].dev->io, data, k, copies[i].physical, restore_frame_hold(r, data, k, &hold));
 			if (ret)
 				return rs_error(r, "writing %s: %s", copies[i].dev->io->path, strerror(-ret)), ret;
 			r->written_bytes += k;

@@ -187,7 +187,7 @@ static int fs_accept_seed_member(struct fs_info *fs, const uint8_t *sb, int chos
 		*seed = true;
 		return fs_note_seed_fsid(fs, super_metadata_fsid(sb));
 	}
-	if (!(super_flags(fs->super) & BTRFS_SUPER_FLAG_SEEDING) || fs->nseed_fsids)
+	if (!super_member_preferred(sb, fs->super) || fs->nseed_fsids)
 		return -EINVAL;
 	ret = fs_note_seed_fsid(fs, super_metadata_fsid(fs->super));
 	if (ret)
@@ -199,12 +199,12 @@ static int fs_accept_seed_member(struct fs_info *fs, const uint8_t *sb, int chos
 	return 0;
 }
 
-/* Whether a further member's superblock (of the same fsid) is newer than the
- * one in use; never when a copy was asked for (--super). */
+/* Whether a further member's superblock (of the same fsid) names the
+ * filesystem instead of the one in use (super_member_preferred); never when
+ * a copy was asked for (--super). */
 static bool newer_member_super(const struct fs_info *fs, const uint8_t *sb, const struct fs_open_options *opts)
 {
-	return opts->super_mirror < 0 && super_generation(sb) > super_generation(fs->super) &&
-	       memcmp(super_fsid_ptr(sb), super_fsid_ptr(fs->super), BTRFS_FSID_SIZE) == 0;
+	return opts->super_mirror < 0 && super_member_preferred(sb, fs->super);
 }
 
 static int fs_check_member_size(struct fs_info *fs, struct io_dev *io, const char *path, const uint8_t *sb);
@@ -355,7 +355,10 @@ static int fs_add_member(struct fs_info *fs, const char *path, const struct fs_o
 
 	if ((ret = target_check(path, &spec, why, sizeof(why))))
 		return fs_error(fs, ret, "%s", why);
-	ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
+	if (opts->writable && opts->batched_writes)
+		ret = io_open_batched(&path, 1, IO_OPEN_EXCL, &io);
+	else
+		ret = io_open_file(path, IO_OPEN_EXCL | (opts->writable ? IO_OPEN_WRITE : 0), &io);
 	if (ret == -EBUSY)
 		return fs_error(fs, ret, "%s is in use (mounted or opened exclusively): unmount it first", path);
 	if (ret)
@@ -790,6 +793,55 @@ int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_option
 		    struct fs_info **out, char *msg, size_t msglen)
 {
 	return fs_open_common(NULL, ios, n, opts, out, msg, msglen);
+}
+
+int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, size_t msglen)
+{
+	struct fs_info *fs = calloc(1, sizeof(*fs));
+	uint32_t ns = super_nodesize(super), ss = super_sectorsize(super);
+
+	*out = NULL;
+	if (!fs)
+		return -ENOMEM;
+	memcpy(fs->super, super, BTRFS_SUPER_INFO_SIZE);
+	fs->tree_root_backup = -1;
+	fs_load_super_fields(fs);
+	fs->chunks = calloc(1, sizeof(*fs->chunks));
+	if (!fs->chunks) {
+		fs_close(fs);
+		return -ENOMEM;
+	}
+	if (ns < 4096 || ns > 65536 || (ns & (ns - 1)) || ss < 4096 || ss > ns || (ss & (ss - 1)) ||
+	    !fs->csum_size) {
+		if (msg)
+			snprintf(msg, msglen, "the superblock has an unusable geometry (nodesize %u, sectorsize "
+				 "%u, checksum type %u)", ns, ss, fs->csum_type);
+		fs_close(fs);
+		return -EUCLEAN;
+	}
+	*out = fs;
+	return 0;
+}
+
+int fs_attach_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid, struct io_dev *io,
+		     uint64_t total_bytes)
+{
+	static const uint8_t zero[BTRFS_UUID_SIZE];
+	struct fs_device *d;
+
+	if (fs_device_by_devid(fs, devid)) {
+		io_close(io);
+		return fs_error(fs, -EEXIST, "device id %llu attached twice", (unsigned long long)devid);
+	}
+	d = fs_add_device(fs, devid, uuid ? uuid : zero);
+	if (!d || !(d->path = strdup(io->path))) {
+		io_close(io);
+		return -ENOMEM;
+	}
+	d->io = io;
+	d->total_bytes = total_bytes;
+	fs_resolve_stripe_devices(fs);
+	return 0;
 }
 
 int fs_finish_undo(struct fs_info *fs)

@@ -124,7 +124,7 @@ static const struct io_ops file_ops = {
 	.read_direct = file_read_direct,
 };
 
-static struct io_dev *io_alloc(const struct io_ops *ops, const char *path, bool writable, void *priv)
+struct io_dev *io_dev_new(const struct io_ops *ops, const char *path, bool writable, void *priv)
 {
 	struct io_dev *io = calloc(1, sizeof(*io));
 
@@ -186,7 +186,7 @@ int io_open_file(const char *path, unsigned flags, struct io_dev **out)
 		close(fd);
 		return -ENOTBLK;
 	}
-	*out = io_alloc(&file_ops, path, flags & IO_OPEN_WRITE, fp);
+	*out = io_dev_new(&file_ops, path, flags & IO_OPEN_WRITE, fp);
 	if (!*out) {
 		free(fp);
 		close(fd);
@@ -267,7 +267,7 @@ int io_open_mem(void *buf, size_t size, bool take_ownership, struct io_dev **out
 	mp->buf = buf;
 	mp->size = size;
 	mp->owned = take_ownership;
-	*out = io_alloc(&mem_ops, "<memory>", true, mp);
+	*out = io_dev_new(&mem_ops, "<memory>", true, mp);
 	if (!*out) {
 		free(mp);
 		return -ENOMEM;

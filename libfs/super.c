@@ -144,3 +144,16 @@ bool super_copy_kept(uint64_t dev_total_bytes, int mirror)
 {
 	return !dev_total_bytes || btrfs_super_offset(mirror) + BTRFS_SUPER_INFO_SIZE < dev_total_bytes;
 }
+
+bool super_member_preferred(const uint8_t *sb, const uint8_t *cur)
+{
+	bool seed = super_flags(sb) & BTRFS_SUPER_FLAG_SEEDING, cur_seed = super_flags(cur) & BTRFS_SUPER_FLAG_SEEDING;
+
+	if (seed != cur_seed)
+		return cur_seed;
+	if (memcmp(super_fsid_ptr(sb), super_fsid_ptr(cur), BTRFS_FSID_SIZE) != 0)
+		return false;
+	if (super_generation(sb) != super_generation(cur))
+		return super_generation(sb) > super_generation(cur);
+	return dev_item_devid(super_dev_item_ptr(sb)) < dev_item_devid(super_dev_item_ptr(cur));
+}

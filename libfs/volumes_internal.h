@@ -12,9 +12,6 @@ struct chunk_map {
 	size_t capacity;
 };
 
-/* Parse a chunk item (from the chunk tree or the sys_chunk_array) into the map.
- * Validates geometry; -EUCLEAN with a message on nonsense. */
-int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
 const struct chunk *chunk_map_lookup(const struct chunk_map *map, uint64_t logical);
 /* Index of the first chunk (in logical order) whose end is above logical. */
 size_t chunk_map_find_index(const struct chunk_map *map, uint64_t logical);

@@ -80,6 +80,11 @@ struct fs_open_options {
 	 * if it exists), for crash tests. */
 	const char *undo_path;
 	const char *write_log_path;
+	/* Writable opens of paths: each member's writes go through the batched
+	 * backend (libfs/io_batch.c: queued, written sorted and in bulk, with
+	 * O_DIRECT where the device takes it), the writer btk-image restore
+	 * uses; the write log and the undo recorder stack on it the same way. */
+	bool batched_writes;
 	/* For btk-tune's fsid changes (doc/btk-tune.8, "FSID CHANGE"): open a
 	 * filesystem whose fsid or metadata_uuid change was interrupted. Member
 	 * devices may then carry either the old or the new fsid, and while the
@@ -204,6 +209,20 @@ int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_opti
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
 		    struct fs_info **out, char *msg, size_t msglen);
 void fs_close(struct fs_info *fs);
+/* An fs_info for a filesystem known from its superblock alone (an image
+ * being restored): geometry, fsids and tree roots of super, an empty chunk
+ * map (chunk_map_add_item fills it), no device, no cache, nothing read.
+ * fs_attach_device adds the devices; fs_close frees it all. -EUCLEAN with
+ * the reason in msg when the geometry is unusable. */
+int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, size_t msglen);
+/* Attach an opened device (taking io, closed on error) as member devid;
+ * every chunk stripe on devid now maps to it. uuid may be NULL. */
+int fs_attach_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid, struct io_dev *io,
+		     uint64_t total_bytes);
+/* Add a chunk item (from the chunk tree or the sys_chunk_array) to the
+ * chunk map of an fs from fs_create_from_super (fs_open reads them itself).
+ * Validates geometry; -EUCLEAN with a message on nonsense. */
+int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
 /* Every opened (non-seed) device holds the bytes its dev item says: 0, or
  * -ENOSPC with the message in fs->errmsg. A writable open refuses such a
  * device itself; a reader that is about to reopen for writing asks first. */

@@ -35,5 +35,11 @@ bool super_copy_kept(uint64_t dev_total_bytes, int mirror);
 int super_update_csum(uint8_t *sb);
 /* The fsid tree blocks carry: metadata_uuid when that feature is on, else fsid. */
 const uint8_t *super_metadata_fsid(const uint8_t *sb);
+/* Whether member superblock sb names the filesystem rather than cur, the one
+ * chosen so far, both of one filesystem's members (a sprout's seeds too): a
+ * seed device's (SEEDING) never beats another's; among members of one fsid
+ * the newest generation wins, then the lowest devid. fs_open and btk-image
+ * restore both choose by it. */
+bool super_member_preferred(const uint8_t *sb, const uint8_t *cur);
 
 #endif

@@ -323,3 +323,48 @@ Test(fs_messages, error_and_note)
 	fs_close(fs);
 	fs_close(NULL);
 }
+
+/* An fs built from a superblock and its chunk items (what btk-image restore
+ * has) maps and verifies blocks the way fs_open's does; a bad geometry and a
+ * device attached twice are refused. */
+Test(fs, built_from_super_reads_like_fs_open)
+{
+	char path[4096], msg[256] = "";
+	const char *paths[1] = { path };
+	struct fs_info *fs, *built;
+	struct io_dev *io;
+	uint8_t sb[BTRFS_SUPER_INFO_SIZE];
+	uint8_t *a, *b;
+
+	image("small", path, sizeof(path));
+	cr_assert_eq(fs_open(paths, 1, NULL, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	memcpy(sb, fs->super, sizeof(sb));
+	cr_assert_eq(fs_create_from_super(sb, &built, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(built->nodesize, fs->nodesize);
+	cr_assert_eq(built->csum_type, fs->csum_type);
+	cr_assert_eq(memcmp(built->metadata_uuid, fs->metadata_uuid, BTRFS_FSID_SIZE), 0);
+	cr_assert_eq(built->chunks->count, 0);
+	cr_assert_eq(volumes_read_sys_chunk_array(built), 0, "%s", built->errmsg);
+	cr_assert_gt(built->chunks->count, 0);
+	cr_assert_eq(fixture_load_memory(path, &io), 0);
+	cr_assert_eq(fs_attach_device(built, dev_item_devid(super_dev_item_ptr(sb)),
+				      dev_item_uuid_ptr(super_dev_item_ptr(sb)), io, io_size(io)), 0);
+	a = malloc(fs->nodesize);
+	b = malloc(fs->nodesize);
+	cr_assert_eq(volumes_read(fs, fs->chunk_root.bytenr, a, fs->nodesize, 0), 0, "%s", fs->errmsg);
+	cr_assert_eq(volumes_read(built, fs->chunk_root.bytenr, b, fs->nodesize, 0), 0, "%s", built->errmsg);
+	cr_assert_eq(memcmp(a, b, fs->nodesize), 0, "the chunk root reads the same through both");
+	cr_assert_eq(block_verify(built, fs->chunk_root.bytenr, b, &BLOCK_EXPECT_ANY), BLOCK_OK);
+	cr_assert_eq(fixture_load_memory(path, &io), 0);
+	cr_assert_eq(fs_attach_device(built, dev_item_devid(super_dev_item_ptr(sb)), NULL, io, io_size(io)), -EEXIST);
+	free(a);
+	free(b);
+	fs_close(built);
+
+	super_set_nodesize(sb, 3000);
+	built = (struct fs_info *)&built;
+	cr_assert_eq(fs_create_from_super(sb, &built, msg, sizeof(msg)), -EUCLEAN);
+	cr_assert_null(built);
+	cr_assert(strstr(msg, "nodesize 3000"), "%s", msg);
+	fs_close(fs);
+}

@@ -283,3 +283,39 @@ Test(super_validate, update_csum_makes_a_patched_superblock_valid_again)
 	super_set_csum_type(sb, 9);
 	cr_assert_eq(super_update_csum(sb), -EINVAL);
 }
+
+/* A member superblock with the given flags, fsid byte, generation and devid. */
+static void member_super(uint8_t *sb, uint64_t flags, uint8_t fsid, uint64_t gen, uint64_t devid)
+{
+	memset(sb, 0, BTRFS_SUPER_INFO_SIZE);
+	super_set_flags(sb, flags);
+	memset(super_fsid_ptr(sb), fsid, BTRFS_FSID_SIZE);
+	super_set_generation(sb, gen);
+	dev_item_set_devid(super_dev_item_ptr(sb), devid);
+}
+
+/* The rule fs_open and restore share: a sprout's superblock beats its seeds'
+ * whatever the order, then generation, then the lowest devid; a member of
+ * another fsid that is no sprout never wins. */
+Test(super, member_preference)
+{
+	uint8_t a[BTRFS_SUPER_INFO_SIZE], b[BTRFS_SUPER_INFO_SIZE];
+
+	member_super(a, BTRFS_SUPER_FLAG_SEEDING, 1, 50, 1);
+	member_super(b, 0, 2, 10, 2);
+	cr_assert(super_member_preferred(b, a), "the sprout names the filesystem");
+	cr_assert(!super_member_preferred(a, b), "a seed never replaces the sprout");
+	member_super(a, 0, 1, 10, 3);
+	member_super(b, 0, 1, 11, 4);
+	cr_assert(super_member_preferred(b, a), "newer generation");
+	cr_assert(!super_member_preferred(a, b));
+	member_super(b, 0, 1, 10, 2);
+	cr_assert(super_member_preferred(b, a), "same generation: lower devid");
+	cr_assert(!super_member_preferred(a, b));
+	cr_assert(!super_member_preferred(a, a), "never itself");
+	member_super(b, 0, 9, 99, 1);
+	cr_assert(!super_member_preferred(b, a), "another fsid, no seed: never");
+	member_super(a, BTRFS_SUPER_FLAG_SEEDING, 1, 5, 1);
+	member_super(b, BTRFS_SUPER_FLAG_SEEDING, 7, 9, 2);
+	cr_assert(!super_member_preferred(b, a), "seeds of two seed filesystems: the first stays");
+}

@@ -1,12 +1,12 @@
-// SPDX-License-Identifier: GPL-2.0-only
-/* Restore's direct writes: the blocks of a batch are copied once into an
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* Direct writes of the batched io backend: the blocks of a batch are copied once into an
  * aligned staging buffer (the copies of a DUP block share one) and each
  * sorted run is written with O_DIRECT through Linux AIO, up to DIO_DEPTH
  * writes in flight from one thread. The page cache's copies and ext4's
- * delayed-allocation bookkeeping were half the restore's CPU time, and under
- * memory pressure much more. Outputs that refuse O_DIRECT (tmpfs, or no
- * alignment reported) and runs that are not aligned as the output needs are
- * left to the caller's buffered writes. BTK_RESTORE_DIO=0 turns it off. */
+ * delayed-allocation bookkeeping were half of btk-image restore's CPU time,
+ * and under memory pressure much more. Outputs that refuse O_DIRECT (tmpfs,
+ * or no alignment reported) and runs that are not aligned as the output
+ * needs are left to the caller's buffered writes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/aio_abi.h>
@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "image/restore_dio.h"
+#include "libfs/io_dio.h"
 
 #define DIO_DEPTH 64
 #define DIO_ALIGN_MAX 4096u   /* the staging's alignment: stricter outputs are written buffered */
@@ -26,7 +26,7 @@ struct dio_out {
 	uint32_t off_align, mem_align;
 };
 
-struct restore_dio {
+struct io_dio {
 	struct dio_out *outs;
 	unsigned nouts;
 	aio_context_t ctx;
@@ -62,15 +62,12 @@ static void open_out(struct dio_out *o, const char *path)
 	o->mem_align = sx.stx_dio_mem_align;
 }
 
-int dio_open(struct restore_dio **out, char **paths, unsigned n, size_t stage_len)
+int dio_open(struct io_dio **out, const char *const *paths, unsigned n, size_t stage_len)
 {
-	const char *env = getenv("BTK_RESTORE_DIO");
-	struct restore_dio *d;
+	struct io_dio *d;
 	unsigned usable = 0;
 
 	*out = NULL;
-	if (env && !strcmp(env, "0"))
-		return 0;
 	d = calloc(1, sizeof(*d));
 	if (!d || !(d->outs = calloc(n, sizeof(*d->outs)))) {
 		free(d);
@@ -98,7 +95,7 @@ int dio_open(struct restore_dio **out, char **paths, unsigned n, size_t stage_le
 }
 
 /* Reap at least min completions; the first error is kept. */
-static int reap(struct restore_dio *d, unsigned min)
+static int reap(struct io_dio *d, unsigned min)
 {
 	struct io_event ev[DIO_DEPTH];
 
@@ -122,12 +119,12 @@ static int reap(struct restore_dio *d, unsigned min)
 	return d->err;
 }
 
-bool dio_usable(const struct restore_dio *d, unsigned out)
+bool dio_usable(const struct io_dio *d, unsigned out)
 {
 	return d && out < d->nouts && d->outs[out].fd >= 0;
 }
 
-uint8_t *dio_stage(struct restore_dio *d, const void *src, size_t len)
+uint8_t *dio_stage(struct io_dio *d, const void *src, size_t len)
 {
 	uint8_t *p;
 
@@ -141,12 +138,12 @@ uint8_t *dio_stage(struct restore_dio *d, const void *src, size_t len)
 	return p;
 }
 
-void dio_stage_reset(struct restore_dio *d)
+void dio_stage_reset(struct io_dio *d)
 {
 	d->stage_used = 0;
 }
 
-int dio_writev(struct restore_dio *d, unsigned out, uint64_t phys, const struct iovec *iov, int cnt)
+int dio_writev(struct io_dio *d, unsigned out, uint64_t phys, const struct iovec *iov, int cnt)
 {
 	struct dio_out *o = &d->outs[out];
 	uint64_t len = 0, bad = phys & (o->off_align - 1);
@@ -192,12 +189,12 @@ int dio_writev(struct restore_dio *d, unsigned out, uint64_t phys, const struct 
 	return 1;
 }
 
-int dio_wait(struct restore_dio *d)
+int dio_wait(struct io_dio *d)
 {
 	return reap(d, DIO_DEPTH - d->nfree);
 }
 
-void dio_free(struct restore_dio *d)
+void dio_free(struct io_dio *d)
 {
 	if (!d)
 		return;

@@ -1,16 +1,17 @@
-// SPDX-License-Identifier: GPL-2.0-only
-/* Restore's writes, gathered: blocks arrive in tree-walk order, scattered
- * over the devices; they are referenced in the image frame that holds them
- * (a counted reference: no copy) or, when they were built elsewhere, copied
- * into an arena, and when 32 MiB are gathered a
- * writer thread sorts it by device and offset and writes one pwritev per
- * contiguous run, while the caller fills a second arena: decompressing the
- * image and writing overlap. Outputs that take O_DIRECT get the runs as
- * direct writes, many in flight (restore_dio.c); the others get pwritev, and
- * a third thread starts writeback of what was written (sync_file_range,
- * which blocks on a busy disk, so not on the writer's path), so the final
- * flush before the superblocks has little left: measured on 2.4 GiB of DUP
- * metadata, 2.4 s instead of 3.3 s. */
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* The batched io backend (io_open_batched): writes to a set of outputs are
+ * gathered rather than written one by one. They are referenced in the
+ * caller's memory (io_write_ref: a counted reference, no copy) or copied into
+ * an arena, and when 32 MiB are gathered a writer thread sorts them by
+ * device and offset and writes one pwritev per contiguous run, while the
+ * caller fills a second arena: producing and writing overlap. Outputs that
+ * take O_DIRECT get the runs as direct writes, many in flight (io_dio.c);
+ * the others get pwritev, and a third thread starts writeback of what was
+ * written (sync_file_range, which blocks on a busy disk, so not on the
+ * writer's path), so the final flush has little left: measured with
+ * btk-image restore on 2.4 GiB of DUP metadata, 2.4 s instead of 3.3 s.
+ * Reads see every write queued before them; a flush writes everything and
+ * fsyncs the device. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,9 +21,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "image/restore.h"
-#include "image/restore_dio.h"
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <linux/fs.h>
+
 #include "libfs/fdio.h"
+#include <btk/io.h>
+#include "libfs/io_dio.h"
 
 #define BATCH_ARENA (32u << 20)
 #define BATCH_IOV 1024
@@ -33,12 +38,12 @@ struct batch_ent {
 	size_t seq;              /* order of arrival: of two writes to one place the later wins */
 	uint32_t len;
 	uint32_t out;
-	const uint8_t *ref;      /* the bytes in frame, when not copied */
-	struct img_frame *frame; /* referenced (one count per entry), or NULL */
+	const uint8_t *ref;      /* the caller's bytes, when not copied */
+	struct io_ref hold;      /* what keeps them alive (one count per entry); put NULL when copied */
 	const uint8_t *st;       /* an aligned copy for a direct write, or NULL */
 };
 
-/* One arena of gathered writes: copies, and references into image frames. */
+/* One arena of gathered writes: copies, and references into the caller's memory. */
 struct batch_buf {
 	uint8_t *arena;
 	size_t used;             /* arena bytes */
@@ -49,14 +54,16 @@ struct batch_buf {
 
 struct write_batch {
 	int *fds;
+	uint64_t *sizes;             /* of each output, as far as written */
 	unsigned nfds;
+	unsigned open_devs;          /* io_devs not closed yet: the last close frees the batch */
 	struct batch_buf fill, out;  /* the caller fills one, the writer thread writes the other */
 	struct iovec iov[BATCH_IOV], dio_iov[BATCH_IOV];
 	pthread_t thread, syncer;
 	bool started, syncer_started, busy, stopping;
 	unsigned long written_gen, synced_gen; /* arenas written / handed to writeback */
 	int err;                     /* the writer's first error */
-	struct restore_dio *dio;     /* direct writes, or NULL */
+	struct io_dio *dio;          /* direct writes, or NULL */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 };
@@ -64,7 +71,45 @@ struct write_batch {
 static void *writer_main(void *arg);
 static void *syncer_main(void *arg);
 
-int batch_open(struct write_batch **out, char **paths, unsigned n)
+static void batch_free(struct write_batch *b);
+
+/* Open one output for writing (O_EXCL on a block device when asked): its
+ * descriptor and size. */
+static int open_output(const char *path, unsigned flags, int *fd, uint64_t *size)
+{
+	struct stat st;
+	int ret = 0;
+
+	*fd = open(path, O_RDWR | O_CLOEXEC);
+	if (*fd < 0)
+		return -errno;
+	if (fstat(*fd, &st) < 0) {
+		ret = -errno;
+	} else if (S_ISBLK(st.st_mode)) {
+		if (flags & IO_OPEN_EXCL) {
+			int efd = open(path, O_RDWR | O_CLOEXEC | O_EXCL);
+			if (efd < 0) {
+				ret = -errno;
+			} else {
+				close(*fd);
+				*fd = efd;
+			}
+		}
+		if (!ret && ioctl(*fd, BLKGETSIZE64, size) < 0)
+			ret = -errno;
+	} else if (S_ISREG(st.st_mode)) {
+		*size = (uint64_t)st.st_size;
+	} else {
+		ret = -ENOTBLK;
+	}
+	if (ret) {
+		close(*fd);
+		*fd = -1;
+	}
+	return ret;
+}
+
+static int batch_open(struct write_batch **out, const char *const *paths, unsigned n, unsigned flags)
 {
 	struct write_batch *b = calloc(1, sizeof(*b));
 	int ret;
@@ -73,22 +118,21 @@ int batch_open(struct write_batch **out, char **paths, unsigned n)
 	if (!b)
 		return -ENOMEM;
 	b->fds = malloc(n * sizeof(*b->fds));
+	b->sizes = calloc(n, sizeof(*b->sizes));
 	b->fill.arena = malloc(BATCH_ARENA);
 	b->out.arena = malloc(BATCH_ARENA);
-	if (!b->fds || !b->fill.arena || !b->out.arena) {
+	if (!b->fds || !b->sizes || !b->fill.arena || !b->out.arena) {
 		b->nfds = 0;
 		batch_free(b);
 		return -ENOMEM;
 	}
 	for (; b->nfds < n; b->nfds++) {
-		b->fds[b->nfds] = open(paths[b->nfds], O_WRONLY | O_CLOEXEC);
-		if (b->fds[b->nfds] < 0) {
-			ret = -errno;
+		if ((ret = open_output(paths[b->nfds], flags, &b->fds[b->nfds], &b->sizes[b->nfds]))) {
 			batch_free(b);
 			return ret;
 		}
 	}
-	if ((ret = dio_open(&b->dio, paths, n, BATCH_ARENA))) {
+	if (!(flags & IO_OPEN_NO_DIRECT) && (ret = dio_open(&b->dio, paths, n, BATCH_ARENA))) {
 		batch_free(b);
 		return ret;
 	}
@@ -136,12 +180,12 @@ static int write_run(int fd, const struct iovec *iov, int cnt, uint64_t pos)
 	return ret;
 }
 
-/* Empty an arena, dropping its frame references. */
+/* Empty an arena, dropping its references. */
 static void buf_reset(struct batch_buf *w)
 {
 	for (size_t i = 0; i < w->n; i++)
-		if (w->ents[i].frame)
-			img_frame_put(w->ents[i].frame);
+		if (w->ents[i].hold.put)
+			w->ents[i].hold.put(w->ents[i].hold.obj);
 	w->n = 0;
 	w->used = 0;
 	w->bytes = 0;
@@ -161,7 +205,7 @@ static size_t run_end(const struct batch_buf *w, size_t i, uint64_t *end)
 
 static const uint8_t *ent_data(const struct batch_buf *w, const struct batch_ent *e)
 {
-	return e->frame ? e->ref : w->arena + e->off;
+	return e->ref ? e->ref : w->arena + e->off;
 }
 
 /* Aligned copies of what goes to direct-write outputs, in arrival order: the
@@ -213,8 +257,43 @@ static int write_one_run(struct write_batch *b, const struct batch_buf *w, size_
 	return write_run(b->fds[first->out], b->iov, cnt, first->phys);
 }
 
+static int cmp_seq(const void *x, const void *y)
+{
+	const struct batch_ent *a = x, *b = y;
+
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Whether writing the sorted arena in order could let an earlier write land
+ * over a later one: an entry overlaps one sorted before it (starting lower)
+ * that arrived after it. Whole-block writers never do that. */
+static bool sorted_order_unsafe(const struct batch_buf *w)
+{
+	uint64_t max_end = 0;
+	size_t group_seq = 0;   /* the latest arrival among the overlapping entries so far */
+	unsigned out = UINT_MAX;
+
+	for (size_t i = 0; i < w->n; i++) {
+		const struct batch_ent *e = &w->ents[i];
+		if (e->out != out || e->phys >= max_end) {
+			out = e->out;
+			max_end = e->phys + e->len;
+			group_seq = e->seq;
+			continue;
+		}
+		if (e->seq < group_seq)
+			return true;
+		group_seq = e->seq;
+		if (e->phys + e->len > max_end)
+			max_end = e->phys + e->len;
+	}
+	return false;
+}
+
 /* Sort and write one arena (on the writer thread): direct writes where the
- * output takes them, buffered ones otherwise; all done when it returns. */
+ * output takes them, buffered ones otherwise; all done when it returns. An
+ * arena whose writes overlap out of order goes out buffered in arrival
+ * order instead. */
 static int write_buf(struct write_batch *b, struct batch_buf *w)
 {
 	uint64_t end, prev_end = 0;
@@ -224,6 +303,11 @@ static int write_buf(struct write_batch *b, struct batch_buf *w)
 	if (b->dio)
 		stage_buf(b, w);
 	qsort(w->ents, w->n, sizeof(*w->ents), cmp_ent);
+	if (sorted_order_unsafe(w)) {
+		qsort(w->ents, w->n, sizeof(*w->ents), cmp_seq);
+		for (size_t i = 0; i < w->n; i++)
+			w->ents[i].st = NULL;
+	}
 	for (size_t i = 0; i < w->n && !ret;) {
 		const struct batch_ent *first = &w->ents[i];
 		size_t j = run_end(w, i, &end);
@@ -325,27 +409,22 @@ static int hand_over(struct write_batch *b)
 	return 0;
 }
 
-int batch_flush(struct write_batch *b)
+static int batch_flush(struct write_batch *b)
 {
-	int ret;
+	int ret = hand_over(b);
 
-	if (!b)
-		return 0;
-	if ((ret = hand_over(b)))
-		return ret;
-	return wait_idle(b);
+	return ret ? ret : wait_idle(b);
 }
 
-int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len,
-	      struct img_frame *frame)
+/* Queue one piece (at most BATCH_ARENA bytes): referenced when hold is
+ * given, else copied. */
+static int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t *data, uint32_t len,
+		     const struct io_ref *hold)
 {
 	struct batch_buf *f = &b->fill;
-	bool ref = frame && data >= frame->data && len <= frame->len && data - frame->data <= (ptrdiff_t)(frame->len - len);
 	int ret;
 
-	if (len > BATCH_ARENA || out >= b->nfds)
-		return -EINVAL;
-	if ((f->bytes + len > BATCH_ARENA || (!ref && f->used + len > BATCH_ARENA)) && (ret = hand_over(b)))
+	if ((f->bytes + len > BATCH_ARENA || (!hold && f->used + len > BATCH_ARENA)) && (ret = hand_over(b)))
 		return ret;
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 4096;
@@ -356,18 +435,21 @@ int batch_add(struct write_batch *b, unsigned out, uint64_t phys, const uint8_t 
 		f->cap = cap;
 	}
 	f->bytes += len;
-	if (ref) {
-		img_frame_get(frame);
-		f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, data, frame, NULL };
+	if (phys + len > b->sizes[out])
+		b->sizes[out] = phys + len;
+	if (hold) {
+		hold->get(hold->obj);
+		f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, data, *hold, NULL };
 		return 0;
 	}
 	memcpy(f->arena + f->used, data, len);
-	f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, NULL, NULL, NULL };
+	f->ents[f->n++] = (struct batch_ent){ phys, f->used, f->n, len, out, NULL, { 0 }, NULL };
 	f->used += len;
 	return 0;
 }
 
-void batch_free(struct write_batch *b)
+/* Stop the threads, drop what is queued, close the outputs. */
+static void batch_free(struct write_batch *b)
 {
 	if (!b)
 		return;
@@ -388,9 +470,139 @@ void batch_free(struct write_batch *b)
 	for (unsigned i = 0; i < b->nfds; i++)
 		close(b->fds[i]);
 	free(b->fds);
+	free(b->sizes);
 	free(b->fill.arena);
 	free(b->out.arena);
 	free(b->fill.ents);
 	free(b->out.ents);
 	free(b);
+}
+
+/* ---------------------------------------------------------------- the io_dev face */
+
+struct batch_dev {
+	struct write_batch *b;
+	unsigned out;
+};
+
+/* Whether a write to [off, off+len) of output out waits in the fill arena. */
+static bool fill_overlaps(const struct write_batch *b, unsigned out, uint64_t off, uint64_t len)
+{
+	for (size_t i = 0; i < b->fill.n; i++) {
+		const struct batch_ent *e = &b->fill.ents[i];
+		if (e->out == out && e->phys < off + len && off < e->phys + e->len)
+			return true;
+	}
+	return false;
+}
+
+static int bdev_read(struct io_dev *io, void *buf, size_t len, uint64_t off)
+{
+	struct batch_dev *d = io->priv;
+	struct write_batch *b = d->b;
+	int ret;
+
+	if (off > b->sizes[d->out] || len > b->sizes[d->out] - off)
+		return -ENXIO;
+	/* what the writer thread holds, and queued writes to these bytes, go out first */
+	ret = fill_overlaps(b, d->out, off, len) ? batch_flush(b) : wait_idle(b);
+	if (ret)
+		return ret;
+	ret = fd_read_full(b->fds[d->out], buf, len, off);
+	return ret == -ENODATA ? -ENXIO : ret;
+}
+
+static int bdev_write_ref(struct io_dev *io, const void *buf, size_t len, uint64_t off, const struct io_ref *hold)
+{
+	struct batch_dev *d = io->priv;
+	const uint8_t *p = buf;
+	int ret;
+
+	while (len) {
+		uint32_t k = len < BATCH_ARENA ? (uint32_t)len : BATCH_ARENA;
+		if ((ret = batch_add(d->b, d->out, off, p, k, hold)))
+			return ret;
+		p += k;
+		off += k;
+		len -= k;
+	}
+	return 0;
+}
+
+static int bdev_write(struct io_dev *io, const void *buf, size_t len, uint64_t off)
+{
+	return bdev_write_ref(io, buf, len, off, NULL);
+}
+
+static int bdev_flush(struct io_dev *io)
+{
+	struct batch_dev *d = io->priv;
+	int ret = batch_flush(d->b);
+
+	if (!ret && fsync(d->b->fds[d->out]))
+		ret = -errno;
+	return ret;
+}
+
+static uint64_t bdev_size(struct io_dev *io)
+{
+	struct batch_dev *d = io->priv;
+
+	return d->b->sizes[d->out];
+}
+
+/* The last output closed writes what is still queued (no fsync) and frees
+ * the batch. */
+static void bdev_close(struct io_dev *io)
+{
+	struct batch_dev *d = io->priv;
+	struct write_batch *b = d->b;
+
+	free(d);
+	if (--b->open_devs)
+		return;
+	batch_flush(b);
+	batch_free(b);
+}
+
+static const struct io_ops batch_ops = {
+	.name = "batched",
+	.read = bdev_read,
+	.write = bdev_write,
+	.flush = bdev_flush,
+	.size = bdev_size,
+	.close = bdev_close,
+	.write_ref = bdev_write_ref,
+};
+
+int io_open_batched(const char *const *paths, unsigned n, unsigned flags, struct io_dev **outs)
+{
+	struct write_batch *b;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++)
+		outs[i] = NULL;
+	if (!n)
+		return -EINVAL;
+	if ((ret = batch_open(&b, paths, n, flags)))
+		return ret;
+	for (unsigned i = 0; i < n; i++) {
+		struct batch_dev *d = calloc(1, sizeof(*d));
+		if (d) {
+			*d = (struct batch_dev){ b, i };
+			outs[i] = io_dev_new(&batch_ops, paths[i], true, d);
+		}
+		if (!outs[i]) {
+			free(d);
+			if (!b->open_devs)
+				batch_free(b);
+			for (unsigned k = 0; k < i; k++)
+				io_close(outs[k]); /* the last frees the batch */
+			for (unsigned k = 0; k < n; k++)
+				outs[k] = NULL;
+			return -ENOMEM;
+		}
+		b->open_devs++;
+	}
+	return 0;
 }
