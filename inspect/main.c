@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "inspect/inspect.h"
 
@@ -74,6 +75,7 @@ struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bo
 int main(int argc, char **argv)
 {
 	cli_init("btk-inspect", 1);
+	json_exit_guard(argc, argv);
 	if (argc < 2) {
 		print_usage(stderr);
 		return 1;

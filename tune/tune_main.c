@@ -10,6 +10,7 @@
 #include <uuid/uuid.h>
 
 #include "common/cli.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "libfs/super.h"
 #include "libfs/volumes.h"
@@ -258,6 +259,7 @@ int main(int argc, char **argv)
 	int pending, ret = 0;
 
 	cli_init("btk-tune", 1);
+	json_exit_guard(argc, argv);
 	cli_enable_cancel(); /* SIGINT: no commit after it (fs_open_options.cancelled) */
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	a.o.progress = cli_progress_mode(&a.common);
