@@ -2,7 +2,8 @@
 # Installation, the library, the release tarball (included by the Makefile).
 #
 #   make install [DESTDIR=...]   programs, libbtk (shared + static), its headers,
-#                                btk.pc, man pages, doc/*.md, bash completions
+#                                btk.pc, man pages, doc/*.md, bash completions,
+#                                and the fsck(8) helper $(sbindir)/fsck.btrfs
 #   make uninstall [DESTDIR=...] removes exactly what install put there
 #   make lib                     $(B)/libbtk.so.* and $(B)/libbtk.a only
 #   make dist                    btk-VERSION.tar.xz: git's files plus ./configure
@@ -14,6 +15,14 @@
 # $(includedir)/btk/libfs/; btk.pc adds -I$(includedir)/btk for them. Which
 # headers are public is issue 14's to decide: for now, what opening a
 # filesystem and reading its geometry takes.
+#
+# The programs go to $(bindir), as btrfs-progs' do. $(sbindir) (configure
+# --sbindir, default $(exec_prefix)/sbin) holds one thing: fsck.btrfs, a
+# symlink to btk-check, which is where e2fsprogs and btrfs-progs put their
+# fsck(8) helpers (fsck -t btrfs runs the first fsck.btrfs on PATH, or in
+# /sbin without PATH). An fsck.btrfs that is not btk's (btrfs-progs' script)
+# is left alone and named; uninstall removes only btk's link. The Debian
+# package does not ship it (debian/not-installed): btrfs-progs owns the name.
 
 LIB_SOVERSION := 0
 LIB_SO := libbtk.so.$(LIB_SOVERSION)
@@ -69,6 +78,7 @@ install: all lib
 	install -m 644 $(PROGRAM_DOCS) $(DESTDIR)$(docdir)
 	install -m 644 libfs/COPYING $(DESTDIR)$(docdir)/COPYING.LGPL
 	for p in $(PROGRAMS); do install -m 644 $(COMPLETION) $(DESTDIR)$(bashcompletiondir)/$$p; done
+	$(call install_fsck_link)
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(PROGRAMS))
@@ -81,6 +91,20 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(docdir)/,$(notdir $(PROGRAM_DOCS)) COPYING.LGPL)
 	-rmdir $(DESTDIR)$(docdir) 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(bashcompletiondir)/,$(PROGRAMS))
+	if [ "$$(readlink $(DESTDIR)$(sbindir)/fsck.btrfs)" = "$(bindir)/btk-check" ]; then \
+		rm -f $(DESTDIR)$(sbindir)/fsck.btrfs; fi
+	-rmdir $(DESTDIR)$(sbindir) 2>/dev/null
+
+# $(sbindir)/fsck.btrfs -> $(bindir)/btk-check, unless another fsck.btrfs is there.
+define install_fsck_link
+	install -d $(DESTDIR)$(sbindir)
+	@link=$(DESTDIR)$(sbindir)/fsck.btrfs; \
+	if [ -e "$$link" -o -L "$$link" ] && [ "$$(readlink "$$link")" != "$(bindir)/btk-check" ]; then \
+		echo "install: leaving $$link alone (not btk's: another package's fsck.btrfs)"; \
+	else \
+		echo "ln -sf $(bindir)/btk-check $$link"; ln -sf $(bindir)/btk-check "$$link"; \
+	fi
+endef
 
 # The release tarball: the files git tracks at HEAD, plus ./configure (so that
 # it builds with ./configure && make, without autoconf). Built from a clean
