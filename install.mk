@@ -8,9 +8,9 @@
 #   make lib                     $(B)/libbtk.so.* and $(B)/libbtk.a only
 #   make dist                    btk-VERSION.tar.xz: git's files plus ./configure
 #
-# libbtk is libfs/ (LGPL-2.1-or-later, libfs/COPYING). Its shared form is built
-# from position-independent objects of its own ($(B)/pic/); the programs keep
-# linking the static libfs.a. The headers are installed as
+# libbtk is libfs/ (LGPL-2.1-or-later, libfs/COPYING), compiled once into
+# position-independent objects ($(B)/pic/): the programs link them as libfs.a,
+# libbtk.so and libbtk.a are made of the same ones. The headers are installed as
 # $(includedir)/btk/btk.h and the libfs headers it includes under
 # $(includedir)/btk/libfs/; btk.pc adds -I$(includedir)/btk for them. Which
 # headers are public is issue 14's to decide: for now, what opening a
@@ -59,8 +59,7 @@ $(B)/btk.pc: install.mk config.mk
 		'Libs: -L$${libdir} -lbtk' 'Libs.private: -lpthread' \
 		'Cflags: -I$${includedir} -I$${includedir}/btk -D_FILE_OFFSET_BITS=64' > $@
 
-# not part of `make` (all): the PIC objects would compile libfs twice in every
-# build and CI run; install builds it
+# not part of `make` (all), which compiles the same objects: this only links
 lib: $(LIBBTK_SO) $(LIBBTK_A) $(B)/btk.pc
 
 install: all lib

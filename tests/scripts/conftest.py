@@ -231,6 +231,9 @@ _UNDO_DIR_MADE: list[str] = []
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: long kernel-oracle runs (crash replays, big images); the ASan rerun skips them")
+    config.addinivalue_line(
+        "markers", "no_sanitize: runs no btk code a sanitizer could judge (man pages, the reference "
+        "tools' parsers, packaging); the ASan rerun skips them")
     if not os.environ.get("BTK_UNDO_DIR"):
         import tempfile
         _UNDO_DIR_MADE.append(tempfile.mkdtemp(prefix="btk-undo-"))
