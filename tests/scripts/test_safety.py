@@ -378,6 +378,9 @@ def test_restore_interrupted_is_never_a_filesystem(tmp_path):
             continue
         assert rc == 1 and "cancelled" in err, where
         assert "incomplete" in err or "nothing was written" in err, where
+        if not out_img.exists():     # cancelled before the output was created: nothing to mistake
+            assert "nothing was written" in err, where
+            continue
         p = run_btk("btk-inspect", "super", out_img)
         assert p.returncode != 0 and "not a btrfs" in p.stderr, where + p.stderr
         out_img.unlink(missing_ok=True)
