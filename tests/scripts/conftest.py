@@ -94,6 +94,18 @@ def require_btk(tool: str = "btk-inspect") -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def sanitized_build() -> bool:
+    """The programs under test are built with AddressSanitizer (make check-asan). The tests
+    run in that pass too; a test may leave the kernel oracles to the plain pass, which
+    applies them to the same test (their verdict is on btk's logic, not its memory use)."""
+    path = btk_path("btk-check")
+    try:
+        return b"__asan_init" in path.read_bytes()
+    except OSError:
+        return False
+
+
 # ---------------------------------------------------------------- running btk
 
 def run_btk(tool: str, *args, timeout: float = 300, check_crash: bool = True) -> subprocess.CompletedProcess:
