@@ -81,7 +81,10 @@ $(B)/%.o: %.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(LIBFS_A): $(patsubst %.c,$(B)/%.o,$(LIBFS_SRC))
+# libfs is compiled once, position-independent ($(B)/pic/, rule in install.mk):
+# the programs link it as libfs.a, and libbtk.so and libbtk.a are the same
+# objects, so `make install` (and a package build) compiles no source twice.
+$(LIBFS_A): $(patsubst %.c,$(B)/pic/%.o,$(LIBFS_SRC))
 	@rm -f $@
 	$(AR) rcs $@ $^
 
@@ -120,14 +123,14 @@ check: all unit
 	$(PYTHON) scripts/file-cycles $(B)
 	scripts/api-check
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; timeout $(UNIT_TIMEOUT) $$t --jobs 2 --short-filename; done
-	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_ARGS)
+	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_SKIP_FUZZ) $(PYTEST_ARGS)
 
 # The same suite built with ASan + UBSan in build-asan/, minus the tests marked slow
-# (crash replays and big images: they exercise the reference tools more than btk's code)
-# and the fuzz replays (sanitized in the plain check already).
+# (crash replays, big images, packaging: they exercise the reference tools or the
+# build more than btk's code) and those marked no_sanitize (no btk code to judge). The
+# fuzz replays run here, linked from these objects.
 check-asan:
-	$(MAKE) B=build-asan SANITIZE=yes check \
-		PYTEST_ARGS="-m 'not slow' --ignore=tests/scripts/test_fuzz_regress.py $(PYTEST_ARGS)"
+	$(MAKE) B=build-asan SANITIZE=yes FUZZ_REPLAY=yes check PYTEST_ARGS="-m 'not slow and not no_sanitize' $(PYTEST_ARGS)"
 
 # Unit tests and a few tool runs under valgrind memcheck: zero errors, zero leaks.
 check-valgrind: all unit
@@ -141,8 +144,11 @@ $(B)/sample.img: tests/images/sample.img.xz
 sample: $(B)/sample.img
 .PHONY: sample
 
-# What CI runs: everything.
-check-all: check check-valgrind check-asan
+# What CI runs: everything, each thing once: the fuzz replays in the sanitized pass only.
+check-all:
+	$(MAKE) check FUZZ_REPLAY=no
+	$(MAKE) check-valgrind
+	$(MAKE) check-asan
 
 # install, uninstall, lib (libbtk.so/.a, btk.pc), dist
 include install.mk
@@ -208,8 +214,23 @@ $(B)/fuzz/lib-cc.a: $(patsubst %.c,$(B)/fuzz/cc/%.o,$(FUZZ_LIB_SRC))
 $(B)/fuzz/fuzz_%: $(B)/fuzz/clang/fuzz/fuzz_%.o $(B)/fuzz/lib-clang.a
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(LIBS)
 
+# The replays: in a sanitized build ($(B) is build-asan: check-asan) from its own
+# objects, so that check-all compiles the library with ASan once, not twice;
+# in a plain build from objects of their own (lib-cc.a).
+ifeq ($(SANITIZE),yes)
+$(B)/fuzz/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(WERROR),$(ALL_CFLAGS)) -DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(FUZZ_BASE))"' \
+		-DBTK_FUZZ_RAID_DEFAULT='"$(call fuzz_colon_list,$(FUZZ_RAID_BASE))"' -MMD -MP -c -o $@ $<
+
+FUZZ_ASAN_OBJS = $(patsubst %.c,$(B)/%.o,$(filter-out fuzz/base.c $(LIBFS_SRC) $(COMMON_SRC),$(FUZZ_LIB_SRC))) \
+	$(B)/fuzz/asan/fuzz/base.o $(COMMON_A) $(LIBFS_A)
+$(B)/fuzz/replay_%: $(B)/fuzz/asan/fuzz/replay.o $(B)/fuzz/asan/fuzz/fuzz_%.o $(FUZZ_ASAN_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+else
 $(B)/fuzz/replay_%: $(B)/fuzz/cc/fuzz/replay.o $(B)/fuzz/cc/fuzz/fuzz_%.o $(B)/fuzz/lib-cc.a
 	$(CC) $(FUZZ_SAN) -o $@ $^ $(LIBS)
+endif
 
 fuzz: $(addprefix $(B)/fuzz/fuzz_,$(FUZZ_HARNESSES)) $(FUZZ_BASE) $(FUZZ_RAID_BASE)
 
@@ -251,12 +272,16 @@ $(B)/tests/tools/btk-craft: $(B)/tests/tools/craft.o $(COMMON_A) $(LIBFS_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test-tools: $(TEST_TOOLS)
-# The fuzz replays are ASan + UBSan builds whatever the flavour: the sanitized
-# check (check-asan) leaves them to the plain one rather than build them twice.
-ifeq ($(SANITIZE),yes)
-check: test-tools
-else
+# The fuzz replays are ASan + UBSan builds whatever the flavour. `make check`
+# builds and runs them; check-all leaves them to its sanitized pass
+# (FUZZ_REPLAY=no for the plain one), which links them from the objects it
+# has compiled anyway.
+FUZZ_REPLAY ?= yes
+ifeq ($(FUZZ_REPLAY),yes)
 check: test-tools fuzz-replay
+else
+check: test-tools
+PYTEST_SKIP_FUZZ := --ignore=tests/scripts/test_fuzz_regress.py
 endif
 
 .PHONY: test-tools

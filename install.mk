@@ -2,16 +2,26 @@
 # Installation, the library, the release tarball (included by the Makefile).
 #
 #   make install [DESTDIR=...]   programs, libbtk (shared + static), its headers,
-#                                btk.pc, man pages, doc/*.md, bash completions
+#                                btk.pc, man pages, doc/*.md, bash completions,
+#                                and the fsck(8) helper $(sbindir)/fsck.btrfs
 #   make uninstall [DESTDIR=...] removes exactly what install put there
 #   make lib                     $(B)/libbtk.so.* and $(B)/libbtk.a only
 #   make dist                    btk-VERSION.tar.xz: git's files plus ./configure
 #
-# libbtk is libfs/ (LGPL-2.1-or-later, libfs/COPYING). Its shared form is built
-# from position-independent objects of its own ($(B)/pic/); the programs keep
-# linking the static libfs.a. The public API is include/btk/*.h (doc/design.md,
-# "The libfs API boundary"), installed as $(includedir)/btk/*.h; the headers
-# left in libfs/ are the library's private side and are never installed.
+# libbtk is libfs/ (LGPL-2.1-or-later, libfs/COPYING), compiled once into
+# position-independent objects ($(B)/pic/): the programs link them as libfs.a,
+# libbtk.so and libbtk.a are made of the same ones. The public API is
+# include/btk/*.h (doc/design.md, "The libfs API boundary"), installed as
+# $(includedir)/btk/*.h; the headers left in libfs/ are the library's private
+# side and are never installed.
+#
+# The programs go to $(bindir), as btrfs-progs' do. $(sbindir) (configure
+# --sbindir, default $(exec_prefix)/sbin) holds one thing: fsck.btrfs, a
+# symlink to btk-check, which is where e2fsprogs and btrfs-progs put their
+# fsck(8) helpers (fsck -t btrfs runs the first fsck.btrfs on PATH, or in
+# /sbin without PATH). An fsck.btrfs that is not btk's (btrfs-progs' script)
+# is left alone and named; uninstall removes only btk's link. The Debian
+# package does not ship it (debian/not-installed): btrfs-progs owns the name.
 
 LIB_SOVERSION := 0
 LIB_SO := libbtk.so.$(LIB_SOVERSION)
@@ -47,8 +57,7 @@ $(B)/btk.pc: install.mk config.mk
 		'Libs: -L$${libdir} -lbtk' 'Libs.private: -lpthread' \
 		'Cflags: -I$${includedir} -D_FILE_OFFSET_BITS=64 -D_DEFAULT_SOURCE' > $@
 
-# not part of `make` (all): the PIC objects would compile libfs twice in every
-# build and CI run; install builds it
+# not part of `make` (all), which compiles the same objects: this only links
 lib: $(LIBBTK_SO) $(LIBBTK_A) $(B)/btk.pc
 
 install: all lib
@@ -65,6 +74,7 @@ install: all lib
 	install -m 644 $(PROGRAM_DOCS) $(DESTDIR)$(docdir)
 	install -m 644 libfs/COPYING $(DESTDIR)$(docdir)/COPYING.LGPL
 	for p in $(PROGRAMS); do install -m 644 $(COMPLETION) $(DESTDIR)$(bashcompletiondir)/$$p; done
+	$(call install_fsck_link)
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(PROGRAMS))
@@ -76,6 +86,20 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(docdir)/,$(notdir $(PROGRAM_DOCS)) COPYING.LGPL)
 	-rmdir $(DESTDIR)$(docdir) 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(bashcompletiondir)/,$(PROGRAMS))
+	if [ "$$(readlink $(DESTDIR)$(sbindir)/fsck.btrfs)" = "$(bindir)/btk-check" ]; then \
+		rm -f $(DESTDIR)$(sbindir)/fsck.btrfs; fi
+	-rmdir $(DESTDIR)$(sbindir) 2>/dev/null
+
+# $(sbindir)/fsck.btrfs -> $(bindir)/btk-check, unless another fsck.btrfs is there.
+define install_fsck_link
+	install -d $(DESTDIR)$(sbindir)
+	@link=$(DESTDIR)$(sbindir)/fsck.btrfs; \
+	if [ -e "$$link" -o -L "$$link" ] && [ "$$(readlink "$$link")" != "$(bindir)/btk-check" ]; then \
+		echo "install: leaving $$link alone (not btk's: another package's fsck.btrfs)"; \
+	else \
+		echo "ln -sf $(bindir)/btk-check $$link"; ln -sf $(bindir)/btk-check "$$link"; \
+	fi
+endef
 
 # The release tarball: the files git tracks at HEAD, plus ./configure (so that
 # it builds with ./configure && make, without autoconf). Built from a clean

@@ -11,6 +11,7 @@
 #include "check/check.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "common/env_knobs.h"
 #include "common/sizes.h"
@@ -228,6 +229,7 @@ int main(int argc, char **argv)
 	int ret;
 
 	cli_init("btk-check", FSCK_EXIT_USAGE);
+	json_exit_guard(argc, argv);
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	if (a.list_problems)
 		return check_list_problems(a.opts.format);

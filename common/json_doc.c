@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "common/json_doc.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 
 struct json_object *json_doc_new(void)
@@ -21,6 +22,7 @@ void json_doc_print(struct json_object *doc)
 {
 	if (!doc)
 		return;
+	json_exit_doc_printed();
 	fflush(stdout);
 	puts(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	fflush(stdout);

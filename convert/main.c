@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "convert/convert.h"
 
@@ -22,6 +23,7 @@ int main(int argc, char **argv)
 	static char name[64];
 
 	cli_init("btk-convert", 1);
+	json_exit_guard(argc, argv);
 	cli_enable_cancel(); /* SIGINT: no commit after it (fs_open_options.cancelled) */
 	if (argc < 2) {
 		usage(stderr);

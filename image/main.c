@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "image/image.h"
 
@@ -26,6 +27,7 @@ int main(int argc, char **argv)
 	};
 
 	cli_init("btk-image", 1);
+	json_exit_guard(argc, argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 1;

@@ -6,6 +6,7 @@
 
 #include "common/cli.h"
 #include "common/env_knobs.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "inspect/inspect.h"
 
@@ -37,6 +38,7 @@ static void print_usage(FILE *out)
 int main(int argc, char **argv)
 {
 	cli_init("btk-inspect", 1);
+	json_exit_guard(argc, argv);
 	if (argc < 2) {
 		print_usage(stderr);
 		return 1;

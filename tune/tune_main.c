@@ -11,6 +11,7 @@
 
 #include "common/cli.h"
 #include "common/env_knobs.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include <btk/super.h>
 #include <btk/volumes.h>
@@ -260,6 +261,7 @@ int main(int argc, char **argv)
 	int pending, ret = 0;
 
 	cli_init("btk-tune", 1);
+	json_exit_guard(argc, argv);
 	cli_enable_cancel(); /* SIGINT: no commit after it (fs_open_options.cancelled) */
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	a.o.progress = cli_progress_mode(&a.common);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/cli.h"
+#include "common/json_exit.h"
 #include "common/messages.h"
 #include "common/sizes.h"
 #include <btk/io.h>
@@ -176,6 +177,7 @@ int main(int argc, char **argv)
 	struct undo_args a = { 0 };
 
 	cli_init("btk-undo", 1);
+	json_exit_guard(argc, argv);
 	argp_parse(&argp, argc, argv, 0, NULL, &a);
 	if (a.info)
 		return print_info(a.undo_path);

@@ -94,6 +94,18 @@ def require_btk(tool: str = "btk-inspect") -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def sanitized_build() -> bool:
+    """The programs under test are built with AddressSanitizer (make check-asan). The tests
+    run in that pass too; a test may leave the kernel oracles to the plain pass, which
+    applies them to the same test (their verdict is on btk's logic, not its memory use)."""
+    path = btk_path("btk-check")
+    try:
+        return b"__asan_init" in path.read_bytes()
+    except OSError:
+        return False
+
+
 # ---------------------------------------------------------------- running btk
 
 def run_btk(tool: str, *args, timeout: float = 300, check_crash: bool = True) -> subprocess.CompletedProcess:
@@ -231,6 +243,9 @@ _UNDO_DIR_MADE: list[str] = []
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: long kernel-oracle runs (crash replays, big images); the ASan rerun skips them")
+    config.addinivalue_line(
+        "markers", "no_sanitize: runs no btk code a sanitizer could judge (man pages, the reference "
+        "tools' parsers, packaging); the ASan rerun skips them")
     if not os.environ.get("BTK_UNDO_DIR"):
         import tempfile
         _UNDO_DIR_MADE.append(tempfile.mkdtemp(prefix="btk-undo-"))

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, btk_path, check_runs, require_btk, run_btk, skip_or_fail, sample_copy
+from conftest import (BUILD_DIR, btk_path, check_runs, require_btk, require_kernel, run_btk, sample_copy,
+                      skip_or_fail)
+from fsbuild import attached
 
 SAMPLE_FSID = "6b746273-616d-706c-6500-000000000001"
 
@@ -214,3 +216,53 @@ def test_fsck_calls_btk_check_through_the_symlink(sample, tmp_path):
     wrong_nlink(sample)
     p = fsck(tmp_path, "-a", sample)
     assert p.returncode == 4, p.stdout + p.stderr
+
+
+# util-linux fsck (2.38) looks for fsck.TYPE on $PATH, and on /sbin when PATH is unset or
+# empty (fsck -t btrfs never probes). In a mount namespace of its own, a tmpfs over /sbin
+# holds only the symlink a package installs, fsck.btrfs -> btk-check, and fsck runs without
+# PATH: it can find nothing else (not btrfs-progs' fsck.btrfs, a no-op script).
+FSCK_IN_NAMESPACE = r'''
+set -eu
+cp "$(command -v fsck)" "$STAGE/fsck"
+mount -t tmpfs btk-sbin /sbin
+ln -s "$BTK_CHECK" /sbin/fsck.btrfs
+exec env -u PATH "$STAGE/fsck" -V -t btrfs "$@"
+'''
+
+
+def fsck_sbin(tmp_path, *args):
+    for tool in ("unshare", "fsck"):
+        if not shutil.which(tool):
+            skip_or_fail(f"util-linux {tool} is not installed")
+    stage = tmp_path / "stage"
+    stage.mkdir(exist_ok=True)
+    env = dict(os.environ, STAGE=str(stage), BTK_CHECK=str(btk_path("btk-check")))
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", FSCK_IN_NAMESPACE,
+                           "fsck-ns", *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_fsck_finds_the_symlink_in_sbin_on_a_loop_device(sample, tmp_path):
+    """The boot-time call, `fsck -t btrfs -a DEV`, on a loop device: a clean filesystem exits
+    0; a bad primary superblock is preened (exit 1, then clean); a wrong link count is not a
+    preen repair (exit 4, unchanged), nor does -n repair anything."""
+    require_kernel()
+    require_btk("btk-check")
+    with attached([sample]) as (loop,):
+        p = fsck_sbin(tmp_path, "-a", loop)
+        out = p.stdout + p.stderr
+        assert f"[/sbin/fsck.btrfs (1) -- {loop}] fsck.btrfs -a {loop}" in p.stdout, out
+        assert p.returncode == 0 and f"Checking filesystem on {loop}" in p.stdout, out
+    bad_super_copy(sample)
+    with attached([sample]) as (loop,):
+        p = fsck_sbin(tmp_path, "-a", loop)
+        assert p.returncode == 1 and "[super-copy-invalid]" in p.stdout, p.stdout + p.stderr
+        p = fsck_sbin(tmp_path, "-a", loop)
+        assert p.returncode == 0, p.stdout + p.stderr
+    wrong_nlink(sample)
+    before = digest(sample)
+    with attached([sample]) as (loop,):
+        for flag in ("-a", "-n"):
+            p = fsck_sbin(tmp_path, flag, loop)
+            assert p.returncode == 4 and "[inode-nlink]" in p.stdout, (flag, p.stdout + p.stderr)
+    assert digest(sample) == before

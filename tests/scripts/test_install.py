@@ -8,8 +8,10 @@ the root tree's items) through the public API only, while the chunk map, the
 device array, the superblock buffer, the error buffer and the block cache's
 links stay out of its reach, `make uninstall` removing every file, and the `make dist` tarball
 configuring and building on its own (without -Werror, which a git checkout
-turns on). Both build, so both are slow tests (the ASan rerun skips them)."""
+turns on) into the Debian packages. Both build, so both are slow tests (the
+ASan rerun skips them: they test packaging, not code paths)."""
 import os
+import re
 import shutil
 import subprocess
 
@@ -105,8 +107,11 @@ def test_install_compile_against_it_uninstall(tmp_path):
         if not shutil.which(tool):
             skip_or_fail(f"{tool} is not installed")
     dest = tmp_path / "dest"
-    make(f"B={BUILD_DIR}", "install", f"DESTDIR={dest}", "prefix=/usr")
+    # sbindir as Debian's (and as configure --sbindir=/sbin writes it into config.mk)
+    make(f"B={BUILD_DIR}", "install", f"DESTDIR={dest}", "prefix=/usr", "sbindir=/sbin")
     usr = dest / "usr"
+    assert os.readlink(dest / "sbin/fsck.btrfs") == "/usr/bin/btk-check"
+    assert not (usr / "sbin").exists() and not (usr / "bin/fsck.btrfs").exists()
     for p in PROGRAMS:
         assert os.access(usr / "bin" / p, os.X_OK), p
         assert (usr / "share/man/man8" / f"{p}.8").is_file(), p
@@ -169,12 +174,24 @@ def test_install_compile_against_it_uninstall(tmp_path):
                            'echo "${COMPREPLY[@]}"'], capture_output=True, text=True)
     assert comp.stdout.split("\n")[:2] == ["super tree map usage heatmap", "--preen --progress"], comp.stdout + comp.stderr
 
-    make(f"B={BUILD_DIR}", "uninstall", f"DESTDIR={dest}", "prefix=/usr")
+    # another package's fsck.btrfs (btrfs-progs' script) is neither replaced nor removed
+    foreign = dest / "sbin/fsck.btrfs"
+    foreign.unlink()
+    foreign.write_text("#!/bin/sh\nexit 0\n")
+    p = make(f"B={BUILD_DIR}", "install", f"DESTDIR={dest}", "prefix=/usr", "sbindir=/sbin")
+    assert "leaving" in p.stdout and foreign.read_text() == "#!/bin/sh\nexit 0\n", p.stdout
+    make(f"B={BUILD_DIR}", "uninstall", f"DESTDIR={dest}", "prefix=/usr", "sbindir=/sbin")
     left = [str(f.relative_to(dest)) for f in dest.rglob("*") if not f.is_dir()]
-    assert left == [], left
+    assert left == ["sbin/fsck.btrfs"], left
 
 
-def test_dist_builds_on_its_own(tmp_path):
+def test_dist_builds_on_its_own_and_into_debian_packages(tmp_path):
+    """`make dist`, then from the tarball alone: ./configure (its defaults: no -Werror; its
+    --sbindir), and `dpkg-buildpackage -b -us -uc` with the tarball's ./configure (no
+    autoreconf): the btk, libbtk0 and libbtk-dev packages hold the programs and their man
+    pages, libbtk.so.0, the headers, libbtk.so/.a and btk.pc, and the packaged btk-check
+    checks the sample. One build in all (at -O0: it proves the packaging, not the optimiser);
+    without debhelper the tarball builds btk-check instead, and the test then skips (CI fails)."""
     if not (REPO / ".git").exists() or not shutil.which("autoreconf"):
         skip_or_fail("make dist needs a git checkout and autoreconf")
     version = subprocess.run(["sed", "-n", "s/^AC_INIT(\\[btk\\], \\[\\([^]]*\\)\\].*/\\1/p", "configure.ac"],
@@ -187,12 +204,47 @@ def test_dist_builds_on_its_own(tmp_path):
         tarball.unlink(missing_ok=True)
     top = tmp_path / f"btk-{version}"
     assert (top / "configure").is_file() and not (top / ".git").exists()
-    p = subprocess.run(["./configure", "--disable-tests"], cwd=top, capture_output=True, text=True)
+    p = subprocess.run(["./configure", "--disable-tests", "--sbindir=/opt/btk-sbin"], cwd=top, capture_output=True,
+                       text=True)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "WERROR = \n" in (top / "config.mk").read_text(), "a release tarball builds without -Werror"
-    # btk-check alone (libfs, common, check: most of the sources) keeps CI's cost down
-    make("-j2", "build/btk-check", cwd=top, timeout=1800)
-    p = subprocess.run([str(top / "build/btk-check"), str(sample_copy(tmp_path))], capture_output=True, text=True)
+    config = (top / "config.mk").read_text()
+    assert "WERROR = \n" in config, "a release tarball builds without -Werror"
+    assert "sbindir = /opt/btk-sbin\n" in config, "configure --sbindir is honoured"
+    sample = sample_copy(tmp_path)
+    if not (shutil.which("dpkg-buildpackage") and shutil.which("dh")):
+        make("-j2", "CFLAGS=-O0", "build/btk-check", cwd=top, timeout=1800)
+        p = subprocess.run([str(top / "build/btk-check"), str(sample)], capture_output=True, text=True)
+        assert p.returncode == 0 and "no problems found" in p.stdout, p.stdout + p.stderr
+        skip_or_fail("debhelper and dpkg-dev are not installed (scripts/install-deps installs them)")
+    configure = (top / "configure").read_bytes()
+    env = dict(os.environ, DEB_BUILD_OPTIONS="noopt noautodbgsym parallel=2")
+    p = subprocess.run(["dpkg-buildpackage", "-b", "-us", "-uc"], cwd=top, capture_output=True, text=True,
+                       env=env, timeout=1800)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-3000:]
+    assert (top / "configure").read_bytes() == configure, "the tarball's ./configure was not used as it is"
+    assert re.search(r"^no problems found$", p.stdout, re.M), "dh_auto_test's quick check did not run"
+    debs = {d.name.split("_")[0]: d for d in tmp_path.glob("*.deb")}
+    assert sorted(debs) == ["btk", "libbtk-dev", "libbtk0"], sorted(tmp_path.iterdir())
+
+    def contents(pkg):
+        out = subprocess.run(["dpkg", "-c", str(debs[pkg])], capture_output=True, text=True, check=True).stdout
+        return {line.split()[5].lstrip(".") for line in out.splitlines()}
+
+    btk = contents("btk")
+    for prog in PROGRAMS:
+        assert f"/usr/bin/{prog}" in btk and f"/usr/share/man/man8/{prog}.8.gz" in btk, (prog, sorted(btk))
+        assert f"/usr/share/bash-completion/completions/{prog}" in btk, prog
+    assert not any("fsck.btrfs" in f for f in btk), "fsck.btrfs is btrfs-progs' to ship"
+    lib = contents("libbtk0")
+    assert any(re.fullmatch(r"/usr/lib/[^/]+/libbtk\.so\.0\.0\.0", f) for f in lib), sorted(lib)
+    dev = contents("libbtk-dev")
+    for want in (r"/usr/include/btk/btk\.h", r"/usr/lib/[^/]+/libbtk\.a", r"/usr/lib/[^/]+/libbtk\.so",
+                 r"/usr/lib/[^/]+/pkgconfig/btk\.pc"):
+        assert any(re.fullmatch(want, f) for f in dev), (want, sorted(dev))
+    # the packaged program works
+    root = tmp_path / "root"
+    subprocess.run(["dpkg", "-x", str(debs["btk"]), str(root)], check=True)
+    p = subprocess.run([str(root / "usr/bin/btk-check"), str(sample)], capture_output=True, text=True)
     assert p.returncode == 0 and "no problems found" in p.stdout, p.stdout + p.stderr
 
 

@@ -61,3 +61,47 @@ def test_image_info(sample, tmp_path):
     img = tmp_path / "sample.btk"
     assert run_btk("btk-image", "dump", sample, img).returncode == 0
     assert one_document("btk-image", "info", "--format", "json", img)["command"] == "info"
+
+
+# Usage errors and failures before a program's own output: still exactly one document, with
+# "error" and "exit_status" (16 for btk-check as fsck(8) wants, 1 for the others), and the
+# message stderr shows. Each form of asking for JSON, each program, each kind of usage error.
+USAGE_ERRORS = [
+    ("btk-check", ["--format", "json", "--bogus", "x"], 16, "unrecognized option '--bogus'"),
+    ("btk-check", ["--format=json"], 16, "Usage: btk-check"),
+    ("btk-check", ["--form", "json", "-n", "-y", "x"], 16, "-n (repair nothing) contradicts"),
+    ("btk-check", ["--format", "json", "--format", "xml", "x"], 16, "invalid --format 'xml'"),
+    ("btk-inspect", ["--format", "json"], 1, "unknown command '--format'"),
+    ("btk-inspect", ["super", "--format", "json"], 1, "Usage: btk-inspect super"),
+    ("btk-inspect", ["map", "--format=json", "--bogus", "x"], 1, "unrecognized option '--bogus'"),
+    ("btk-inspect", ["usage", "--format", "json", "/nonexistent/dev"], 1, "/nonexistent/dev"),
+    ("btk-inspect", ["tree", "--format", "json", "x"], 1, "invalid --format 'json' (expected text or jsonl)"),
+    ("btk-image", ["info", "--format", "json"], 1, "Usage: btk-image info"),
+    ("btk-image", ["info", "--format", "json", "/nonexistent/img"], 1, "/nonexistent/img"),
+    ("btk-convert", ["--format=json", "profile"], 1, "unknown command '--format=json'"),
+    ("btk-tune", ["--format", "json", "x"], 1, "unrecognized option '--format'"),
+    ("btk-undo", ["--format", "json", "x"], 1, "unrecognized option '--format'"),
+]
+
+
+@pytest.mark.parametrize("tool,args,status,error", USAGE_ERRORS,
+                         ids=[f"{t}-{'-'.join(a)[:40]}" for t, a, _, _ in USAGE_ERRORS])
+def test_usage_error_is_one_document(tool, args, status, error):
+    doc = one_document(tool, *args, status=(status,))
+    assert doc["exit_status"] == status and error in doc["error"], doc
+    p = run_btk(tool, *args)
+    assert error in p.stderr, p.stderr     # stderr keeps the message for a person
+
+
+def test_text_usage_error_prints_nothing_on_stdout():
+    """Without --format json (or with it after "--", where it is not an option) a usage error
+    is text on stderr only."""
+    for args in (["--bogus"], ["--", "--format", "json"]):
+        p = run_btk("btk-check", *args)
+        assert p.returncode in (8, 16) and p.stdout == "", (args, p.stdout)
+
+
+def test_failure_after_a_document_adds_none(sample):
+    """A run that printed its document and then exits non-zero prints no second one."""
+    doc = one_document("btk-inspect", "super", "--format", "json", sample, "/nonexistent/dev", status=(1,))
+    assert doc["exit_status"] == 1 and doc["command"] == "super", doc

@@ -12,6 +12,9 @@ import pytest
 import fsbuild
 from conftest import BUILD_DIR, require_btk, run_btk, sample_copy
 
+# roff and option lists: nothing for ASan to see
+pytestmark = pytest.mark.no_sanitize
+
 DOC = fsbuild.REPO / "doc"
 PAGES = sorted(DOC.glob("*.8"))
 # program -> its subcommands ([] when it has none)

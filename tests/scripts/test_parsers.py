@@ -11,6 +11,9 @@ import pytest
 import dumptree
 from conftest import dump_of
 
+# the reference tools and Python only
+pytestmark = pytest.mark.no_sanitize
+
 # Fields every item of these types must have decoded (the contract's list).
 REQUIRED_FIELDS = {
     "INODE_ITEM": {"generation", "transid", "size", "nbytes", "block_group", "nlink", "uid", "gid", "mode",

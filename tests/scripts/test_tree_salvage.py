@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import btk_tree_records, built, run_btk
+from conftest import btk_tree_records, built, run_btk, sanitized_build
 from test_repair import corrupt, corrupt_tool
 from test_tune import kernel_verify, original_hashes
 
@@ -176,7 +176,7 @@ def test_salvage_detect_repair(name, want, make, tmp_path):
     rc, ids = check_json(devs)
     # copying blocks of subvolume trees marks the quota numbers for a rescan (a warning)
     assert rc == 0 and set(ids) <= {"qgroup-inconsistent"}, f"{name}: not clean after the repair: {ids}"
-    if progs_latest_judges():
+    if not sanitized_build() and progs_latest_judges():   # an oracle: the plain pass applies it
         q = fsbuild.run([str(PROGS_LATEST), "check", "--readonly", str(devs[0])], check=False, timeout=600)
         assert q.returncode == 0, f"btrfs-progs 7.3 check:\n{q.stdout[-3000:]}{q.stderr[-2000:]}"
     # the undo on a copy: the kernel's mount below writes a new generation
@@ -189,7 +189,8 @@ def test_salvage_detect_repair(name, want, make, tmp_path):
     assert u.returncode == 0, u.stderr
     assert sha(copies) == damaged, "btk-undo did not restore the damaged image byte for byte"
 
-    kernel_verify(devs, original_hashes(BASE), write=False)   # btrfs check, mount, every file, scrub
+    if not sanitized_build():   # the plain pass judges the same repair; ASan judges btk's memory use
+        kernel_verify(devs, original_hashes(BASE), write=False)   # btrfs check, mount, every file, scrub
 
 
 def test_stale_pointer_is_not_salvaged(tmp_path):
