@@ -158,6 +158,9 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 /* Whether tree block bytenr has full backrefs (the extent tree's flag; when
  * the extent tree is rebuilt, what the walk inferred), for blocks reached. */
 bool refs_block_full_backref(struct check_ctx *ctx, uint64_t bytenr);
+/* The walk skipped blocks of the tree (a shared subtree): the inode the next
+ * leaf's first file extents belong to is looked up, not taken as the last seen. */
+void refs_note_gap(struct check_ctx *ctx);
 /* The same, for quota groups: the pointers of subvolume blocks (traditional
  * qgroups) or tree-block owners (simple quotas). */
 int qgroups_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,

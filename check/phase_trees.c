@@ -14,6 +14,8 @@
 #include "check/copy_verify.h"
 #include "check/key_types.h"
 #include "check/phase_fs.h"
+#include "check/seen_headers.h"
+#include "common/messages.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
 #include "libfs/names.h"
@@ -32,6 +34,8 @@ struct tree_visit {
 	uint64_t shared_bytes;          /* read again for them, for the progress */
 	const struct fs_tree_list *trees; /* every tree (NULL: the root tree is unreadable) */
 	uint64_t owner_known, owner_missing; /* the last owner looked up in trees */
+	struct seen_headers *headers;   /* subvolume-tree blocks checked: skipped unread from other trees */
+	uint64_t unread;                /* children skipped so */
 };
 
 /* The other copies of a block, verified (copy_verify.c): report the bad ones. */
@@ -208,8 +212,11 @@ static int visit_block(void *arg, const struct tree_block *b)
 		return ret;
 	if ((ret = qgroups_observe_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
-	if (seen && !v->feed)
+	if (seen && !v->feed) {
+		if (block_level(b) > 0)
+			refs_note_gap(ctx);
 		return 1; /* shared with a tree already checked: skip its subtree */
+	}
 	if (seen) {
 		v->shared_level = (int)block_level(b);
 		return feed_block(v, b, true);
@@ -232,6 +239,8 @@ static int visit_block(void *arg, const struct tree_block *b)
 			       block_owner(b));
 	check_ptr_generations(ctx, v->root, b);
 	check_key_types(ctx, v->root, b);
+	if (!b->salvaged && key_is_subvolume_id(v->root->objectid) && (ret = seen_headers_add(v->headers, b)) < 0)
+		return ret;
 	progress_update(ctx->progress, ctx->stats.tree_bytes + v->shared_bytes);
 	return feed_block(v, b, false);
 }
@@ -260,6 +269,19 @@ static bool reread_child(void *arg, uint64_t bytenr)
 	return v->feed && visited(v, bytenr);
 }
 
+/* A child checked before from another tree whose pointer here promises
+ * what it was: skipped without reading it (unless it feeds the fs checks). */
+static bool unread_child(void *arg, const struct tree_block *parent, unsigned slot)
+{
+	struct tree_visit *v = arg;
+
+	if (v->feed || !key_is_subvolume_id(v->root->objectid) || !seen_headers_match(v->headers, parent, slot))
+		return false;
+	refs_note_gap(v->ctx);
+	v->unread++;
+	return true;
+}
+
 static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
 {
 	struct tree_visit *v = arg;
@@ -280,7 +302,8 @@ int check_tree_blocks(struct check_ctx *ctx)
 	struct fs_info *fs = ctx->fs;
 	struct fs_tree_list list;
 	struct tree_visit v = { .ctx = ctx };
-	struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child, .one_copy = reread_child };
+	struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child, .one_copy = reread_child,
+					 .unread = unread_child };
 	int ret;
 
 	ctx->visited = ebitmap_create(fs->sectorsize);
@@ -290,15 +313,21 @@ int check_tree_blocks(struct check_ctx *ctx)
 		return -ENOMEM;
 	if ((ret = fs_feed_start(ctx)))
 		return ret;
+	/* a thirty-second of the budget remembers the blocks snapshots share */
+	if (!(v.headers = seen_headers_create(ctx->opts->memory_limit / 32)))
+		return -ENOMEM;
 	/* the subvolume trees' shared blocks are read again for the fs checks */
 	progress_set_total(ctx->progress, ctx->metadata_bytes + fs_feed_shared_estimate(ctx->fs_feed));
 	ret = copy_verifier_create(fs, ctx->opts->jobs, report_copies, ctx, &v.copies);
-	if (ret)
+	if (ret) {
+		seen_headers_destroy(v.headers);
 		return ret;
+	}
 	ret = fs_list_trees(fs, &list);
 	v.trees = ret ? NULL : &list;   /* owners 0 never get that far: no tree looked up yet */
 	if (ret == -ENOMEM) {
 		copy_verifier_destroy(v.copies);
+		seen_headers_destroy(v.headers);
 		return ret;
 	}
 	if (ret) {
@@ -308,6 +337,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 		list.roots = malloc(sizeof(*list.roots));
 		if (!list.roots) {
 			copy_verifier_destroy(v.copies);
+			seen_headers_destroy(v.headers);
 			return -ENOMEM;
 		}
 		list.roots[0] = fs->chunk_root;
@@ -344,6 +374,9 @@ int check_tree_blocks(struct check_ctx *ctx)
 	ctx->walk_drop = NULL;
 	fs_tree_list_free(&list);
 	copy_verifier_destroy(v.copies);
+	msg_verbose("tree blocks: %" PRIu64 " pointers to blocks checked from another tree skipped unread (%" PRIu64
+		    " KiB of headers kept)", v.unread, seen_headers_bytes(v.headers) >> 10);
+	seen_headers_destroy(v.headers);
 	/* the estimate of the bytes read again replaced by the count */
 	progress_set_total(ctx->progress, ctx->metadata_bytes + v.shared_bytes);
 	return ret;
