@@ -209,6 +209,7 @@ void fs_feed_free(struct check_ctx *ctx)
 
 	if (!f)
 		return;
+	shared_reports_free(&f->w.unreadable);
 	recsort_destroy(f->w.by_index);
 	recsort_destroy(f->w.by_hash);
 	recsort_destroy(f->w.orphans);
@@ -317,6 +318,10 @@ uint64_t fs_feed_shared_estimate(const struct fs_feed *f)
 	return fed - max;
 }
 
+/* What a snapshot checked as a delta counts for in the progress of the
+ * phase (bytes, as the walks count): a delta reads a few private blocks. */
+#define DELTA_PROGRESS (64u * 1024)
+
 /* The name records joined, for the progress of the joins. */
 static uint64_t link_bytes(const struct fs_walk *w)
 {
@@ -352,6 +357,8 @@ int check_fs_trees(struct check_ctx *ctx)
 	for (size_t i = 0; i < f->roots.n; i++)
 		if (!f->fed[i] && snap_plan_is_head(&f->plan, i))
 			walk_bytes += f->roots.used[i];
+		else if (!f->fed[i])
+			walk_bytes += DELTA_PROGRESS;
 	progress_set_total(ctx->progress, walk_bytes);
 	block_cache_get_stats(ctx->fs, &c0);
 	/* lineage by lineage; a member that cannot be a delta heads a new lineage, checked later */
@@ -362,9 +369,13 @@ int check_fs_trees(struct check_ctx *ctx)
 				continue;
 			if (s > 0 && !f->plan.lin[l].full_only && (ret = snap_delta_check(f, l, s)) <= 0) {
 				f->fed[i] = true;
+				progress_add(ctx->progress, DELTA_PROGRESS);
 				continue;
 			}
 			if (s > 0) {   /* the rest of the lineage from here is a lineage of its own */
+				/* counted as a delta, walked in full instead */
+				walk_bytes += f->roots.used[i] - DELTA_PROGRESS;
+				progress_set_total(ctx->progress, walk_bytes);
 				snap_plan_flush_held(ctx, &f->plan, l);
 				ret = snap_plan_split(&f->plan, l, s);
 				break;
@@ -376,6 +387,7 @@ int check_fs_trees(struct check_ctx *ctx)
 		}
 		snap_plan_flush_held(ctx, &f->plan, l);
 	}
+	shared_reports_flush(ctx, &w->unreadable);
 	ctx->stats.inodes += w->inodes;
 	if (!ret && !cli_cancelled()) {
 		progress_set_total(ctx->progress, walk_bytes + link_bytes(w));

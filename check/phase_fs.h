@@ -6,6 +6,7 @@
 
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
+#include "check/shared_reports.h"
 #include "check/snap_diff.h"
 #include "check/snap_plan.h"
 #include "libfs/block.h"
@@ -40,6 +41,7 @@ struct fs_walk {
 	uint64_t inodes;
 	uint64_t items;              /* for the cancel check */
 	struct fs_lost *lost;        /* key ranges of unreadable blocks (fs_lost.h) */
+	struct shared_reports unreadable; /* their reports, once per block (shared by snapshots) */
 	int err;                     /* first operational error (recsort) */
 	struct snap_plan *plan;      /* the snapshot lineages (snap_plan.h) */
 	uint32_t lineage, seq;       /* root's place in them, put in every join record */

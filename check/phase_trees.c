@@ -15,6 +15,7 @@
 #include "check/key_types.h"
 #include "check/phase_fs.h"
 #include "check/seen_headers.h"
+#include "check/shared_reports.h"
 #include "common/messages.h"
 #include "libfs/block.h"
 #include "libfs/ebitmap.h"
@@ -36,6 +37,7 @@ struct tree_visit {
 	uint64_t owner_known, owner_missing; /* the last owner looked up in trees */
 	struct seen_headers *headers;   /* subvolume-tree blocks checked: skipped unread from other trees */
 	uint64_t unread;                /* children skipped so */
+	struct shared_reports unreadable; /* unreadable blocks of subvolume trees: reported once each */
 };
 
 /* The other copies of a block, verified (copy_verify.c): report the bad ones. */
@@ -293,6 +295,11 @@ static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char
 		return;   /* below a shared block: reported when the tree that reached it first was walked */
 	v->shared_level = -1;
 	check_note_unreadable_tree(v->ctx, v->root->objectid);
+	/* snapshots may share it: once, naming them, when the walk is done */
+	if (key_is_subvolume_id(v->root->objectid) &&
+	    !shared_reports_hold(&v->unreadable, PR_TREE_BLOCK_UNREADABLE, bytenr, v->root->objectid, "tree %" PRIu64
+				 ": block %" PRIu64 " (level %d): %s", v->root->objectid, bytenr, level, why))
+		return;
 	report_problem(v->ctx, PR_TREE_BLOCK_UNREADABLE, "tree %" PRIu64 ": block %" PRIu64 " (level %d): %s",
 		       v->root->objectid, bytenr, level, why);
 }
@@ -372,6 +379,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 		}
 	}
 	ctx->walk_drop = NULL;
+	shared_reports_flush(ctx, &v.unreadable);
 	fs_tree_list_free(&list);
 	copy_verifier_destroy(v.copies);
 	msg_verbose("tree blocks: %" PRIu64 " pointers to blocks checked from another tree skipped unread (%" PRIu64
