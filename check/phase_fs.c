@@ -210,6 +210,8 @@ void fs_feed_free(struct check_ctx *ctx)
 	if (!f)
 		return;
 	shared_reports_free(&f->w.unreadable);
+	for (unsigned i = 0; i < 3; i++)
+		free(f->w.links.v[i]);
 	recsort_destroy(f->w.by_index);
 	recsort_destroy(f->w.by_hash);
 	recsort_destroy(f->w.orphans);
@@ -336,6 +338,23 @@ static uint64_t link_bytes(const struct fs_walk *w)
 	return n * sizeof(struct link_rec);
 }
 
+/* -v: the join records, those the deltas cancelled, and what the sorters spilled. */
+static void link_stats_verbose(const struct fs_walk *w)
+{
+	const struct recsort *rs[] = { w->by_index, w->by_hash, w->orphans };
+	uint64_t records = 0, spilled = 0, runs = 0;
+
+	for (size_t i = 0; i < 3; i++) {
+		struct recsort_stats st;
+		recsort_get_stats(rs[i], &st);
+		records += st.records;
+		spilled += st.spilled_bytes;
+		runs += st.runs;
+	}
+	msg_verbose("filesystem trees: %" PRIu64 " name join records (%" PRIu64 " more cancelled out in the deltas), %"
+		    PRIu64 " sorted runs spilled, %" PRIu64 " KiB", records, w->links.cancelled, runs, spilled >> 10);
+}
+
 int check_fs_trees(struct check_ctx *ctx)
 {
 	struct block_cache_stats c0, c1;
@@ -394,6 +413,7 @@ int check_fs_trees(struct check_ctx *ctx)
 		ret = fs_join_links(ctx, w, &f->roots, walk_bytes);
 	}
 	block_cache_get_stats(ctx->fs, &c1);
+	link_stats_verbose(w);
 	/* what the tree-block walk handed over, read again where snapshots share
 	 * blocks; what this phase read itself (lookups on the error paths) */
 	msg_verbose("filesystem trees: %zu subvolume tree(s), %zu walked here, %" PRIu64 " inodes; %" PRIu64

@@ -27,6 +27,18 @@ struct inode_state {
 	uint64_t extent_end;     /* end of the last file extent */
 };
 
+/* The join records of one delta for the three link sorters (by_index,
+ * by_hash, orphans), at most DELTA_LINKS_MAX each; past that they go to the
+ * sorters as they come. */
+#define DELTA_LINKS_MAX (64u * 1024)
+struct delta_links {
+	struct link_rec *v[3];
+	size_t n[3], cap[3];
+	uint64_t cancelled;          /* records that cancelled out */
+};
+/* Hold record r for sorter i (0, or -ENOMEM; 1: full, add it to the sorter). */
+int delta_links_hold(struct delta_links *d, unsigned i, const struct link_rec *r);
+
 struct fs_walk {
 	struct check_ctx *ctx;
 	const struct tree_root_ptr *root;
@@ -52,7 +64,12 @@ struct fs_walk {
 	/* a delta: the key ranges of the leaves the tree has alone; only dir
 	 * entries there emit records (the others' stand from the tree before) */
 	const struct snap_ranges *changed;
+	/* a delta: its join records, held until both trees were read, so that a
+	 * record found gone and found again cancels out (snap_delta.c) */
+	struct delta_links *pending;
+	struct delta_links links;    /* what pending points at */
 };
+
 
 /* The walk's view of one item (any tree item, in key order) and the end of
  * the last inode; root set up by fs_walk_set_root (i: its index in the roots). */

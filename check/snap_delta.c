@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check/phase_fs.h"
 #include "check/snap_diff.h"
@@ -161,6 +162,74 @@ static int carry_subvols(struct fs_walk *w, struct snap_lineage *l, uint32_t seq
 	return ret;
 }
 
+int delta_links_hold(struct delta_links *d, unsigned i, const struct link_rec *r)
+{
+	if (d->n[i] == d->cap[i]) {
+		size_t cap = d->cap[i] ? d->cap[i] * 2 : 1024;
+		struct link_rec *v;
+		if (d->cap[i] >= DELTA_LINKS_MAX)
+			return 1;
+		if (!(v = realloc(d->v[i], cap * sizeof(*v))))
+			return -ENOMEM;
+		d->v[i] = v;
+		d->cap[i] = cap;
+	}
+	d->v[i][d->n[i]++] = *r;
+	return 0;
+}
+
+static bool same_content(const struct link_rec *a, const struct link_rec *b)
+{
+	struct link_rec x = *a, y = *b;
+
+	x.flags &= ~LINK_F_GONE;
+	y.flags &= ~LINK_F_GONE;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+/* Records by their whole contents but the gone flag, then that flag. */
+static int link_content_cmp(const void *a, const void *b)
+{
+	struct link_rec x = *(const struct link_rec *)a, y = *(const struct link_rec *)b;
+	int c;
+
+	x.flags &= ~LINK_F_GONE;
+	y.flags &= ~LINK_F_GONE;
+	if ((c = memcmp(&x, &y, sizeof(x))))
+		return c;
+	return (int)(((const struct link_rec *)a)->flags & LINK_F_GONE) -
+	       (int)(((const struct link_rec *)b)->flags & LINK_F_GONE);
+}
+
+/* The delta's records to the sorters, but each pair of a record the tree
+ * has and the same record found gone from the tree before: the group's
+ * version goes on unchanged for them (phase_fs_join.c). */
+static int delta_links_flush(struct fs_walk *w, struct delta_links *d)
+{
+	struct recsort *rs[3] = { w->by_index, w->by_hash, w->orphans };
+	int ret = 0;
+
+	for (unsigned i = 0; i < 3; i++) {
+		struct link_rec *v = d->v[i];
+		size_t n = d->n[i];
+		if (n)
+			qsort(v, n, sizeof(*v), link_content_cmp);
+		for (size_t a = 0, b; a < n && !ret; a = b) {
+			size_t gone = 0, fresh, keep;
+			/* [a, b): one record, the new ones first, then the gone ones */
+			for (b = a; b < n && same_content(&v[a], &v[b]); b++)
+				gone += (v[b].flags & LINK_F_GONE) != 0;
+			fresh = b - a - gone;
+			keep = fresh > gone ? fresh - gone : gone - fresh;
+			d->cancelled += b - a - keep;
+			for (size_t k = fresh > gone ? a : b - keep; keep && !ret; k++, keep--)
+				ret = recsort_add(rs[i], &v[k]);
+		}
+		d->n[i] = 0;
+	}
+	return ret;
+}
+
 /* The dirty inodes in the tree (ri: its index), then in the tree before
  * (gone records): a dir entry emits a record only from a private leaf. */
 static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_ptr *r, size_t ri,
@@ -173,6 +242,7 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 	fs_walk_set_root(w, r, ri);
 	if ((ret = carry_subvols(w, l, seq, w->plan)))
 		return ret;
+	w->pending = &w->links;
 	w->changed = &c->leaves[0];
 	ret = walk_dirty(w, r, l->dirty[seq], l->ndirty[seq]);
 	if (!ret) {
@@ -187,6 +257,9 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 		w->plan->inodes[ri] = w->inodes - w->root_inodes0;
 	}
 	w->changed = NULL;
+	w->pending = NULL;
+	if (!ret)
+		ret = delta_links_flush(w, &w->links);
 	return ret;
 }
 
