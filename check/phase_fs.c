@@ -212,6 +212,7 @@ void fs_feed_free(struct check_ctx *ctx)
 	shared_reports_free(&f->w.unreadable);
 	for (unsigned i = 0; i < 3; i++)
 		free(f->w.links.v[i]);
+	free(f->w.links.tab);
 	recsort_destroy(f->w.by_index);
 	recsort_destroy(f->w.by_hash);
 	recsort_destroy(f->w.orphans);

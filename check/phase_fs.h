@@ -35,6 +35,8 @@ struct delta_links {
 	struct link_rec *v[3];
 	size_t n[3], cap[3];
 	uint64_t cancelled;          /* records that cancelled out */
+	uint32_t *tab;               /* the pairing's hash table (snap_delta.c) */
+	size_t tabcap;
 };
 /* Hold record r for sorter i (0, or -ENOMEM; 1: full, add it to the sorter). */
 int delta_links_hold(struct delta_links *d, unsigned i, const struct link_rec *r);

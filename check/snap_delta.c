@@ -178,27 +178,62 @@ int delta_links_hold(struct delta_links *d, unsigned i, const struct link_rec *r
 	return 0;
 }
 
+/* The same record but for the gone flag. */
 static bool same_content(const struct link_rec *a, const struct link_rec *b)
 {
-	struct link_rec x = *a, y = *b;
-
-	x.flags &= ~LINK_F_GONE;
-	y.flags &= ~LINK_F_GONE;
-	return memcmp(&x, &y, sizeof(x)) == 0;
+	return a->dir == b->dir && a->key == b->key && a->child == b->child && a->fp == b->fp &&
+	       a->index == b->index && a->root == b->root && a->name_len == b->name_len && a->kind == b->kind &&
+	       a->type == b->type && a->lineage == b->lineage && a->seq == b->seq &&
+	       (a->flags & ~LINK_F_GONE) == (b->flags & ~LINK_F_GONE);
 }
 
-/* Records by their whole contents but the gone flag, then that flag. */
-static int link_content_cmp(const void *a, const void *b)
+static size_t content_hash(const struct link_rec *r, size_t mask)
 {
-	struct link_rec x = *(const struct link_rec *)a, y = *(const struct link_rec *)b;
-	int c;
+	uint64_t h = r->dir * 0x9e3779b97f4a7c15ULL ^ r->key * 0xc2b2ae3d27d4eb4fULL ^ r->child * 0x165667b19e3779f9ULL ^
+		     r->fp ^ r->index * 0x27d4eb2f165667c5ULL ^ ((uint64_t)r->kind << 56 | (uint64_t)r->name_len << 40);
 
-	x.flags &= ~LINK_F_GONE;
-	y.flags &= ~LINK_F_GONE;
-	if ((c = memcmp(&x, &y, sizeof(x))))
-		return c;
-	return (int)(((const struct link_rec *)a)->flags & LINK_F_GONE) -
-	       (int)(((const struct link_rec *)b)->flags & LINK_F_GONE);
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return (size_t)(h ^ h >> 32) & mask;
+}
+
+/* Pair each gone record of v[0..n) with an equal new one (dead[] both). */
+static int cancel_pairs(struct delta_links *d, const struct link_rec *v, size_t n, bool *dead)
+{
+	size_t cap = 1024, mask;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	if (cap > d->tabcap) {
+		uint32_t *t = realloc(d->tab, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		d->tab = t;
+		d->tabcap = cap;
+	}
+	mask = cap - 1;
+	memset(d->tab, 0, cap * sizeof(*d->tab));
+	for (size_t i = 0; i < n; i++) {   /* slots hold index + 1 of the new records */
+		size_t h = content_hash(&v[i], mask);
+		if (v[i].flags & LINK_F_GONE)
+			continue;
+		while (d->tab[h])
+			h = (h + 1) & mask;
+		d->tab[h] = (uint32_t)i + 1;
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (!(v[j].flags & LINK_F_GONE))
+			continue;
+		for (size_t h = content_hash(&v[j], mask); d->tab[h]; h = (h + 1) & mask) {
+			size_t i = d->tab[h] - 1;
+			if (!dead[i] && same_content(&v[i], &v[j])) {
+				dead[i] = dead[j] = true;
+				d->cancelled += 2;
+				break;
+			}
+		}
+	}
+	return 0;
 }
 
 /* The delta's records to the sorters, but each pair of a record the tree
@@ -209,22 +244,17 @@ static int delta_links_flush(struct fs_walk *w, struct delta_links *d)
 	struct recsort *rs[3] = { w->by_index, w->by_hash, w->orphans };
 	int ret = 0;
 
-	for (unsigned i = 0; i < 3; i++) {
-		struct link_rec *v = d->v[i];
+	for (unsigned i = 0; i < 3 && !ret; i++) {
 		size_t n = d->n[i];
-		if (n)
-			qsort(v, n, sizeof(*v), link_content_cmp);
-		for (size_t a = 0, b; a < n && !ret; a = b) {
-			size_t gone = 0, fresh, keep;
-			/* [a, b): one record, the new ones first, then the gone ones */
-			for (b = a; b < n && same_content(&v[a], &v[b]); b++)
-				gone += (v[b].flags & LINK_F_GONE) != 0;
-			fresh = b - a - gone;
-			keep = fresh > gone ? fresh - gone : gone - fresh;
-			d->cancelled += b - a - keep;
-			for (size_t k = fresh > gone ? a : b - keep; keep && !ret; k++, keep--)
-				ret = recsort_add(rs[i], &v[k]);
+		bool *dead = n ? calloc(n, sizeof(*dead)) : NULL;
+		if (n && (!dead || (ret = cancel_pairs(d, d->v[i], n, dead)))) {
+			free(dead);
+			return ret ? ret : -ENOMEM;
 		}
+		for (size_t k = 0; k < n && !ret; k++)
+			if (!dead[k])
+				ret = recsort_add(rs[i], &d->v[i][k]);
+		free(dead);
 		d->n[i] = 0;
 	}
 	return ret;
