@@ -54,6 +54,9 @@ struct check_stats {
 	/* trees with blocks read as their salvaged view (check/salvage_report.c) */
 	uint64_t salvaged_trees[8];
 	unsigned n_salvaged_trees;     /* more than 8: UINT_MAX */
+	/* trees with blocks from a generation after the filesystem's (phase_trees.c) */
+	uint64_t future_trees[8];
+	unsigned n_future_trees;       /* more than 8: UINT_MAX */
 };
 
 struct check_ctx {

@@ -425,11 +425,13 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 			regular_extent_ok(w, k, d, &why);
 		/* nothing would catch bad compressed data: the kernel's decompression trusts checksums */
 		if (file_extent_disk_bytenr(d) && file_extent_compression(d) != BTRFS_COMPRESS_NONE &&
-		    (s->flags & BTRFS_INODE_NODATASUM))
+		    (s->flags & BTRFS_INODE_NODATASUM)) {
 			report_problem(w->ctx, PR_FILE_EXTENT_COMPRESSED_NODATASUM, "root %" PRIu64 " inode %" PRIu64
 				       ": extent at %" PRIu64 " is compressed (%s), the inode has no data checksums",
 				       w->root->objectid, k->objectid, k->offset,
 				       compression_name(file_extent_compression(d)));
+			repair_note_nodatasum(w->ctx, w->root->objectid, k->objectid);
+		}
 		if (file_extent_disk_bytenr(d))
 			s->found_bytes += file_extent_num_bytes(d);
 		end = k->offset + file_extent_num_bytes(d);
@@ -490,9 +492,11 @@ void fs_inode_finish(struct fs_walk *w)
 	}
 	/* (a subvolume's top directory counts its ".." ref: one name; a wrong
 	 * nlink on a directory with one name is inode-nlink, which repairs it) */
-	if (s->ftype == BTRFS_FT_DIR && s->names > 1)
+	if (s->ftype == BTRFS_FT_DIR && s->names > 1) {
 		report_problem(w->ctx, PR_DIR_HARDLINK, "root %" PRIu64 " dir %" PRIu64 ": nlink %u, %" PRIu64
 			       " name(s)", root, s->ino, s->nlink, s->names);
+		repair_note_dir_links(w->ctx, root, s->ino);
+	}
 	if (s->names == 0 && s->nlink == 0) {
 		struct link_rec r = { .root = root, .key = s->ino, .child = s->ino, .kind = LINK_NEED_ORPHAN };
 		fs_emit_link(w, w->orphans, &r);

@@ -185,7 +185,7 @@ static void check_super_fields(struct check_ctx *ctx)
 	if ((super_compat_ro_flags(sb) & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE) &&
 	    (!(super_compat_ro_flags(sb) & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) ||
 	     !(super_incompat_flags(sb) & BTRFS_FEATURE_INCOMPAT_NO_HOLES)))
-		report_problem(ctx, PR_SUPER_FIELD_BAD, "the block-group-tree feature without the free-space-tree "
+		report_problem(ctx, PR_BGT_NO_FST, "the block-group-tree feature without the free-space-tree "
 			       "and no-holes features (the kernel does not mount it)");
 }
 

@@ -190,6 +190,20 @@ static void check_key_types(struct check_ctx *ctx, const struct tree_root_ptr *r
 	}
 }
 
+/* A block newer than the filesystem (past the next transaction, as btrfs
+ * check allows) whose parent pointer agrees, so it verifies: the kernel's
+ * readers refuse it. Its tree is noted for the root-generations class. */
+static void check_block_generation(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
+{
+	if (block_generation(b) <= ctx->fs->generation + 1 || root->objectid == BTRFS_TREE_LOG_OBJECTID)
+		return;
+	report_problem(ctx, PR_TREE_BLOCK_GENERATION, "tree %" PRIu64 ": block %" PRIu64 " (level %u) has generation %"
+		       PRIu64 ", the filesystem %" PRIu64, root->objectid, b->bytenr, block_level(b), block_generation(b),
+		       ctx->fs->generation);
+	check_tree_set_add(ctx->stats.future_trees, &ctx->stats.n_future_trees,
+			   sizeof(ctx->stats.future_trees) / sizeof(ctx->stats.future_trees[0]), root->objectid);
+}
+
 static int visit_block(void *arg, const struct tree_block *b)
 {
 	struct tree_visit *v = arg;
@@ -241,6 +255,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 			       block_owner(b));
 	check_ptr_generations(ctx, v->root, b);
 	check_key_types(ctx, v->root, b);
+	check_block_generation(ctx, v->root, b);
 	if (!b->salvaged && key_is_subvolume_id(v->root->objectid) && (ret = seen_headers_add(v->headers, b)) < 0)
 		return ret;
 	progress_update(ctx->progress, ctx->stats.tree_bytes + v->shared_bytes);

@@ -100,8 +100,9 @@ static const struct repair_class classes[] = {
 	{ "stripe-crossing", "Copy tree blocks that cross a 64 KiB stripe boundary to aligned places",
 	  { PR_TREE_BLOCK_CROSSES_STRIPE }, true, NULL, repair_stripe_crossing, { 0 }, false },
 	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */
-	{ "root-generations", "Give root items from the future their root block's generation",
-	  { PR_ROOT_ITEM_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
+	{ "root-generations", "Give root items from the future their root block's generation (a root block from the "
+	  "future too: copied on write)",
+	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
 	/* the commit writes the superblock with the count */
 	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },
@@ -117,8 +118,12 @@ static const struct repair_class classes[] = {
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
 	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE }, true },
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
-	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN }, true, fst_forced,
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN, PR_BGT_NO_FST }, true, fst_forced,
 	  repair_free_space_tree, { 0 }, true },
+	/* before csums: the check runs again after it and finds the checksums the data now lacks */
+	{ "compressed-nodatasum", "Clear nodatasum on files with compressed extents that decompress whole (their "
+	  "checksums are then computed from the data)", { PR_FILE_EXTENT_COMPRESSED_NODATASUM }, true, NULL,
+	  repair_compressed_nodatasum, { 0 }, false },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
 	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
 	  "from the data (a csum tree with unreadable blocks is dropped whole first)",
@@ -148,6 +153,10 @@ static const struct repair_class classes[] = {
 	  { PR_INODE_ITEM_MISSING, PR_DIR_PARENT_MISSING }, true, NULL, repair_inode_items,
 	  { PR_ITEM_MALFORMED, PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT,
 	    PR_EXTENT_REFS_TOTAL }, false },
+	/* before names and inodes, which it unblocks; the check runs again after it */
+	{ "dir-links", "Remove every name but the first of directories with more than one name",
+	  { PR_DIR_HARDLINK }, true, NULL, repair_dir_links,
+	  { PR_INODE_ITEM_MISSING, PR_ITEM_MALFORMED, PR_FILE_EXTENT_NOT_FILE }, false },
 	{ "names", "Re-create missing or wrong dir items, dir indexes and inode refs from the surviving ones, "
 	  "re-key names under a wrong hash, remove entries naming nothing and refs into a parent that is not there, "
 	  "remove or clean names holding '/' or NUL "
@@ -315,7 +324,8 @@ static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
-	       c->run == repair_root_generations || c->run == repair_salvaged_blocks;
+	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
+	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

@@ -57,6 +57,13 @@ struct repair_keys {
 	size_t n, cap;
 };
 int repair_keys_push(struct repair_keys *l, const struct btrfs_key *k);
+/* How many changes a class names one by one before it sums up the rest. */
+#define REPAIR_SAY_MAX 50
+/* Call fn once for each inode (root, ino) of a repair-notes list of struct
+ * inode_fix records (enum repair_note_list), sorted, repeats skipped; then
+ * say how many changes the summary lines left out (check/repair_keys.c). */
+int repair_each_noted_inode(struct repair_ctx *r, int list, int (*fn)(struct repair_ctx *r, uint64_t root,
+									uint64_t ino));
 
 /* One line of what a class changes (or, in a dry run, would change). */
 void repair_say(struct repair_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -87,6 +94,8 @@ int repair_num_devices(struct repair_ctx *r); /* check/repair_num_devices.c */
 int repair_file_extent_bytenrs(struct repair_ctx *r); /* check/repair_bytenrs.c */
 int repair_root_generations(struct repair_ctx *r); /* check/repair_root_gens.c */
 int repair_stripe_crossing(struct repair_ctx *r); /* check/repair_stripe_cross.c */
+int repair_compressed_nodatasum(struct repair_ctx *r); /* check/repair_compressed.c */
+int repair_dir_links(struct repair_ctx *r); /* check/repair_dir_links.c */
 /* A tree block of len bytes at bytenr lies across a 64 KiB stripe boundary. */
 bool tree_block_crosses_stripe(uint64_t bytenr, uint64_t len);
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every

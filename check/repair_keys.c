@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* A growable list of keys, for classes that find the items to change with one
- * walk and change them after (check/repair.h). */
+ * walk and change them after, and the walk of a list of noted inodes
+ * (check/repair.h). */
 #include <errno.h>
 #include <stdlib.h>
 
+#include <inttypes.h>
+
 #include "check/repair.h"
+#include "check/repair_notes.h"
 
 int repair_keys_push(struct repair_keys *l, const struct btrfs_key *k)
 {
@@ -17,5 +21,28 @@ int repair_keys_push(struct repair_keys *l, const struct btrfs_key *k)
 		l->cap = cap;
 	}
 	l->keys[l->n++] = *k;
+	return 0;
+}
+
+int repair_each_noted_inode(struct repair_ctx *r, int list, int (*fn)(struct repair_ctx *r, uint64_t root,
+									uint64_t ino))
+{
+	uint64_t root = 0, ino = 0;
+	const void *rec;
+	int ret;
+
+	while ((ret = repair_notes_next(r->found, (enum repair_note_list)list, &rec)) == 1) {
+		const struct inode_fix *f = rec;
+		if (f->root == root && f->ino == ino)
+			continue;
+		root = f->root;
+		ino = f->ino;
+		if ((ret = fn(r, root, ino)) < 0)
+			return ret;
+	}
+	if (ret < 0)
+		return ret;
+	if (r->changes > REPAIR_SAY_MAX)
+		repair_say(r, "... %" PRIu64 " more", r->changes - REPAIR_SAY_MAX);
 	return 0;
 }

@@ -92,6 +92,8 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_NAMES] = { sizeof(struct name_fix), name_fix_cmp },
 		[NOTES_QGROUPS] = { sizeof(struct qgroup_fix), qgroup_fix_cmp },
 		[NOTES_BYTENRS] = { sizeof(struct bytenr_fix), bytenr_fix_cmp },
+		[NOTES_NODATASUM] = { sizeof(struct inode_fix), inode_fix_cmp },
+		[NOTES_DIR_LINKS] = { sizeof(struct inode_fix), inode_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
 	size_t budget = check_sort_budget(ctx, 16);
@@ -168,6 +170,25 @@ void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, ui
 		return;
 	if (repair_note_inode(ctx, code, root, ino) < 0)
 		repair_note_unfixable(ctx);
+}
+
+static void note_inode_list(struct check_ctx *ctx, enum repair_note_list which, enum problem_code code,
+			    uint64_t root, uint64_t ino)
+{
+	struct inode_fix f = { .root = root, .ino = ino, .code = code };
+
+	if (ctx->opts->repair && note_add(ctx, which, &f) < 0)
+		repair_note_unfixable(ctx);
+}
+
+void repair_note_nodatasum(struct check_ctx *ctx, uint64_t root, uint64_t ino)
+{
+	note_inode_list(ctx, NOTES_NODATASUM, PR_FILE_EXTENT_COMPRESSED_NODATASUM, root, ino);
+}
+
+void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino)
+{
+	note_inode_list(ctx, NOTES_DIR_LINKS, PR_DIR_HARDLINK, root, ino);
 }
 
 void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child)

@@ -80,6 +80,11 @@ int repair_note_inode(struct check_ctx *ctx, enum problem_code code, uint64_t ro
 /* From the inode detectors (check/phase_fs_items.c), with --repair: an inode
  * whose nlink, size or nbytes the inodes class recomputes. */
 void repair_note_inode_problem(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t ino);
+/* From the file extent detector, with --repair: an inode with nodatasum and
+ * compressed extents (the compressed-nodatasum class; struct inode_fix records). */
+void repair_note_nodatasum(struct check_ctx *ctx, uint64_t root, uint64_t ino);
+/* A directory with more than one name (the dir-links class). */
+void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino);
 /* From the name detectors (check/phase_fs_join.c, phase_fs_items.c), with
  * --repair: a name between dir and child the names class reconciles. */
 void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child);
@@ -91,7 +96,8 @@ int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64
  * many to hold, or it is damaged in a way only reported). */
 void repair_note_unfixable(struct check_ctx *ctx);
 
-enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES_QGROUPS, NOTES_BYTENRS, NOTES__COUNT };
+enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES_QGROUPS, NOTES_BYTENRS, NOTES_NODATASUM,
+			    NOTES_DIR_LINKS, NOTES__COUNT };
 /* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
 int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
 uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);

@@ -33,10 +33,20 @@ int repair_free_space_tree(struct repair_ctx *r)
 	struct fst_build_stats st;
 	int ret;
 
-	if (!(r->fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE)) {
+	bool bgt = super_compat_ro_flags(trans_super(r->t)) & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
+
+	if (!(r->fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) && !bgt) {
 		repair_say(r, "the filesystem has no free-space tree: nothing to rebuild "
 			   "('btk-tune --enable free-space-tree' makes one)");
 		return 0;
+	}
+	/* the block-group tree needs both: the kernel mounts it with nothing less */
+	if (bgt && !(r->fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE))
+		repair_say(r, "block-group tree without a free-space tree: the free-space-tree feature turned on");
+	if (bgt && !(super_incompat_flags(trans_super(r->t)) & BTRFS_FEATURE_INCOMPAT_NO_HOLES)) {
+		uint8_t *sb = trans_super(r->t);
+		super_set_incompat_flags(sb, super_incompat_flags(sb) | BTRFS_FEATURE_INCOMPAT_NO_HOLES);
+		repair_say(r, "block-group tree without no-holes: the no-holes feature turned on");
 	}
 	if ((ret = drop_damaged_tree(r, BTRFS_FREE_SPACE_TREE_OBJECTID, "free-space tree")))
 		return ret;

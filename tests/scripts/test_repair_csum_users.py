@@ -95,3 +95,43 @@ def test_repair_refuses_a_device_cut_off_before_its_data(tmp_path):
     assert hashlib.sha1(open(devs[0], "rb").read()).hexdigest() == before
     p = subprocess.run([str(btk_path("btk-check")), *map(str, devs)], capture_output=True, text=True)
     assert p.returncode in (0, 4), (p.returncode, p.stderr)
+
+
+def test_rebuild_csum_tree_names_the_files_of_unreadable_data(tmp_path):
+    """A data block that no copy gives back, for real: the filesystem image lies on another btrfs
+    whose copy of that block was damaged on its disk, so reading it fails with EIO. The rebuild
+    checksums the rest, gives that block none and names both files (a reflink shares the extent)."""
+    from conftest import require_kernel
+    from test_tune import mounted_retry
+
+    require_btk("btk-check")
+    require_kernel()
+    block = b"".join(b"%08d-%06d " % (41, i) for i in range(256))  # 4 KiB, nowhere else
+    data = os.urandom(8192) + block + os.urandom(8192)
+    inner, outer = tmp_path / "inner.img", tmp_path / "outer.img"
+    for img, size in ((inner, 128 << 20), (outer, 256 << 20)):
+        with open(img, "wb") as f:
+            f.truncate(size)
+        fsbuild.run(["mkfs.btrfs", "-q", "-f", img])
+    with fsbuild.attached([inner]) as loops, mounted_retry(loops) as mnt:
+        os.mkdir(os.path.join(mnt, "dir"))
+        with open(os.path.join(mnt, "dir", "data"), "wb") as f:
+            f.write(data)
+        fsbuild.run(["cp", "--reflink=always", os.path.join(mnt, "dir", "data"), os.path.join(mnt, "copy")])
+    with fsbuild.attached([outer]) as loops, mounted_retry(loops) as mnt:
+        fsbuild.run(["cp", "--sparse=always", inner, os.path.join(mnt, "inner.img")])
+    raw = open(outer, "rb").read()
+    at = raw.find(block)
+    assert at > 0 and raw.find(block, at + 1) < 0, "the block is not once on the outer disk"
+    with open(outer, "r+b") as f:  # under the outer filesystem's checksum: its reads now fail
+        f.seek(at + 100)
+        f.write(b"damaged!")
+    with fsbuild.attached([outer]) as loops, mounted_retry(loops) as mnt:
+        p = subprocess.run([str(btk_path("btk-check")), "--repair", "--yes", "--no-undo", "--rebuild-csum-tree",
+                            os.path.join(mnt, "inner.img")], capture_output=True, text=True)
+    out = p.stdout
+    assert "1 block(s) cannot be read from any copy and get no checksum" in out, out + p.stderr
+    assert re.search(r"is used by subvolume 5 inode \d+ /dir/data at offset 0", out), out
+    assert re.search(r"is used by subvolume 5 inode \d+ /copy at offset 0", out), out
+    # the other 16 KiB of the extent got their checksums back: only the lost block lacks one
+    assert "4096 bytes used by checksummed files have no checksum" in out and p.returncode == 4, out

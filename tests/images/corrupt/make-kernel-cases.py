@@ -282,6 +282,55 @@ def compressed_nodatasum(work: Path) -> Path:
     return img
 
 
+def compressed_nodatasum_nocsum(work: Path) -> Path:
+    """Files compressed with zstd, zlib and lzo whose inodes say nodatasum (one
+    also nodatacow) and whose checksums are gone, as a buggy kernel wrote them;
+    a plain nodatasum file beside them."""
+    img = work / "cn.img"
+    mkfs(img)
+    sizes = {"zstd": 300000, "zlib": 200000, "lzo": 140000}
+    with Mounted(img, "compress-force=zstd") as m:
+        for i, (algo, n) in enumerate(sizes.items()):
+            f = m.path / algo
+            f.touch()
+            run(["btrfs", "property", "set", f, "compression", algo])
+            f.write_bytes(pattern(n, 20 + i))
+        os.sync()
+    with Mounted(img, "nodatasum") as m:
+        (m.path / "plain").write_bytes(pattern(50000, 30))
+        os.sync()
+    for algo, flags in (("zstd", 1), ("zlib", 3), ("lzo", 1)):
+        corrupt(img, "-t", "5", "-k", f"{ino_of(img, sizes[algo])},INODE_ITEM,0", "-f", "flags", "-v", str(flags))
+    for r in items(img, "-t", "7"):
+        if r.get("type") == "EXTENT_CSUM":
+            corrupt(img, "-t", "7", "-k", f"{r['key'][0]},EXTENT_CSUM,{r['key'][2]}", "-d")
+    return img
+
+
+def physical_of(img: Path, logical: int) -> int:
+    """The device offset of a logical address in a single-device image (first stripe)."""
+    cur = None
+    for line in run([BUILD / "btk-inspect", "map", img]).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "chunk":
+            cur = (int(f[1]), int(f[3]))
+        elif f and f[0] == "stripe" and cur and cur[0] <= logical < cur[0] + cur[1]:
+            return int(f[f.index("physical") + 1]) + logical - cur[0]
+    raise RuntimeError(f"no chunk holds {logical}")
+
+
+def compressed_nodatasum_damaged(work: Path) -> Path:
+    """As compressed-nodatasum-nocsum, and the lzo file's first extent does not
+    decompress: that file keeps nodatasum, the others are repaired."""
+    img = compressed_nodatasum_nocsum(work)
+    ino = ino_of(img, 140000)
+    ext = next(r for r in items(img, "-t", "5") if r.get("type") == "EXTENT_DATA" and r["key"][0] == ino)
+    with open(img, "r+b") as f:
+        f.seek(physical_of(img, ext["fields"]["disk_bytenr"]) + 200)
+        f.write(b"\xde\xad\xbe\xef" * 4)
+    return img
+
+
 def missing_extents(work: Path) -> Path:
     """No-holes off: a file's explicit hole in the middle, another's whole first
     extent (item and data extent) and a third's last extent are gone."""
@@ -433,6 +482,79 @@ def root_generations(work: Path) -> Path:
     return img
 
 
+def root_blocks_future(work: Path) -> Path:
+    """Root items and their root blocks from the same generation after the
+    filesystem's (the blocks verify against their pointers): a one-leaf
+    subvolume, and a two-level one whose root node and first leaf are both
+    from the future (the node's pointer to the leaf too); and a leaf from the
+    future in the top level, whose root is not."""
+    img = work / "rf.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        for sv in ("one", "two"):
+            run(["btrfs", "subvolume", "create", m.path / sv])
+        (m.path / "one" / "f").write_bytes(pattern(20000, 18))
+        for d in ("two", "."):
+            for i in range(400):
+                (m.path / d / f"file-with-a-long-name-{i:04d}").write_bytes(b"%d\n" % i)
+        os.sync()
+    roots = {r["key"][0]: r["fields"] for r in items(img, "-t", "1") if r.get("type") == "ROOT_ITEM"}
+    one, two = roots[256], roots[257]
+    assert one["level"] == 0 and two["level"] >= 1, (one, two)
+    corrupt(img, "-b", str(one["bytenr"]), "-f", "header.generation", "-v", "+15")
+    corrupt(img, "-t", "1", "-k", "256,ROOT_ITEM,0", "-f", "generation", "-v", "+15")
+    leaf = int(corrupt_get(img, two["bytenr"], "ptr0.blockptr"))
+    corrupt(img, "-b", str(leaf), "-f", "header.generation", "-v", "+4")
+    corrupt(img, "-b", str(two["bytenr"]), "-f", "ptr0.generation", "-v", "+4")
+    corrupt(img, "-b", str(two["bytenr"]), "-f", "header.generation", "-v", "+6")
+    corrupt(img, "-t", "1", "-k", "257,ROOT_ITEM,0", "-f", "generation", "-v", "+6")
+    top = roots[5]["bytenr"]
+    leaf = int(corrupt_get(img, top, "ptr1.blockptr"))
+    corrupt(img, "-b", str(leaf), "-f", "header.generation", "-v", "+3")
+    corrupt(img, "-b", str(top), "-f", "ptr1.generation", "-v", "+3")
+    return img
+
+
+def bgt_no_fst(work: Path, drop_tree: bool) -> Path:
+    """A block-group tree without the free-space-tree (and no-holes) feature
+    bits: btrfs check 7.3 accepts it, the kernel mounts nothing. drop_tree:
+    the free-space tree's root item is gone too (its block leaked)."""
+    img = work / "bgt.img"
+    mkfs(img, "-O", "block-group-tree")
+    with Mounted(img) as m:
+        (m.path / "f").write_bytes(pattern(200000, 19))
+        (m.path / "d").mkdir()
+        (m.path / "d" / "g").write_bytes(pattern(5000, 20))
+        os.sync()
+    corrupt(img, "-S", "-f", "compat_ro_flags", "-v", "^3")
+    if drop_tree:
+        corrupt(img, "-S", "-f", "incompat_flags", "-v", "^0x200")
+        corrupt(img, "-t", "1", "-k", "10,ROOT_ITEM,0", "-d")
+    return img
+
+
+def dir_names(work: Path) -> Path:
+    """A directory with three names in three directories: an empty file with
+    three links given a directory's mode, its entries a directory's type."""
+    img = work / "dn.img"
+    mkfs(img)
+    with Mounted(img) as m:
+        for d in ("a", "b"):
+            (m.path / d).mkdir()
+        (m.path / "a" / "x").write_bytes(b"")
+        os.link(m.path / "a" / "x", m.path / "b" / "y")
+        os.link(m.path / "a" / "x", m.path / "z")
+        (m.path / "a" / "keep").write_bytes(pattern(9000, 3))
+        os.sync()
+    recs = items(img, "-t", "5")
+    ino = next(r["key"][0] for r in recs if r.get("type") == "INODE_ITEM" and r["fields"]["nlink"] == 3)
+    corrupt(img, "-t", "5", "-k", f"{ino},INODE_ITEM,0", "-f", "mode", "-v", str(0o40755))
+    for r in recs:
+        if r.get("type") in ("DIR_ITEM", "DIR_INDEX") and any(e["location"][0] == ino for e in r["fields"]["entries"]):
+            corrupt(img, "-t", "5", "-k", f"{r['key'][0]},{r['type']},{r['key'][2]}", "-f", "type", "-v", "2")
+    return img
+
+
 def crc32c(data: bytes) -> int:
     crc = 0xFFFFFFFF
     for b in data:
@@ -542,12 +664,29 @@ CASES = [
          ("file-extent-inline", "inode-nbytes"), 4, "inodes", 1),
     Case("root-item-generation-future", root_generations, "root items newer than the filesystem",
          ("root-item-generation", "tree-block-transid"), 4, "tree-salvage", 1),
+    Case("root-blocks-future", root_blocks_future, "root items and their root blocks (one a node, with a "
+         "leaf), and a leaf under an older root, from a generation after the filesystem's",
+         ("extent-generation", "root-item-generation", "tree-block-generation"), 4,
+         "root-generations", 1),
+    Case("bgt-no-fst-flags", lambda w: bgt_no_fst(w, False), "block-group tree, the free-space-tree feature "
+         "bits cleared", ("block-group-tree-no-fst",), 0, "free-space-tree", 1),
+    Case("bgt-no-fst", lambda w: bgt_no_fst(w, True), "block-group tree without the free-space-tree and no-holes "
+         "features, the free-space tree's root item gone", ("block-group-tree-no-fst", "tree-block-leaked"), 4,
+         "extent-refs free-space-tree", 1),
+    Case("dir-names", dir_names, "a directory with three names (in the top directory and two others)",
+         ("dir-hardlink",), 4, "dir-links inodes", 1),
     Case("tree-block-crosses-stripe", stripe_crossing, "a tree block across a 64 KiB stripe boundary",
          ("tree-block-crosses-stripe",), 4, "stripe-crossing", 1),
     Case("inline-ram-bytes-compressed", inline_ram_compressed, "a compressed inline extent's ram_bytes is off",
          ("inline-extent-corrupt", "inode-nbytes"), 4, "inodes", 1),
     Case("compressed-nodatasum", compressed_nodatasum, "a compressed file whose inode has the nodatasum flag",
-         ("file-extent-compressed-nodatasum",), 4, "none", 4),
+         ("file-extent-compressed-nodatasum",), 4, "compressed-nodatasum", 1),
+    Case("compressed-nodatasum-damaged", compressed_nodatasum_damaged, "as compressed-nodatasum-nocsum, the lzo "
+         "file's data damaged (it keeps nodatasum)", ("file-extent-compressed-nodatasum",), 4,
+         "compressed-nodatasum csums", 4),
+    Case("compressed-nodatasum-nocsum", compressed_nodatasum_nocsum, "zstd, zlib and lzo files with nodatasum "
+         "(one nodatacow too) and no checksums", ("file-extent-compressed-nodatasum",), 4,
+         "compressed-nodatasum csums", 1),
 ]
 
 
