@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check/key_types.h"
 #include "check/phase_fs.h"
@@ -340,7 +341,7 @@ static uint64_t link_bytes(const struct fs_walk *w)
 }
 
 /* -v: the join records, those the deltas cancelled, and what the sorters spilled. */
-static void link_stats_verbose(const struct fs_walk *w)
+static void link_stats_verbose(const struct fs_walk *w, double join_seconds)
 {
 	const struct recsort *rs[] = { w->by_index, w->by_hash, w->orphans };
 	uint64_t records = 0, spilled = 0, runs = 0;
@@ -353,7 +354,8 @@ static void link_stats_verbose(const struct fs_walk *w)
 		runs += st.runs;
 	}
 	msg_verbose("filesystem trees: %" PRIu64 " name join records (%" PRIu64 " more cancelled out in the deltas), %"
-		    PRIu64 " sorted runs spilled, %" PRIu64 " KiB", records, w->links.cancelled, runs, spilled >> 10);
+		    PRIu64 " sorted runs spilled, %" PRIu64 " KiB; the joins (last sort, merge, judging) took %.2f s",
+		    records, w->links.cancelled, runs, spilled >> 10, join_seconds);
 }
 
 int check_fs_trees(struct check_ctx *ctx)
@@ -363,6 +365,7 @@ int check_fs_trees(struct check_ctx *ctx)
 	struct fs_walk *w;
 	uint64_t walk_bytes = 0;
 	size_t walked = 0;
+	struct timespec t0 = { 0, 0 }, t1 = { 0, 0 };
 	int ret = 0;
 
 	if (!ctx->fs_feed && (ret = fs_feed_start(ctx)))   /* the tree-block phase did not start it */
@@ -411,10 +414,12 @@ int check_fs_trees(struct check_ctx *ctx)
 	ctx->stats.inodes += w->inodes;
 	if (!ret && !cli_cancelled()) {
 		progress_set_total(ctx->progress, walk_bytes + link_bytes(w));
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ret = fs_join_links(ctx, w, &f->roots, walk_bytes);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
 	}
 	block_cache_get_stats(ctx->fs, &c1);
-	link_stats_verbose(w);
+	link_stats_verbose(w, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	/* what the tree-block walk handed over, read again where snapshots share
 	 * blocks; what this phase read itself (lookups on the error paths) */
 	msg_verbose("filesystem trees: %zu subvolume tree(s), %zu walked here, %" PRIu64 " inodes; %" PRIu64
