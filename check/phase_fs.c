@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check/phase_fs.h"
 #include "check/tree_observers.h"
@@ -89,6 +90,10 @@ void fs_feed_free(struct check_ctx *ctx)
 
 	if (!f)
 		return;
+	shared_reports_free(&f->w.unreadable);
+	for (unsigned i = 0; i < 3; i++)
+		free(f->w.links.v[i]);
+	free(f->w.links.tab);
 	recsort_destroy(f->w.by_index);
 	recsort_destroy(f->w.by_hash);
 	recsort_destroy(f->w.orphans);
@@ -197,6 +202,10 @@ uint64_t fs_feed_shared_estimate(const struct fs_feed *f)
 	return fed - max;
 }
 
+/* What a snapshot checked as a delta counts for in the progress of the
+ * phase (bytes, as the walks count): a delta reads a few private blocks. */
+#define DELTA_PROGRESS (64u * 1024)
+
 /* The name records joined, for the progress of the joins. */
 static uint64_t link_bytes(const struct fs_walk *w)
 {
@@ -211,6 +220,24 @@ static uint64_t link_bytes(const struct fs_walk *w)
 	return n * sizeof(struct link_rec);
 }
 
+/* -v: the join records, those the deltas cancelled, and what the sorters spilled. */
+static void link_stats_verbose(const struct fs_walk *w, double join_seconds)
+{
+	const struct recsort *rs[] = { w->by_index, w->by_hash, w->orphans };
+	uint64_t records = 0, spilled = 0, runs = 0;
+
+	for (size_t i = 0; i < 3; i++) {
+		struct recsort_stats st;
+		recsort_get_stats(rs[i], &st);
+		records += st.records;
+		spilled += st.spilled_bytes;
+		runs += st.runs;
+	}
+	msg_verbose("filesystem trees: %" PRIu64 " name join records (%" PRIu64 " more cancelled out in the deltas), %"
+		    PRIu64 " sorted runs spilled, %" PRIu64 " KiB; the joins (last sort, merge, judging) took %.2f s",
+		    records, w->links.cancelled, runs, spilled >> 10, join_seconds);
+}
+
 int check_fs_trees(struct check_ctx *ctx)
 {
 	struct block_cache_stats c0, c1;
@@ -218,6 +245,7 @@ int check_fs_trees(struct check_ctx *ctx)
 	struct fs_walk *w;
 	uint64_t walk_bytes = 0;
 	size_t walked = 0;
+	struct timespec t0 = { 0, 0 }, t1 = { 0, 0 };
 	int ret = 0;
 
 	if (!ctx->fs_feed && (ret = fs_feed_start(ctx)))   /* the tree-block phase did not start it */
@@ -232,6 +260,8 @@ int check_fs_trees(struct check_ctx *ctx)
 	for (size_t i = 0; i < f->roots.n; i++)
 		if (!f->fed[i] && snap_plan_is_head(&f->plan, i))
 			walk_bytes += f->roots.used[i];
+		else if (!f->fed[i])
+			walk_bytes += DELTA_PROGRESS;
 	progress_set_total(ctx->progress, walk_bytes);
 	block_cache_get_stats(ctx->fs, &c0);
 	/* lineage by lineage; a member that cannot be a delta heads a new lineage, checked later */
@@ -242,9 +272,13 @@ int check_fs_trees(struct check_ctx *ctx)
 				continue;
 			if (s > 0 && !f->plan.lin[l].full_only && (ret = snap_delta_check(f, l, s)) <= 0) {
 				f->fed[i] = true;
+				progress_add(ctx->progress, DELTA_PROGRESS);
 				continue;
 			}
 			if (s > 0) {   /* the rest of the lineage from here is a lineage of its own */
+				/* counted as a delta, walked in full instead */
+				walk_bytes += f->roots.used[i] - DELTA_PROGRESS;
+				progress_set_total(ctx->progress, walk_bytes);
 				snap_plan_flush_held(ctx, &f->plan, l);
 				ret = snap_plan_split(&f->plan, l, s);
 				break;
@@ -256,12 +290,16 @@ int check_fs_trees(struct check_ctx *ctx)
 		}
 		snap_plan_flush_held(ctx, &f->plan, l);
 	}
+	shared_reports_flush(ctx, &w->unreadable);
 	ctx->stats.inodes += w->inodes;
 	if (!ret && !cli_cancelled()) {
 		progress_set_total(ctx->progress, walk_bytes + link_bytes(w));
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ret = fs_join_links(ctx, w, &f->roots, walk_bytes);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
 	}
 	block_cache_get_stats(ctx->fs, &c1);
+	link_stats_verbose(w, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	/* what the tree-block walk handed over, read again where snapshots share
 	 * blocks; what this phase read itself (lookups on the error paths) */
 	msg_verbose("filesystem trees: %zu subvolume tree(s), %zu walked here, %" PRIu64 " inodes; %" PRIu64

@@ -6,6 +6,7 @@
 
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
+#include "check/shared_reports.h"
 #include "check/snap_diff.h"
 #include "check/snap_plan.h"
 #include <btk/block.h>
@@ -26,6 +27,20 @@ struct inode_state {
 	uint64_t extent_end;     /* end of the last file extent */
 };
 
+/* The join records of one delta for the three link sorters (by_index,
+ * by_hash, orphans), at most DELTA_LINKS_MAX each; past that they go to the
+ * sorters as they come. */
+#define DELTA_LINKS_MAX (64u * 1024)
+struct delta_links {
+	struct link_rec *v[3];
+	size_t n[3], cap[3];
+	uint64_t cancelled;          /* records that cancelled out */
+	uint32_t *tab;               /* the pairing's hash table (snap_delta.c) */
+	size_t tabcap;
+};
+/* Hold record r for sorter i (0, or -ENOMEM; 1: full, add it to the sorter). */
+int delta_links_hold(struct delta_links *d, unsigned i, const struct link_rec *r);
+
 struct fs_walk {
 	struct check_ctx *ctx;
 	const struct tree_root_ptr *root;
@@ -40,6 +55,7 @@ struct fs_walk {
 	uint64_t inodes;
 	uint64_t items;              /* for the cancel check */
 	struct fs_lost *lost;        /* key ranges of unreadable blocks (fs_lost.h) */
+	struct shared_reports unreadable; /* their reports, once per block (shared by snapshots) */
 	int err;                     /* first operational error (recsort) */
 	struct snap_plan *plan;      /* the snapshot lineages (snap_plan.h) */
 	uint32_t lineage, seq;       /* root's place in them, put in every join record */
@@ -50,7 +66,12 @@ struct fs_walk {
 	/* a delta: the key ranges of the leaves the tree has alone; only dir
 	 * entries there emit records (the others' stand from the tree before) */
 	const struct snap_ranges *changed;
+	/* a delta: its join records, held until both trees were read, so that a
+	 * record found gone and found again cancels out (snap_delta.c) */
+	struct delta_links *pending;
+	struct delta_links links;    /* what pending points at */
 };
+
 
 /* The walk's view of one item (any tree item, in key order) and the end of
  * the last inode; root set up by fs_walk_set_root (i: its index in the roots). */

@@ -31,7 +31,11 @@ void fs_emit_link(struct fs_walk *w, struct recsort *rs, const struct link_rec *
 		c.root = w->mark_root;
 		c.flags |= LINK_F_GONE;
 	}
-	ret = recsort_add(rs, &c);
+	ret = 1;
+	if (w->pending)
+		ret = delta_links_hold(w->pending, rs == w->by_index ? 0 : rs == w->by_hash ? 1 : 2, &c);
+	if (ret == 1)
+		ret = recsort_add(rs, &c);
 	if (ret)
 		w->err = ret;
 }

@@ -88,8 +88,12 @@ void fs_items_bad_block(struct fs_item_walk *lw, uint64_t bytenr, int level, con
 		lw->err = ret;
 	fs_lost_key_str(a, sizeof(a), &lo, false);
 	fs_lost_key_str(b, sizeof(b), &hi, hi_end);
-	report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": block %" PRIu64 " (level %d) unreadable, "
-		       "keys %s to %s not checked: %s", w->root->objectid, bytenr, level, a, b, why);
+	/* snapshots may share it: reported once, naming them, when the trees are walked (check_fs_trees) */
+	if (shared_reports_hold(&w->unreadable, PR_TREE_ROOT_UNREADABLE, bytenr, w->root->objectid, "root %" PRIu64
+				": block %" PRIu64 " (level %d) unreadable, keys %s to %s not checked: %s",
+				w->root->objectid, bytenr, level, a, b, why))
+		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": block %" PRIu64 " (level %d) "
+			       "unreadable, keys %s to %s not checked: %s", w->root->objectid, bytenr, level, a, b, why);
 }
 
 static int lost_visit(void *arg, const struct tree_block *b)

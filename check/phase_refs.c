@@ -79,6 +79,8 @@ struct refs_state {
 	uint64_t last_ino;
 	bool last_nodatasum;
 	bool last_valid;
+	/* blocks were skipped since the last leaf: an inode item may lie between */
+	bool gap;
 };
 
 /* the join's view of the current extent */
@@ -298,14 +300,39 @@ static int observe_shared_leaf(struct refs_state *st, const struct tree_block *b
 			st->last_ino = k.objectid;
 			st->last_nodatasum = inode_flags(leaf_item_data(b->data, i)) & BTRFS_INODE_NODATASUM;
 			st->last_valid = true;
+			st->gap = false;
 			break;
 		}
 	}
 	return 0;
 }
 
-static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_block *b, bool first,
-			bool full)
+/* After skipped blocks, the inode of the file extents a leaf starts with is
+ * looked up in the tree (its inode item may be in what was skipped). */
+static void gap_lookup(struct check_ctx *ctx, struct refs_state *st, const struct tree_root_ptr *root, uint64_t ino)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	uint8_t buf[sizeof(struct btrfs_inode_item)];
+	uint32_t size = sizeof(buf);
+
+	st->gap = false;
+	if (st->last_valid && st->last_ino == ino)
+		return;
+	st->last_valid = tree_lookup(ctx->fs, root, &key, buf, &size) == 0 && size >= sizeof(buf);
+	st->last_ino = ino;
+	st->last_nodatasum = st->last_valid && (inode_flags(buf) & BTRFS_INODE_NODATASUM);
+}
+
+/* The walk skipped blocks of the tree (a shared subtree): the inode the next
+ * leaf's first file extents belong to is looked up, not taken as the last seen. */
+static void refs_note_gap(struct check_ctx *ctx)
+{
+	if (ctx->refs)
+		ctx->refs->gap = true;
+}
+
+static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const struct tree_root_ptr *root,
+			const struct tree_block *b, bool first, bool full)
 {
 	unsigned n = block_nritems(b);
 	size_t nrefs = 0;
@@ -333,10 +360,13 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 			st->last_ino = k.objectid;
 			st->last_nodatasum = inode_flags(d) & BTRFS_INODE_NODATASUM;
 			st->last_valid = true;
+			st->gap = false;
 			continue;
 		}
 		if (!first || k.type != BTRFS_EXTENT_DATA_KEY || !item_view_ptr(&v, 0, BTRFS_FILE_EXTENT_INLINE_DATA_START))
 			continue;
+		if (st->gap)
+			gap_lookup(ctx, st, root, k.objectid);
 		type = file_extent_type(d);
 		if (type == BTRFS_FILE_EXTENT_INLINE)
 			continue;
@@ -377,6 +407,7 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 			e->need[1] = clamp32(hi);
 		}
 	}
+	st->gap = false;
 	return flush_leaf_refs(st, nrefs);
 }
 
@@ -409,6 +440,7 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 	if (st->walk_root != root->objectid || b->bytenr == root->bytenr) {
 		st->walk_root = root->objectid;
 		st->last_valid = false;
+		st->gap = false;
 	}
 	if (b->bytenr == root->bytenr && first) {
 		struct exp_rec r = { .r = { .bytenr = b->bytenr, .type = BTRFS_TREE_BLOCK_REF_KEY, .a = root->objectid,
@@ -435,7 +467,7 @@ int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, 
 		if (first && root->objectid == BTRFS_EXTENT_TREE_OBJECTID && !ctx->infer_full_backref &&
 		    (ret = observe_extent_leaf(ctx, b)) < 0)
 			return ret;
-		return observe_leaf(ctx, st, b, first, full);
+		return observe_leaf(ctx, st, root, b, first, full);
 	}
 	if (!first)
 		return 0;
@@ -1137,4 +1169,5 @@ out:
 }
 
 /* Registered with the tree-block walk (tree_observers.c). */
-const struct tree_observer refs_tree_observer = { .name = "references", .block = refs_observe_block };
+const struct tree_observer refs_tree_observer = { .name = "references", .block = refs_observe_block,
+						  .gap = refs_note_gap };

@@ -14,7 +14,10 @@
 #include "check/copy_verify.h"
 #include "check/key_types.h"
 #include "check/phase_fs.h"
+#include "check/seen_headers.h"
+#include "check/shared_reports.h"
 #include "check/tree_observers.h"
+#include "common/messages.h"
 #include <btk/block.h>
 #include <btk/ebitmap.h>
 #include <btk/names.h>
@@ -33,6 +36,9 @@ struct tree_visit {
 	uint64_t shared_bytes;          /* read again for them, for the progress */
 	const struct fs_tree_list *trees; /* every tree (NULL: the root tree is unreadable) */
 	uint64_t owner_known, owner_missing; /* the last owner looked up in trees */
+	struct seen_headers *headers;   /* subvolume-tree blocks checked: skipped unread from other trees */
+	uint64_t unread;                /* children skipped so */
+	struct shared_reports unreadable; /* unreadable blocks of subvolume trees: reported once each */
 };
 
 /* The other copies of a block, verified (copy_verify.c): report the bad ones. */
@@ -169,8 +175,11 @@ static int visit_block(void *arg, const struct tree_block *b)
 		return seen;
 	if ((ret = tree_observers_block(ctx, v->root, b, !seen)) < 0)
 		return ret;
-	if (seen && !v->follow)
+	if (seen && !v->follow) {
+		if (block_level(b) > 0)
+			tree_observers_gap(ctx);
 		return 1; /* shared with a tree already checked: skip its subtree */
+	}
 	if (seen) {
 		v->shared_level = (int)block_level(b);
 		return feed_block(v, b, true);
@@ -194,6 +203,8 @@ static int visit_block(void *arg, const struct tree_block *b)
 	check_ptr_generations(ctx, v->root, b);
 	check_key_types(ctx, v->root, b);
 	check_block_generation(ctx, v->root, b);
+	if (!b->salvaged && key_is_subvolume_id(v->root->objectid) && (ret = seen_headers_add(v->headers, b)) < 0)
+		return ret;
 	progress_update(ctx->progress, ctx->stats.tree_bytes + v->shared_bytes);
 	return feed_block(v, b, false);
 }
@@ -222,6 +233,19 @@ static bool reread_child(void *arg, uint64_t bytenr)
 	return v->follow && visited(v, bytenr);
 }
 
+/* A child checked before from another tree whose pointer here promises
+ * what it was: skipped without reading it (unless it feeds the fs checks). */
+static bool unread_child(void *arg, const struct tree_block *parent, unsigned slot)
+{
+	struct tree_visit *v = arg;
+
+	if (v->follow || !key_is_subvolume_id(v->root->objectid) || !seen_headers_match(v->headers, parent, slot))
+		return false;
+	tree_observers_gap(v->ctx);
+	v->unread++;
+	return true;
+}
+
 static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char *why)
 {
 	struct tree_visit *v = arg;
@@ -233,6 +257,11 @@ static void bad_block(void *arg, uint64_t bytenr, int level, int err, const char
 		return;   /* below a shared block: reported when the tree that reached it first was walked */
 	v->shared_level = -1;
 	check_note_unreadable_tree(v->ctx, v->root->objectid);
+	/* snapshots may share it: once, naming them, when the walk is done */
+	if (key_is_subvolume_id(v->root->objectid) &&
+	    !shared_reports_hold(&v->unreadable, PR_TREE_BLOCK_UNREADABLE, bytenr, v->root->objectid, "tree %" PRIu64
+				 ": block %" PRIu64 " (level %d): %s", v->root->objectid, bytenr, level, why))
+		return;
 	report_problem(v->ctx, PR_TREE_BLOCK_UNREADABLE, "tree %" PRIu64 ": block %" PRIu64 " (level %d): %s",
 		       v->root->objectid, bytenr, level, why);
 }
@@ -242,7 +271,8 @@ int check_tree_blocks(struct check_ctx *ctx)
 	struct fs_info *fs = ctx->fs;
 	struct fs_tree_list list;
 	struct tree_visit v = { .ctx = ctx };
-	struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child, .one_copy = reread_child };
+	struct tree_walk_prefetch pf = { .all_copies = true, .skip = skipped_child, .one_copy = reread_child,
+					 .unread = unread_child };
 	int ret;
 
 	ctx->visited = ebitmap_create(fs->sectorsize);
@@ -252,15 +282,21 @@ int check_tree_blocks(struct check_ctx *ctx)
 		return -ENOMEM;
 	if ((ret = tree_observers_walk_begin(ctx)))
 		return ret;
+	/* a thirty-second of the budget remembers the blocks snapshots share */
+	if (!(v.headers = seen_headers_create(ctx->opts->memory_limit / 32)))
+		return -ENOMEM;
 	/* the subvolume trees' shared blocks are read again for the fs checks */
 	progress_set_total(ctx->progress, ctx->metadata_bytes + tree_observers_reread_estimate(ctx));
 	ret = copy_verifier_create(fs, ctx->opts->jobs, report_copies, ctx, &v.copies);
-	if (ret)
+	if (ret) {
+		seen_headers_destroy(v.headers);
 		return ret;
+	}
 	ret = fs_list_trees(fs, &list);
 	v.trees = ret ? NULL : &list;   /* owners 0 never get that far: no tree looked up yet */
 	if (ret == -ENOMEM) {
 		copy_verifier_destroy(v.copies);
+		seen_headers_destroy(v.headers);
 		return ret;
 	}
 	if (ret) {
@@ -270,6 +306,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 		list.roots = malloc(sizeof(*list.roots));
 		if (!list.roots) {
 			copy_verifier_destroy(v.copies);
+			seen_headers_destroy(v.headers);
 			return -ENOMEM;
 		}
 		list.roots[0] = fs->chunk_root;
@@ -304,8 +341,12 @@ int check_tree_blocks(struct check_ctx *ctx)
 		}
 	}
 	ctx->walk_drop = NULL;
+	shared_reports_flush(ctx, &v.unreadable);
 	fs_tree_list_free(&list);
 	copy_verifier_destroy(v.copies);
+	msg_verbose("tree blocks: %" PRIu64 " pointers to blocks checked from another tree skipped unread (%" PRIu64
+		    " KiB of headers kept)", v.unread, seen_headers_bytes(v.headers) >> 10);
+	seen_headers_destroy(v.headers);
 	/* the estimate of the bytes read again replaced by the count */
 	progress_set_total(ctx->progress, ctx->metadata_bytes + v.shared_bytes);
 	return ret;

@@ -160,7 +160,7 @@ int repair_tree_block_copies(struct repair_ctx *r)
 	for (size_t i = 0; i < list.count && !ret; i++) {
 		struct tree_walk_ops ops = { visit_block, NULL, &w };
 		/* what a deleted subvolume's drop freed may be in use elsewhere */
-		struct tree_walk_prefetch pf = { false, NULL, NULL, list.drops[i].level ? &list.drops[i] : NULL };
+		struct tree_walk_prefetch pf = { false, NULL, NULL, list.drops[i].level ? &list.drops[i] : NULL, NULL };
 		w.tree = list.roots[i].objectid;
 		ret = tree_walk_prefetching(fs, &list.roots[i], &ops, &pf, NULL);
 		/* an unreadable root has no good copy to repair from: next tree */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check/phase_fs.h"
 #include "check/snap_diff.h"
@@ -161,6 +162,88 @@ static int carry_subvols(struct fs_walk *w, struct snap_lineage *l, uint32_t seq
 	return ret;
 }
 
+/* The same record but for the gone flag. */
+static bool same_content(const struct link_rec *a, const struct link_rec *b)
+{
+	return a->dir == b->dir && a->key == b->key && a->child == b->child && a->fp == b->fp &&
+	       a->index == b->index && a->root == b->root && a->name_len == b->name_len && a->kind == b->kind &&
+	       a->type == b->type && a->lineage == b->lineage && a->seq == b->seq &&
+	       (a->flags & ~LINK_F_GONE) == (b->flags & ~LINK_F_GONE);
+}
+
+static size_t content_hash(const struct link_rec *r, size_t mask)
+{
+	uint64_t h = r->dir * 0x9e3779b97f4a7c15ULL ^ r->key * 0xc2b2ae3d27d4eb4fULL ^ r->child * 0x165667b19e3779f9ULL ^
+		     r->fp ^ r->index * 0x27d4eb2f165667c5ULL ^ ((uint64_t)r->kind << 56 | (uint64_t)r->name_len << 40);
+
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	return (size_t)(h ^ h >> 32) & mask;
+}
+
+/* Pair each gone record of v[0..n) with an equal new one (dead[] both). */
+static int cancel_pairs(struct delta_links *d, const struct link_rec *v, size_t n, bool *dead)
+{
+	size_t cap = 1024, mask;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	if (cap > d->tabcap) {
+		uint32_t *t = realloc(d->tab, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		d->tab = t;
+		d->tabcap = cap;
+	}
+	mask = cap - 1;
+	memset(d->tab, 0, cap * sizeof(*d->tab));
+	for (size_t i = 0; i < n; i++) {   /* slots hold index + 1 of the new records */
+		size_t h = content_hash(&v[i], mask);
+		if (v[i].flags & LINK_F_GONE)
+			continue;
+		while (d->tab[h])
+			h = (h + 1) & mask;
+		d->tab[h] = (uint32_t)i + 1;
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (!(v[j].flags & LINK_F_GONE))
+			continue;
+		for (size_t h = content_hash(&v[j], mask); d->tab[h]; h = (h + 1) & mask) {
+			size_t i = d->tab[h] - 1;
+			if (!dead[i] && same_content(&v[i], &v[j])) {
+				dead[i] = dead[j] = true;
+				d->cancelled += 2;
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The delta's records to the sorters, but each pair of a record the tree
+ * has and the same record found gone from the tree before: the group's
+ * version goes on unchanged for them (phase_fs_join.c). */
+static int delta_links_flush(struct fs_walk *w, struct delta_links *d)
+{
+	struct recsort *rs[3] = { w->by_index, w->by_hash, w->orphans };
+	int ret = 0;
+
+	for (unsigned i = 0; i < 3 && !ret; i++) {
+		size_t n = d->n[i];
+		bool *dead = n ? calloc(n, sizeof(*dead)) : NULL;
+		if (n && (!dead || (ret = cancel_pairs(d, d->v[i], n, dead)))) {
+			free(dead);
+			return ret ? ret : -ENOMEM;
+		}
+		for (size_t k = 0; k < n && !ret; k++)
+			if (!dead[k])
+				ret = recsort_add(rs[i], &d->v[i][k]);
+		free(dead);
+		d->n[i] = 0;
+	}
+	return ret;
+}
+
 /* The dirty inodes in the tree (ri: its index), then in the tree before
  * (gone records): a dir entry emits a record only from a private leaf. */
 static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_ptr *r, size_t ri,
@@ -173,6 +256,7 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 	fs_walk_set_root(w, r, ri);
 	if ((ret = carry_subvols(w, l, seq, w->plan)))
 		return ret;
+	w->pending = &w->links;
 	w->changed = &c->leaves[0];
 	ret = walk_dirty(w, r, l->dirty[seq], l->ndirty[seq]);
 	if (!ret) {
@@ -187,6 +271,9 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 		w->plan->inodes[ri] = w->inodes - w->root_inodes0;
 	}
 	w->changed = NULL;
+	w->pending = NULL;
+	if (!ret)
+		ret = delta_links_flush(w, &w->links);
 	return ret;
 }
 

@@ -38,6 +38,13 @@ int tree_observers_salvaged(struct check_ctx *ctx, uint64_t tree, const struct t
 	return 0;
 }
 
+void tree_observers_gap(struct check_ctx *ctx)
+{
+	for (size_t i = 0; i < N_OBSERVERS; i++)
+		if (observers[i]->gap)
+			observers[i]->gap(ctx);
+}
+
 int tree_observers_walk_begin(struct check_ctx *ctx)
 {
 	for (size_t i = 0; i < N_OBSERVERS; i++) {

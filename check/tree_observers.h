@@ -16,6 +16,9 @@ struct tree_observer {
 	 * tree), before a shared subtree is skipped. NULL: not wanted. */
 	int (*block)(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 		     bool first);
+	/* The walk skipped a subtree (checked before from another tree): the
+	 * next block it reports does not follow the last one in key order. */
+	void (*gap)(struct check_ctx *ctx);
 	/* A block read as its salvaged view, in every tree that holds it. */
 	int (*salvaged_each)(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b);
 	/* The same, once: in the tree that reached it first. */
@@ -48,6 +51,8 @@ extern const struct tree_observer fs_tree_observer;
  * negative value one returned. */
 int tree_observers_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
 			 bool first);
+/* Call every observer's gap hook. */
+void tree_observers_gap(struct check_ctx *ctx);
 /* Call every observer's salvaged_first (first) or salvaged_each hook. */
 int tree_observers_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tree_block *b, bool first);
 

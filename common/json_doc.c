@@ -3,7 +3,6 @@
 #include <stdio.h>
 
 #include "common/json_doc.h"
-#include "common/json_exit.h"
 #include "common/messages.h"
 
 struct json_object *json_doc_new(void)
@@ -18,11 +17,19 @@ struct json_object *json_doc_new(void)
 	return doc;
 }
 
+/* Whether this run has printed its document (json_exit.c asks at exit). */
+static bool doc_printed;
+
+bool json_doc_was_printed(void)
+{
+	return doc_printed;
+}
+
 void json_doc_print(struct json_object *doc)
 {
 	if (!doc)
 		return;
-	json_exit_doc_printed();
+	doc_printed = true;
 	fflush(stdout);
 	puts(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	fflush(stdout);

@@ -8,6 +8,8 @@
 #ifndef BTK_COMMON_JSON_DOC_H
 #define BTK_COMMON_JSON_DOC_H
 
+#include <stdbool.h>
+
 #include <json-c/json.h>
 
 #define JSON_DOC_VERSION 1
@@ -16,5 +18,7 @@
 struct json_object *json_doc_new(void);
 /* Print doc on stdout as one line and drop the reference to it. */
 void json_doc_print(struct json_object *doc);
+/* Whether json_doc_print has printed this run's document. */
+bool json_doc_was_printed(void);
 
 #endif

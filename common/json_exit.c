@@ -19,18 +19,12 @@
 /* Per process by nature: what the exit handler needs. */
 static struct {
 	bool armed;
-	bool printed;
 	bool in_hint;         /* inside argp's wrapped hint */
 	char cur[LINE_MAX_KEPT];   /* the line being written */
 	size_t cur_len;
 	char last_error[LINE_MAX_KEPT];   /* last "prog: error: ..." line */
 	char last_other[LINE_MAX_KEPT];   /* last other line but argp's hint */
 } jx;
-
-void json_exit_doc_printed(void)
-{
-	jx.printed = true;
-}
 
 /* "--format json", "--format=json" and argp's unambiguous abbreviations
  * ("--form json"), before "--". */
@@ -120,7 +114,7 @@ static void print_at_exit(int status, void *arg)
 	const char *error;
 
 	(void)arg;
-	if (!status || jx.printed)
+	if (!status || json_doc_was_printed())
 		return;
 	error = jx.last_error[0] ? jx.last_error : jx.last_other[0] ? jx.last_other : "failed";
 	doc = json_doc_new();

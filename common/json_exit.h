@@ -29,7 +29,5 @@ void json_exit_guard(int argc, char **argv);
 /* Whether argv asks for --format json (the scan json_exit_guard uses). */
 bool json_exit_requested(int argc, char **argv);
 
-/* Called by json_doc_print(): this run has printed its document. */
-void json_exit_doc_printed(void);
 
 #endif

@@ -259,7 +259,7 @@ static void dump_bad_block(void *arg, uint64_t bytenr, int level, int err, const
 static int walk_one_tree(struct dump_ctx *d, const struct tree_root_ptr *root, const struct tree_drop_progress *drop)
 {
 	struct tree_walk_ops ops = { dump_visit, dump_bad_block, d };
-	struct tree_walk_prefetch pf = { false, NULL, NULL, drop && drop->level ? drop : NULL };
+	struct tree_walk_prefetch pf = { false, NULL, NULL, drop && drop->level ? drop : NULL, NULL };
 	uint64_t bad = 0;
 	int ret;
 

@@ -31,7 +31,7 @@ static int walk_prefetch(struct fs_info *fs, const struct tree_walk_ops *ops, co
 int tree_walk(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 	      uint64_t *bad_blocks)
 {
-	static const struct tree_walk_prefetch first_copies = { false, NULL, NULL, NULL };
+	static const struct tree_walk_prefetch first_copies = { false, NULL, NULL, NULL, NULL };
 
 	return tree_walk_prefetching(fs, root, ops, &first_copies, bad_blocks);
 }
@@ -68,6 +68,10 @@ int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, 
 			continue;
 		}
 		if (pf->dropped && tree_child_dropped(pf->dropped, top->block, top->next_slot)) {
+			top->next_slot++;
+			continue;
+		}
+		if (pf->unread && pf->unread(ops->arg, top->block, top->next_slot)) {
 			top->next_slot++;
 			continue;
 		}

@@ -35,6 +35,10 @@ struct tree_walk_prefetch {
 	/* A deleted subvolume the kernel has begun to drop (may be NULL): the
 	 * subtrees it has dropped already are not walked. */
 	const struct tree_drop_progress *dropped;
+	/* May be NULL (called with ops->arg): true for a child that is neither
+	 * read nor visited, as if its visit had returned 1 (a block the caller
+	 * verified before and knows satisfies this pointer). */
+	bool (*unread)(void *arg, const struct tree_block *parent, unsigned slot);
 };
 int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, const struct tree_walk_ops *ops,
 			  const struct tree_walk_prefetch *pf, uint64_t *bad_blocks);

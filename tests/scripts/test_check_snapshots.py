@@ -247,3 +247,29 @@ def test_snapshots_of_a_deleted_subvolume(image, layout, tmp_path):
     key = (ino, 1, 0)
     assert lay.sharing("g0", key) == {g0, lay.ids["g1"]}
     reported_once(image, lay, tmp_path, "g0", key, ["--field", "nlink", "--value", "+1"], "inode-nlink")
+
+
+def test_unreadable_shared_leaf_reported_once(image, layout, tmp_path):
+    """A leaf every member of the lineage shares, unreadable (checksum wrong
+    in both copies): one tree-block report naming the trees that reached it,
+    one report of the lost keys naming every tree that holds the leaf, the
+    same with the deltas off; btrfs check fails too."""
+    lay = layout
+    key = (lay.ino("s0", "a", "f050"), 1, 0)
+    sharing = lay.sharing("s0", key)
+    assert len(sharing) >= 3
+    leaf = lay.leaf[(lay.ids["s0"], key)]
+    img = damaged_copy(image, tmp_path)
+    tool = btk_path("tests/tools/btk-corrupt")
+    if not tool.exists():
+        skip_or_fail(f"{tool} is not built (make test-tools)")
+    p = subprocess.run([str(tool), "--block", str(leaf), "--offset", "200", "--bytes", "ff", "--no-csum", str(img)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    probs, _ = check_both(img)
+    blocks = [x for x in probs if x["id"] == "tree-block-unreadable"]
+    lost = [x for x in probs if x["id"] == "tree-root-unreadable"]
+    assert len(blocks) == 1 and f"block {leaf} " in blocks[0]["detail"], probs
+    assert set(blocks[0].get("roots") or [int(re.match(r"tree (\d+)", blocks[0]["detail"]).group(1))]) <= sharing
+    assert len(lost) == 1 and set(lost[0]["roots"]) == sharing, lost
+    assert f"[in {len(sharing)} roots:" in lost[0]["detail"]

@@ -141,7 +141,7 @@ Test(prefetch, walks_and_iterations_read_ahead)
 {
 	struct fs_info *fs = open_recording();
 	struct btrfs_key min = { 0, 0, 0 }, max = { UINT64_MAX, 255, UINT64_MAX }, key;
-	static const struct tree_walk_prefetch all = { true, NULL, NULL, NULL };
+	static const struct tree_walk_prefetch all = { true, NULL, NULL, NULL, NULL };
 	uint64_t plain = 0, pf = 0, announced = 0, items = 0;
 	struct tree_walk_ops ops = { .visit = count_visit, .arg = &plain };
 	struct tree_iter it;
