@@ -28,16 +28,21 @@ struct inode_state {
 };
 
 /* The join records of one delta for the three link sorters (by_index,
- * by_hash, orphans), at most DELTA_LINKS_MAX each; past that they go to the
- * sorters as they come. */
+ * by_hash, orphans), at most `max` each (DELTA_LINKS_MAX, less under a small
+ * --memory-limit: delta_links_budget); past that they go to the sorters as
+ * they come. */
 #define DELTA_LINKS_MAX (64u * 1024)
 struct delta_links {
 	struct link_rec *v[3];
 	size_t n[3], cap[3];
+	size_t max;                  /* records held per sorter at most (0: DELTA_LINKS_MAX) */
 	uint64_t cancelled;          /* records that cancelled out */
 	uint32_t *tab;               /* the pairing's hash table (snap_delta.c) */
 	size_t tabcap;
 };
+/* The records per sorter a memory limit allows: a thirty-second of it over
+ * the three sorters (with the pairing table), at most DELTA_LINKS_MAX. */
+size_t delta_links_budget(uint64_t memory_limit);
 /* Hold record r for sorter i (0, or -ENOMEM; 1: full, add it to the sorter). */
 int delta_links_hold(struct delta_links *d, unsigned i, const struct link_rec *r);
 

@@ -256,6 +256,7 @@ static int delta_walks(struct fs_walk *w, uint32_t seq, const struct tree_root_p
 	fs_walk_set_root(w, r, ri);
 	if ((ret = carry_subvols(w, l, seq, w->plan)))
 		return ret;
+	w->links.max = delta_links_budget(w->ctx->opts->memory_limit);
 	w->pending = &w->links;
 	w->changed = &c->leaves[0];
 	ret = walk_dirty(w, r, l->dirty[seq], l->ndirty[seq]);
