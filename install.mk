@@ -48,7 +48,8 @@ $(LIBBTK_SO): $(LIBFS_PIC_OBJ)
 $(LIBBTK_A): $(LIBFS_A)
 	cp $< $@
 
-$(B)/btk.pc: install.mk config.mk
+# rewritten every time: make install prefix=... must not keep an older prefix
+$(B)/btk.pc: install.mk config.mk FORCE
 	@mkdir -p $(dir $@)
 	printf '%s\n' 'prefix=$(prefix)' 'exec_prefix=$(exec_prefix)' 'libdir=$(libdir)' \
 		'includedir=$(includedir)' '' 'Name: btk' \
@@ -115,3 +116,5 @@ dist:
 	@echo "$(DIST_NAME).tar.xz"
 
 .PHONY: lib install uninstall dist
+
+FORCE:

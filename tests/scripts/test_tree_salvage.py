@@ -52,8 +52,11 @@ def blocks() -> dict:
 
 
 def leaf(tree: int, which: str) -> tuple[int, int]:
-    """A leaf of tree with at least 4 items: the first, a middle or the last one."""
-    ls = [x for x in blocks()[tree]["leaves"] if x[1] >= 4]
+    """A leaf of tree with at least 4 items: the first, a middle or the last one. How the
+    kernel packs a small tree varies (its csum tree may be 3 leaves of 3, 1 and 1 items):
+    without such a leaf, the fullest one."""
+    leaves = blocks()[tree]["leaves"]
+    ls = [x for x in leaves if x[1] >= 4] or sorted(leaves, key=lambda x: -x[1])[:1]
     return {"first": ls[0], "middle": ls[len(ls) // 2], "last": ls[-1]}[which]
 
 
