@@ -218,6 +218,8 @@ $(B)/fuzz/fuzz_%: $(B)/fuzz/clang/fuzz/fuzz_%.o $(B)/fuzz/lib-clang.a
 # objects, so that check-all compiles the library with ASan once, not twice;
 # in a plain build from objects of their own (lib-cc.a).
 ifeq ($(SANITIZE),yes)
+# the harnesses may use libfs' private side (scripts/api-check)
+$(B)/fuzz/asan/%.o: PRIVATE_CFLAGS = -DBTK_LIBFS_PRIVATE
 $(B)/fuzz/asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(WERROR),$(ALL_CFLAGS)) -DBTK_FUZZ_BASE_DEFAULT='"$(abspath $(FUZZ_BASE))"' \
