@@ -2,9 +2,9 @@
 /* One validator for the items of a leaf, per key type, after the rules the
  * kernel's tree checker enforces when it reads a leaf (sizes, variable-length
  * entries, inline references, field values the format forbids); and the
- * size-carrying item view through which variable items are walked, so no
- * field is read past the end of its item. The validator reports; what a
- * caller does with a fault (which problem, which message) is its own. */
+ * walkers of variable items over a size-carrying item view (btk/item_view.h),
+ * so no field is read past the end of its item. The validator reports; what
+ * a caller does with a fault (which problem, which message) is its own. */
 #ifndef BTK_ITEM_CHECK_H
 #define BTK_ITEM_CHECK_H
 
@@ -12,28 +12,10 @@
 #include <stdint.h>
 
 #include <btk/format.h>
+#include <btk/item_view.h>
 #include <btk/key.h>
 
 struct fs_info;
-
-/* An item's bytes and their count: what every walker and checked read takes. */
-struct item_view {
-	const uint8_t *data;
-	uint32_t size;
-};
-
-static inline struct item_view item_view_of(const void *data, uint32_t size)
-{
-	return (struct item_view){ data, size };
-}
-
-/* Pointer to len bytes at offset at of the item, NULL when they do not fit. */
-static inline const uint8_t *item_view_ptr(const struct item_view *v, uint32_t at, uint32_t len)
-{
-	if (!v->data || at > v->size || len > v->size - at)
-		return NULL;
-	return v->data + at;
-}
 
 /* The on-disk struct `type` at offset at, or NULL when the item is too short:
  * hand the result to the format.h accessors. */
