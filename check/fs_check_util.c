@@ -112,7 +112,8 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
-	uint32_t size = sizeof(buf);
+	uint32_t size = sizeof(buf), m, n;
+	struct item_view v;
 	int ret;
 
 	if (!root)
@@ -122,10 +123,13 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 		return 0;
 	if (ret)
 		return ret;
-	if (size < sizeof(buf))
+	v = item_view_copied(buf, sizeof(buf), size);
+	m = inode_mode_in(&v);
+	n = inode_nlink_in(&v);
+	if (v.past_end)
 		return 0;
-	*mode = inode_mode(buf);
-	*nlink = inode_nlink(buf);
+	*mode = m;
+	*nlink = n;
 	return 1;
 }
 

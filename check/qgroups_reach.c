@@ -104,18 +104,19 @@ static int add_seed(struct qgroup_state *st, uint64_t bytenr, uint64_t root, uns
 static int observe_leaf(struct qgroup_state *st, const struct tree_block *b)
 {
 	for (unsigned i = 0; i < block_nritems(b); i++) {
-		const uint8_t *d = leaf_item_data(b->data, i);
+		struct item_view v = leaf_item_view(b->data, i);
 		struct btrfs_key k;
 		struct qgroup_edge e;
 		int ret;
 
 		block_key(b, i, &k);
-		/* malformed items are reported by the reference checks */
-		if (k.type != BTRFS_EXTENT_DATA_KEY || item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_file_extent_item) ||
-		    file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE || !file_extent_disk_bytenr(d))
+		if (k.type != BTRFS_EXTENT_DATA_KEY)
 			continue;
-		e = (struct qgroup_edge){ .parent = b->bytenr, .child = file_extent_disk_bytenr(d),
-					  .bytes = file_extent_disk_num_bytes(d) };
+		e = (struct qgroup_edge){ .parent = b->bytenr, .child = file_extent_disk_bytenr_in(&v),
+					  .bytes = file_extent_disk_num_bytes_in(&v) };
+		/* malformed items are reported by the reference checks */
+		if (v.past_end || file_extent_type_in(&v) == BTRFS_FILE_EXTENT_INLINE || !e.child)
+			continue;
 		if ((ret = recsort_add(st->edges, &e)) < 0)
 			return ret;
 	}

@@ -93,9 +93,12 @@ static int fix_block_groups(struct repair_ctx *r, const int64_t *adjust, uint64_
 
 static int add_dev_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
+	struct item_view v = item_view_of(data, size);
+	uint64_t len = dev_extent_length_in(&v);
+
 	(void)key;
-	if (size >= sizeof(struct btrfs_dev_extent))
-		*(uint64_t *)arg += dev_extent_length(data);
+	if (!v.past_end)
+		*(uint64_t *)arg += len;
 	return 0;
 }
 

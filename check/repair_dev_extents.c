@@ -9,6 +9,7 @@
 
 #include "check/repair.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 
@@ -31,7 +32,7 @@ static int note_stray(void *arg, const struct btrfs_key *k, const uint8_t *d, ui
 	struct strays *s = arg;
 	const struct chunk *c;
 
-	if (k->type != BTRFS_DEV_EXTENT_KEY || size < sizeof(struct btrfs_dev_extent))
+	if (k->type != BTRFS_DEV_EXTENT_KEY || !item_is_whole(s->fs, k, d, size))
 		return 0;
 	c = fs_chunk_lookup(s->fs, dev_extent_chunk_offset(d));
 	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs, k->objectid, k->offset))

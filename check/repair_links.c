@@ -345,15 +345,21 @@ int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t 
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
 	uint32_t size = sizeof(buf);
 	struct tree_root_ptr rp;
+	struct item_view v;
 	int ret = trans_get_root(r->t, root, &rp);
+	uint32_t m;
 
 	if (!ret)
 		ret = tree_lookup(r->fs, &rp, &key, buf, &size);
-	if (ret == -ENOENT || (!ret && size < sizeof(buf)))
+	if (ret == -ENOENT)
 		return 0;
 	if (ret)
 		return ret;
-	*mode = inode_mode(buf);
+	v = item_view_copied(buf, sizeof(buf), size);
+	m = inode_mode_in(&v);
+	if (v.past_end)
+		return 0;
+	*mode = m;
 	return 1;
 }
 

@@ -73,6 +73,12 @@ int item_check_sizes(const struct item_geometry *g, const struct btrfs_key *key,
 int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size,
 		  struct item_verdict *out);
 
+/* Whether the item has the length (and whole entries) its type demands:
+ * item_check_sizes' verdict from an open filesystem's geometry, for a reader
+ * or an update that acts on the whole item (its fields are then read with
+ * the bare getters). */
+bool item_is_whole(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size);
+
 /* The rules of the key alone (alignment, levels, features): 0 or -EUCLEAN
  * with *out; item_check applies them too. */
 int item_key_check(const struct item_geometry *g, const struct btrfs_key *key, struct item_verdict *out);
@@ -85,6 +91,13 @@ static inline bool item_fault_is_size(enum item_fault f)
 
 /* The fixed part of an item type, 0 for types without one (or unknown). */
 uint32_t item_min_size(uint8_t key_type);
+
+/* Whether the view holds the fixed part of an item of this key type (its
+ * item_min_size; always for a type without one); past_end set when not. */
+static inline bool item_view_has_fixed(struct item_view *v, uint8_t key_type)
+{
+	return item_view_has(v, 0, item_min_size(key_type));
+}
 
 /* ---- variable-length entries ---- */
 
