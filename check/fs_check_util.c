@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "check/fs_check.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 uint64_t name_fingerprint(const uint8_t *name, size_t len)
@@ -112,7 +113,7 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
-	uint32_t size = sizeof(buf), m, n;
+	uint32_t size = sizeof(buf);
 	struct item_view v;
 	int ret;
 
@@ -124,12 +125,10 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 	if (ret)
 		return ret;
 	v = item_view_copied(buf, sizeof(buf), size);
-	m = inode_mode_in(&v);
-	n = inode_nlink_in(&v);
-	if (v.past_end)
+	if (!item_view_has_fixed(&v, key.type))
 		return 0;
-	*mode = m;
-	*nlink = n;
+	*mode = inode_mode(buf);
+	*nlink = inode_nlink(buf);
 	return 1;
 }
 

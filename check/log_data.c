@@ -4,6 +4,7 @@
 
 #include "check/log_data.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 struct log_walk {
@@ -17,11 +18,12 @@ static int note_file_extent(void *arg, const struct btrfs_key *key, const uint8_
 	struct item_view v = item_view_of(d, size);
 	uint64_t start, len;
 
-	if (key->type != BTRFS_EXTENT_DATA_KEY)
+	if (key->type != BTRFS_EXTENT_DATA_KEY || !ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) ||
+	    file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE)
 		return 0;
-	start = file_extent_disk_bytenr_in(&v);
-	len = file_extent_disk_num_bytes_in(&v);
-	if (v.past_end || file_extent_type_in(&v) == BTRFS_FILE_EXTENT_INLINE || !start || !len || start + len < start)
+	start = file_extent_disk_bytenr(d);
+	len = file_extent_disk_num_bytes(d);
+	if (!start || !len || start + len < start)
 		return 0;
 	return ebitmap_set(w->ranges, start, len);
 }

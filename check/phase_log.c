@@ -10,6 +10,7 @@
 
 #include "check/check.h"
 #include <btk/csum_tree.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/walk.h>
 
@@ -43,9 +44,8 @@ static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint
 	struct item_view v = item_view_of(d, size);
 
 	if (k->type == BTRFS_INODE_ITEM_KEY) {
-		uint64_t flags = inode_flags_in(&v);
-
-		w->csum_ino = !v.past_end && !(flags & BTRFS_INODE_NODATASUM) ? k->objectid : 0;
+		w->csum_ino = item_view_has_fixed(&v, k->type) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
+				      ? k->objectid : 0;
 		return 0;
 	}
 	if (k->type != BTRFS_EXTENT_DATA_KEY || k->objectid != w->csum_ino)

@@ -378,7 +378,7 @@ static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t
 		struct item_view v = item_view_of(d, size);
 
 		/* a deleted subvolume waiting to be cleaned up may have lost its qgroup */
-		if (root_item_refs_in(&v) == 0 && !v.past_end)
+		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_refs(d) == 0)
 			continue;
 		g = qgroup_find(t, k.objectid);
 		if (!g || !g->has_info)

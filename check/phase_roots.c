@@ -60,11 +60,11 @@ static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key
 {
 	uint64_t gen = ctx->fs->generation, flags = root_item_flags(d);
 	struct item_view v = item_view_of(d, size);
-	uint64_t gen_v2 = root_item_generation_v2_in(&v); /* 0 in an old (v1) item */
 
-	if (gen_v2 > gen)
+	/* (an old, v1, item ends before generation_v2) */
+	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_generation_v2(d) > gen)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": generation_v2 %" PRIu64 " is newer than the "
-			       "filesystem's %" PRIu64, k->objectid, gen_v2, gen);
+			       "filesystem's %" PRIu64, k->objectid, root_item_generation_v2(d), gen);
 	if (root_item_last_snapshot(d) > gen)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": last snapshot %" PRIu64 " is newer than the "
 			       "filesystem's %" PRIu64, k->objectid, root_item_last_snapshot(d), gen);
@@ -214,7 +214,6 @@ static void check_root_extent_generation(struct check_ctx *ctx, uint64_t root, c
 	uint8_t item[sizeof(struct btrfs_extent_item)];
 	uint32_t size = sizeof(item);
 	struct item_view v;
-	uint64_t gen;
 
 	if (tree_lookup(fs, &fs->extent_root, &skinny, item, &size) != 0) {
 		size = sizeof(item);
@@ -222,10 +221,10 @@ static void check_root_extent_generation(struct check_ctx *ctx, uint64_t root, c
 			return;
 	}
 	v = item_view_copied(item, sizeof(item), size);
-	gen = extent_generation_in(&v);
-	if (!v.past_end && gen != block_generation(b))
+	if (item_view_has_fixed(&v, BTRFS_EXTENT_ITEM_KEY) && extent_generation(item) != block_generation(b))
 		report_problem(ctx, PR_EXTENT_GENERATION, "root %" PRIu64 ": root block %" PRIu64 " has generation %"
-			       PRIu64 ", its extent item %" PRIu64, root, b->bytenr, block_generation(b), gen);
+			       PRIu64 ", its extent item %" PRIu64, root, b->bytenr, block_generation(b),
+			       extent_generation(item));
 }
 
 /* A root item against the block it points at. */
@@ -237,7 +236,6 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	bool subvol = key_is_subvolume_id(k->objectid);
 	struct root_rec r = { .b = k->objectid };
 	struct item_view v = item_view_of(d, size);
-	const uint8_t *uuid, *received;
 	struct item_verdict vd;
 
 	if (item_check_fs(ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
@@ -274,9 +272,9 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	if (!root_item_refs(d))
 		return;
 	/* old (v1) items have no uuids */
-	if ((uuid = root_item_uuid_ptr_in(&v)) && (received = root_item_received_uuid_ptr_in(&v))) {
-		expect_uuid(s, uuid, BTRFS_UUID_KEY_SUBVOL, k->objectid);
-		expect_uuid(s, received, BTRFS_UUID_KEY_RECEIVED_SUBVOL, k->objectid);
+	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item)) {
+		expect_uuid(s, root_item_uuid_ptr(d), BTRFS_UUID_KEY_SUBVOL, k->objectid);
+		expect_uuid(s, root_item_received_uuid_ptr(d), BTRFS_UUID_KEY_RECEIVED_SUBVOL, k->objectid);
 	}
 }
 

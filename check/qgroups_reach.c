@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check/qgroups.h"
+#include <btk/item_check.h>
 #include <btk/walk.h>
 #include "common/sizes.h"
 #include <btk/block.h>
@@ -105,18 +106,18 @@ static int observe_leaf(struct qgroup_state *st, const struct tree_block *b)
 {
 	for (unsigned i = 0; i < block_nritems(b); i++) {
 		struct item_view v = leaf_item_view(b->data, i);
+		const uint8_t *d = ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item);
 		struct btrfs_key k;
 		struct qgroup_edge e;
 		int ret;
 
 		block_key(b, i, &k);
-		if (k.type != BTRFS_EXTENT_DATA_KEY)
-			continue;
-		e = (struct qgroup_edge){ .parent = b->bytenr, .child = file_extent_disk_bytenr_in(&v),
-					  .bytes = file_extent_disk_num_bytes_in(&v) };
 		/* malformed items are reported by the reference checks */
-		if (v.past_end || file_extent_type_in(&v) == BTRFS_FILE_EXTENT_INLINE || !e.child)
+		if (k.type != BTRFS_EXTENT_DATA_KEY || !d || file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE ||
+		    !file_extent_disk_bytenr(d))
 			continue;
+		e = (struct qgroup_edge){ .parent = b->bytenr, .child = file_extent_disk_bytenr(d),
+					  .bytes = file_extent_disk_num_bytes(d) };
 		if ((ret = recsort_add(st->edges, &e)) < 0)
 			return ret;
 	}

@@ -16,6 +16,7 @@
 #include "check/repair.h"
 #include <btk/blockgroups.h>
 #include <btk/extent_scan.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
@@ -94,11 +95,9 @@ static int fix_block_groups(struct repair_ctx *r, const int64_t *adjust, uint64_
 static int add_dev_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct item_view v = item_view_of(data, size);
-	uint64_t len = dev_extent_length_in(&v);
 
-	(void)key;
-	if (!v.past_end)
-		*(uint64_t *)arg += len;
+	if (item_view_has_fixed(&v, key->type))
+		*(uint64_t *)arg += dev_extent_length(data);
 	return 0;
 }
 

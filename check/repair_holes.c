@@ -57,7 +57,7 @@ static int find_gaps(struct repair_ctx *r, const struct tree_root_ptr *root, uin
 		uint64_t e;
 		uint8_t type;
 
-		if (k.type == BTRFS_INODE_ITEM_KEY && item_is_whole(r->fs, &k, d, size)) {
+		if (k.type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k.type)) {
 			have_inode = true;
 			*isize = inode_size(d);
 		}

@@ -10,6 +10,7 @@
 
 #include "check/repair_links.h"
 #include <btk/csum.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 static bool is_ref_type(uint8_t type)
@@ -347,7 +348,6 @@ int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t 
 	struct tree_root_ptr rp;
 	struct item_view v;
 	int ret = trans_get_root(r->t, root, &rp);
-	uint32_t m;
 
 	if (!ret)
 		ret = tree_lookup(r->fs, &rp, &key, buf, &size);
@@ -356,10 +356,9 @@ int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t 
 	if (ret)
 		return ret;
 	v = item_view_copied(buf, sizeof(buf), size);
-	m = inode_mode_in(&v);
-	if (v.past_end)
+	if (!item_view_has_fixed(&v, key.type))
 		return 0;
-	*mode = m;
+	*mode = inode_mode(buf);
 	return 1;
 }
 
