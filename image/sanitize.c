@@ -38,6 +38,7 @@
 #include <btk/csum.h>
 #include <btk/endian_access.h>
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/key.h>
 
 #define HDR_SIZE sizeof(struct btrfs_header)
@@ -645,10 +646,11 @@ static int sanitize_item(struct sanitizer *s, struct leaf *lf, unsigned slot)
 	uint8_t *it = leaf_item(lf->block, slot), *data = leaf_item_data(lf->block, slot);
 	struct btrfs_key *key = &lf->keys[slot];
 	uint32_t size = item_size(it);
+	struct item_view v = item_view_of(data, size);
 	size_t n;
 	int ret;
 
-	if (key->type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+	if (key->type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, key->type)) {
 		s->ino_owner = lf->owner;
 		s->ino_objectid = key->objectid;
 		s->ino_mode = inode_mode(data);

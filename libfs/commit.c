@@ -136,9 +136,11 @@ static int fst_collect(struct trans *t, struct alloc_group *g, struct fst_items 
 	tree_iter_init(&it, t->fs, &root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		if (key.type == BTRFS_FREE_SPACE_INFO_KEY) {
+			struct item_view v = item_view_of(data, size);
+
 			out->have_info = true;
-			if (size >= sizeof(struct btrfs_free_space_info) &&
-			    (free_space_info_flags(data) & BTRFS_FREE_SPACE_USING_BITMAPS))
+			/* (flags ends the struct: a short item reads as 0) */
+			if (free_space_info_flags_in(&v) & BTRFS_FREE_SPACE_USING_BITMAPS)
 				out->bitmaps = true;
 			continue;
 		}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <btk/chunk_edit.h>
+#include <btk/item_check.h>
 #include "libfs/trans_internal.h"
 
 int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta)
@@ -80,9 +81,10 @@ static bool free_gap_fits(struct free_search *f, uint64_t next_start)
 static int free_before_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct free_search *f = arg;
+	struct item_view v = item_view_of(data, size);
 	uint64_t next_start = f->dev_size, next_end = f->dev_size;
 
-	if (size >= sizeof(struct btrfs_dev_extent)) {
+	if (item_view_has_fixed(&v, key->type)) {
 		next_start = key->offset;
 		next_end = key->offset + dev_extent_length(data);
 	}
