@@ -15,16 +15,13 @@ static int set_info(struct repair_ctx *r, const struct qgroup_fix *f)
 {
 	struct btrfs_key key = { 0, BTRFS_QGROUP_INFO_KEY, f->id };
 	struct tree_path path;
-	struct item_view v;
 	uint8_t *item;
 	uint32_t size;
 	int ret;
 
 	tree_path_init(&path);
 	ret = trans_item_for_update(r->t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0)
-		v = item_view_of(item, size);
-	if (ret == 0 && item_view_has_fixed(&v, key.type)) {
+	if (ret == 0 && item_has_fixed(key.type, size)) {
 		uint64_t rfer = qgroup_info_rfer(item), excl = qgroup_info_excl(item);
 		qgroup_info_set_generation(item, trans_transid(r->t));
 		qgroup_info_set_rfer(item, f->rfer);

@@ -20,7 +20,7 @@ int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta)
 
 	tree_path_init(&path);
 	ret = trans_item_for_update(t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0 && size < sizeof(struct btrfs_dev_item))
+	if (ret == 0 && !item_has_fixed(key.type, size))
 		ret = -EUCLEAN;
 	if (ret == 0)
 		dev_item_set_bytes_used(item, dev_item_bytes_used(item) + (uint64_t)delta);

@@ -99,6 +99,13 @@ static inline bool item_view_has_fixed(struct item_view *v, uint8_t key_type)
 	return item_view_has(v, 0, item_min_size(key_type));
 }
 
+/* The same for an item of size bytes about to be updated in place (the
+ * setters then write inside it). */
+static inline bool item_has_fixed(uint8_t key_type, uint32_t size)
+{
+	return size >= item_min_size(key_type);
+}
+
 /* ---- variable-length entries ---- */
 
 /* One entry of a dir item / dir index / xattr, or of an inode ref / extref /

@@ -184,6 +184,7 @@ static void read_truncated(const struct item_case *c)
 		v.past_end = false;
 		cr_assert_eq(item_view_has_fixed(&v, c->key.type), len >= item_min_size(c->key.type));
 		cr_assert_eq(v.past_end, len < item_min_size(c->key.type));
+		cr_assert_eq(item_has_fixed(c->key.type, len), len >= item_min_size(c->key.type));
 		free(buf);
 	}
 }
