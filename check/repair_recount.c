@@ -16,17 +16,13 @@
 
 static void count_refs(const struct btrfs_key *k, const uint8_t *d, uint32_t size, struct inode_counts *c)
 {
-	uint32_t hdr = k->type == BTRFS_INODE_REF_KEY ? sizeof(struct btrfs_inode_ref)
-						       : sizeof(struct btrfs_inode_extref);
+	struct item_view v = item_view_of(d, size);
+	struct item_entry e;
+	uint32_t off = 0;
 
-	for (uint32_t off = 0; size - off >= hdr;) {
-		uint16_t len = k->type == BTRFS_INODE_REF_KEY ? inode_ref_name_len(d + off)
-							     : inode_extref_name_len(d + off);
-		if (size - off - hdr < len)
-			break;
+	/* (up to the first entry that does not fit) */
+	while (item_entry_next(k->type, &v, &off, &e) == 1)
 		c->names++;
-		off += hdr + len;
-	}
 }
 
 static void count_dir_entries(const uint8_t *d, uint32_t size, struct inode_counts *c)
