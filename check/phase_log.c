@@ -38,10 +38,9 @@ static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
 static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct log_walk *w = arg;
+	struct item_view v = item_view_of(d, size);
 	uint64_t start, len;
 	int ret;
-
-	struct item_view v = item_view_of(d, size);
 
 	if (k->type == BTRFS_INODE_ITEM_KEY) {
 		w->csum_ino = item_view_has_fixed(&v, k->type) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
