@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <btk/format.h>
+#include <btk/fs.h>
 #include <btk/item_check.h>
 
 static const struct item_geometry geo = { 4096, 16384, 4, BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA };
@@ -300,4 +301,28 @@ Test(item_view, views_of_parts_and_copies)
 	v = item_view_of(NULL, 0);
 	cr_assert_eq(inode_mode_in(&v), 0);
 	cr_assert(v.past_end);
+}
+
+/* item_is_whole: the validator's size rules from an open filesystem's
+ * geometry (other faults do not count), and item_has_fixed for updates. */
+Test(item_view, whole_items_by_the_filesystem_geometry)
+{
+	static struct fs_info fs;
+	struct btrfs_key inode = { 257, BTRFS_INODE_ITEM_KEY, 1 /* a key fault: not a size one */ };
+	struct btrfs_key csum = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, 1 << 20 };
+	uint8_t b[sizeof(struct btrfs_inode_item) + 1] = { 0 };
+
+	fs.sectorsize = 4096;
+	fs.nodesize = 16384;
+	fs.csum_size = 4;
+	cr_assert(item_is_whole(&fs, &inode, b, sizeof(struct btrfs_inode_item)));
+	cr_assert_not(item_is_whole(&fs, &inode, b, sizeof(struct btrfs_inode_item) - 1));
+	cr_assert_not(item_is_whole(&fs, &inode, b, sizeof(b)), "larger than its struct");
+	cr_assert(item_is_whole(&fs, &csum, b, 8));
+	cr_assert_not(item_is_whole(&fs, &csum, b, 6), "not whole checksums of this filesystem");
+	fs.csum_size = 32;
+	cr_assert_not(item_is_whole(&fs, &csum, b, 8));
+	cr_assert(item_has_fixed(BTRFS_INODE_ITEM_KEY, sizeof(b)));
+	cr_assert_not(item_has_fixed(BTRFS_QGROUP_STATUS_KEY, BTRFS_QGROUP_STATUS_V1_SIZE - 1));
+	cr_assert(item_has_fixed(BTRFS_QGROUP_STATUS_KEY, BTRFS_QGROUP_STATUS_V1_SIZE));
 }
