@@ -10,6 +10,7 @@
 
 #include "check/check.h"
 #include <btk/csum_tree.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/walk.h>
 
@@ -37,25 +38,26 @@ static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
 static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct log_walk *w = arg;
+	struct item_view v = item_view_of(d, size);
 	uint64_t start, len;
 	int ret;
 
 	if (k->type == BTRFS_INODE_ITEM_KEY) {
-		w->csum_ino = size >= sizeof(struct btrfs_inode_item) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
+		w->csum_ino = item_view_has_fixed(&v, k->type) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
 				      ? k->objectid : 0;
 		return 0;
 	}
-	if (k->type != BTRFS_EXTENT_DATA_KEY || k->objectid != w->csum_ino ||
-	    size < sizeof(struct btrfs_file_extent_item) || file_extent_type(d) != BTRFS_FILE_EXTENT_REG ||
-	    !file_extent_disk_bytenr(d))
+	if (k->type != BTRFS_EXTENT_DATA_KEY || k->objectid != w->csum_ino)
+		return 0;
+	/* num_bytes is the last field: an item shorter than the struct is past_end */
+	start = file_extent_disk_bytenr_in(&v);
+	len = file_extent_num_bytes_in(&v);
+	if (v.past_end || file_extent_type_in(&v) != BTRFS_FILE_EXTENT_REG || !start)
 		return 0;   /* inline, preallocated, holes, inodes without checksums */
-	if (file_extent_compression(d) != BTRFS_COMPRESS_NONE) {
-		start = file_extent_disk_bytenr(d);
-		len = file_extent_disk_num_bytes(d);
-	} else {
-		start = file_extent_disk_bytenr(d) + file_extent_offset(d);
-		len = file_extent_num_bytes(d);
-	}
+	if (file_extent_compression_in(&v) != BTRFS_COMPRESS_NONE)
+		len = file_extent_disk_num_bytes_in(&v);
+	else
+		start += file_extent_offset_in(&v);
 	ret = log_covers(w, start, len);
 	if (ret == 0)
 		report_problem(w->ctx, PR_LOG_CSUM_MISSING, "log tree of root %" PRIu64 ": inode %" PRIu64 " extent at %"

@@ -210,11 +210,12 @@ static int observe_extent_leaf(struct check_ctx *ctx, const struct tree_block *b
 		int ret;
 
 		block_key(b, i, &k);
-		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) ||
-		    item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_extent_item))
+		struct item_view v = leaf_item_view(b->data, i);
+		uint64_t flags = extent_flags_in(&v);
+
+		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) || v.past_end)
 			continue;
-		if ((extent_flags(leaf_item_data(b->data, i)) &
-		     (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK)) !=
+		if ((flags & (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK)) !=
 		    (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK))
 			continue;
 		if ((ret = ebitmap_set(ctx->refs->full_backref, k.objectid, ctx->fs->nodesize)) < 0)
@@ -292,13 +293,13 @@ static int flush_leaf_refs(struct refs_state *st, size_t n)
 static int observe_shared_leaf(struct refs_state *st, const struct tree_block *b)
 {
 	for (unsigned i = block_nritems(b); i-- > 0;) {
+		struct item_view v = leaf_item_view(b->data, i);
 		struct btrfs_key k;
 
 		block_key(b, i, &k);
-		if (k.type == BTRFS_INODE_ITEM_KEY &&
-		    item_size(leaf_item(b->data, i)) >= sizeof(struct btrfs_inode_item)) {
+		if (k.type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k.type)) {
 			st->last_ino = k.objectid;
-			st->last_nodatasum = inode_flags(leaf_item_data(b->data, i)) & BTRFS_INODE_NODATASUM;
+			st->last_nodatasum = inode_flags(v.data) & BTRFS_INODE_NODATASUM;
 			st->last_valid = true;
 			st->gap = false;
 			break;
@@ -314,11 +315,15 @@ static void gap_lookup(struct check_ctx *ctx, struct refs_state *st, const struc
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
 	uint32_t size = sizeof(buf);
+	struct item_view v;
 
 	st->gap = false;
 	if (st->last_valid && st->last_ino == ino)
 		return;
-	st->last_valid = tree_lookup(ctx->fs, root, &key, buf, &size) == 0 && size >= sizeof(buf);
+	if (tree_lookup(ctx->fs, root, &key, buf, &size) != 0)
+		size = 0;
+	v = item_view_copied(buf, sizeof(buf), size);
+	st->last_valid = item_view_has_fixed(&v, key.type);
 	st->last_ino = ino;
 	st->last_nodatasum = st->last_valid && (inode_flags(buf) & BTRFS_INODE_NODATASUM);
 }

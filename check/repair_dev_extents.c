@@ -9,6 +9,7 @@
 
 #include "check/repair.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 
@@ -29,9 +30,10 @@ static bool stripe_starts_at(const struct fs_info *fs, uint64_t devid, uint64_t 
 static int note_stray(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct strays *s = arg;
+	struct item_view v = item_view_of(d, size);
 	const struct chunk *c;
 
-	if (k->type != BTRFS_DEV_EXTENT_KEY || size < sizeof(struct btrfs_dev_extent))
+	if (k->type != BTRFS_DEV_EXTENT_KEY || !item_view_has_fixed(&v, k->type))
 		return 0;
 	c = fs_chunk_lookup(s->fs, dev_extent_chunk_offset(d));
 	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs, k->objectid, k->offset))

@@ -564,6 +564,16 @@ int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const v
 	return item_check(&g, key, &v, out);
 }
 
+bool item_is_whole(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size)
+{
+	struct item_geometry g;
+	struct item_view v = item_view_of(data, size);
+	struct item_verdict vd;
+
+	item_geometry_of(fs, &g);
+	return item_check_sizes(&g, key, &v, &vd) == 0;
+}
+
 static int item_rules(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,
 		      struct item_verdict *out)
 {
