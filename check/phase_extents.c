@@ -225,6 +225,14 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 			*bitmaps = *flags & BTRFS_FREE_SPACE_USING_BITMAPS;
 		} else if (key.type == BTRFS_FREE_SPACE_EXTENT_KEY) {
 			(*extent_items)++;
+			/* an extent off the sector grid frees nothing the kernel can use: the tree is wrong,
+			 * not unreadable (a rebuild mends it) */
+			if ((key.objectid | key.offset) % fs->sectorsize) {
+				report_problem(ctx, PR_FREE_SPACE_MISMATCH, "block group %" PRIu64 ": free-space extent (%"
+					       PRIu64 ", %" PRIu64 ") is not aligned to the sector size", bg->start,
+					       key.objectid, key.offset);
+				continue;
+			}
 			if (key.offset && key.objectid + key.offset <= bg->start + bg->length &&
 			    (ret = ebitmap_set(free_map, key.objectid, key.offset)) < 0)
 				break;

@@ -125,7 +125,8 @@ class Base:
         p = run([BUILD / "btk-inspect", "tree", "--format", "jsonl", img])
         self.recs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
         sb = json.loads(run([BUILD / "btk-inspect", "super", "--format", "json", img]).stdout)
-        self.nodesize = int(sb.get("nodesize") or sb["superblock"]["nodesize"])
+        sb = sb.get("superblock") or sb["devices"][0]["superblock"] if "nodesize" not in sb else sb
+        self.nodesize = int(sb["nodesize"])
 
     def items(self, tree: int, type: str | None = None, objectid: int | None = None):
         return [r for r in self.recs if r.get("tree") == tree and "key" in r and
