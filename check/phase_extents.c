@@ -88,15 +88,17 @@ static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_ke
 /* The key rules of the kernel's tree checker for extent items: the bytenr is
  * sector aligned, a skinny metadata item's level (its key offset) below 8
  * and the skinny-metadata feature set. */
-static void check_extent_key(struct check_ctx *ctx, const struct btrfs_key *k)
+static bool check_extent_key(struct check_ctx *ctx, const struct btrfs_key *k)
 {
 	struct item_geometry g;
 	struct item_verdict vd;
 
 	item_geometry_of(ctx->fs, &g);
-	if (item_key_check(&g, k, &vd))
-		report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): %s", k->objectid,
-			       k->type, k->offset, vd.why);
+	if (!item_key_check(&g, k, &vd))
+		return true;
+	report_problem(ctx, PR_ITEM_MALFORMED, "extent item (%" PRIu64 " %u %" PRIu64 "): %s", k->objectid,
+		       k->type, k->offset, vd.why);
+	return false;
 }
 
 static int scan_extent_tree(struct extent_scan *s)
@@ -114,8 +116,10 @@ static int scan_extent_tree(struct extent_scan *s)
 			ret = 0;
 			break;
 		}
-		if (key.type == BTRFS_METADATA_ITEM_KEY || key.type == BTRFS_EXTENT_ITEM_KEY)
-			check_extent_key(s->ctx, &key);
+		/* a key the kernel refuses (off the sector grid) describes no space: not counted */
+		if ((key.type == BTRFS_METADATA_ITEM_KEY || key.type == BTRFS_EXTENT_ITEM_KEY) &&
+		    !check_extent_key(s->ctx, &key))
+			continue;
 		if (key.type == BTRFS_METADATA_ITEM_KEY) {
 			struct item_view v = item_view_of(data, size);
 
@@ -227,6 +231,14 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 			*bitmaps = *flags & BTRFS_FREE_SPACE_USING_BITMAPS;
 		} else if (key.type == BTRFS_FREE_SPACE_EXTENT_KEY) {
 			(*extent_items)++;
+			/* an extent off the sector grid frees nothing the kernel can use: the tree is wrong,
+			 * not unreadable (a rebuild mends it) */
+			if ((key.objectid | key.offset) % fs->sectorsize) {
+				report_problem(ctx, PR_FREE_SPACE_MISMATCH, "block group %" PRIu64 ": free-space extent (%"
+					       PRIu64 ", %" PRIu64 ") is not aligned to the sector size", bg->start,
+					       key.objectid, key.offset);
+				continue;
+			}
 			if (key.offset && key.objectid + key.offset <= bg->start + bg->length &&
 			    (ret = ebitmap_set(free_map, key.objectid, key.offset)) < 0)
 				break;

@@ -70,8 +70,8 @@ static const struct repair_class classes[] = {
 	    PR_TREE_BLOCK_NRITEMS }, true, NULL, repair_salvaged_blocks, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
-	  "cache, file extents of device, fifo and socket inodes",
-	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE }, true, NULL, repair_stray_items, { 0 }, false },
+	  "cache, file extents of device, fifo and socket inodes; and items of a key type foreign to their tree",
+	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items, { 0 }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },

@@ -45,6 +45,9 @@ static int adjust_space(struct xrepair *x, uint64_t bytenr, uint64_t len, bool u
 		const struct block_group *g = &x->bgs.groups[i];
 		if (bytenr >= g->start && bytenr - g->start < g->length) {
 			x->adjust[i] += used ? (int64_t)len : -(int64_t)len;
+			/* an item off the sector grid never held its space: nothing to free */
+			if (!used && (bytenr | len) % x->r->fs->sectorsize)
+				return 0;
 			return trans_extent_space(x->r->t, bytenr, len, used);
 		}
 	}
@@ -70,6 +73,9 @@ static int claim_space(struct xrepair *x)
 		tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
 		while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
 			uint64_t len = extent_key_length(&k, fs->nodesize);
+			/* an item off the sector grid holds no space (this class deletes it: it has no user) */
+			if (k.objectid % fs->sectorsize)
+				continue;
 			if (len && k.objectid < c[0] + c[1] && k.objectid + len > c[0]) {
 				ret = fs_error(fs, -EUCLEAN, "an extent item for %" PRIu64 "+%" PRIu64 " would overlap "
 					       "extent %" PRIu64 "+%" PRIu64, c[0], c[1], k.objectid, len);

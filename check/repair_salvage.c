@@ -12,6 +12,8 @@
 #include <stdlib.h>
 
 #include "check/repair.h"
+#include "check/root_outdated.h"
+#include "common/grow.h"
 #include <btk/block.h>
 #include <btk/block_salvage.h>
 #include <btk/ebitmap.h>
@@ -119,25 +121,59 @@ static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
 	return ret;
 }
 
+/* The subvolumes whose root item names an older root block than the
+ * extent tree's (root_outdated.h): the root-items class points them at the
+ * newest, so the stale tree's view is not copied here. */
+struct outdated_ids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static int add_outdated(void *arg, const struct root_fix *f)
+{
+	struct outdated_ids *o = arg;
+	uint64_t *v = grow_array(o->v, &o->cap, o->n, sizeof(*v), 8);
+
+	if (!v)
+		return -ENOMEM;
+	o->v = v;
+	o->v[o->n++] = f->key.objectid;
+	return 0;
+}
+
+static int rewrite_unless_outdated(struct repair_ctx *r, const struct outdated_ids *o, uint64_t tree)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (o->v[i] == tree) {
+			repair_say(r, "tree %" PRIu64 ": its root item is outdated, left to the root-items class", tree);
+			return 0;
+		}
+	return rewrite_tree(r, tree);
+}
+
 int repair_salvaged_blocks(struct repair_ctx *r)
 {
 	const struct check_stats *st = &r->found->stats;
+	struct outdated_ids o = { 0 };
 	struct fs_tree_list list;
 	int ret;
 
 	if ((ret = keep_reached_blocks(r)))
 		return ret;
+	if ((ret = root_outdated_each(r->fs, add_outdated, &o)))
+		goto out;
 	if (st->n_salvaged_trees != UINT_MAX) {
-		for (unsigned i = 0; i < st->n_salvaged_trees; i++)
-			if ((ret = rewrite_tree(r, st->salvaged_trees[i])))
-				return ret;
-		return 0;
+		for (unsigned i = 0; !ret && i < st->n_salvaged_trees; i++)
+			ret = rewrite_unless_outdated(r, &o, st->salvaged_trees[i]);
+		goto out;
 	}
 	if ((ret = fs_list_trees(r->fs, &list)))
-		return ret;
+		goto out;
 	for (size_t i = 0; !ret && i < list.count; i++)
 		if (list.roots[i].objectid != BTRFS_TREE_LOG_OBJECTID)
-			ret = rewrite_tree(r, list.roots[i].objectid);
+			ret = rewrite_unless_outdated(r, &o, list.roots[i].objectid);
 	fs_tree_list_free(&list);
+out:
+	free(o.v);
 	return ret;
 }

@@ -7,7 +7,8 @@
  * fifo and socket inodes (the kernel never reads them; a directory's are
  * left: a directory's mode is as likely the damage). The check runs again
  * after it, so the extents those file extents used lose their references
- * in the extent-refs class. */
+ * in the extent-refs class. Items of a global tree of a key type that tree
+ * does not hold are deleted too. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -81,11 +82,46 @@ static int scan_tree(void *arg, const struct tree_root_ptr *root, const uint8_t 
 	return tree_each_item(s->fs, root, scan_item, s);
 }
 
+static int scan_global_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct stray_scan *s = arg;
+
+	(void)d, (void)size;
+	return key_type_in_tree(s->root, k->type) == 0 ? add_stray(s, k, "a key type this tree does not hold") : 0;
+}
+
+/* Items of the global trees whose key type the tree does not hold (a dev
+ * extent in the extent tree): nothing reads them where they are, and btrfs
+ * check's readers can stumble on them. */
+static int scan_global_trees(struct repair_ctx *r, struct stray_scan *s)
+{
+	static const uint64_t trees[] = {
+		BTRFS_ROOT_TREE_OBJECTID, BTRFS_EXTENT_TREE_OBJECTID, BTRFS_CHUNK_TREE_OBJECTID, BTRFS_DEV_TREE_OBJECTID,
+		BTRFS_CSUM_TREE_OBJECTID, BTRFS_QUOTA_TREE_OBJECTID, BTRFS_UUID_TREE_OBJECTID,
+		BTRFS_FREE_SPACE_TREE_OBJECTID, BTRFS_BLOCK_GROUP_TREE_OBJECTID, BTRFS_RAID_STRIPE_TREE_OBJECTID,
+	};
+	struct tree_root_ptr ptr;
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < sizeof(trees) / sizeof(trees[0]); i++) {
+		if (trans_get_root(r->t, trees[i], &ptr) || !ptr.bytenr) {
+			fs_error_clear(r->fs);
+			continue;   /* a tree this filesystem does not have */
+		}
+		s->root = trees[i];
+		ret = tree_each_item(r->fs, &ptr, scan_global_item, s);
+	}
+	return ret;
+}
+
 int repair_stray_items(struct repair_ctx *r)
 {
 	struct stray_scan s = { .fs = r->fs };
 	int ret = fs_each_live_subvolume(r->fs, &r->fs->tree_root, SUBVOLS_DATA_RELOC | SUBVOLS_WALKABLE, scan_tree,
 					 &s);
+
+	if (!ret)
+		ret = scan_global_trees(r, &s);
 
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct stray *st = &s.v[i];

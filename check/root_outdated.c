@@ -12,6 +12,7 @@
 #include "check/check.h"
 #include "check/root_outdated.h"
 #include "common/grow.h"
+#include <btk/block.h>
 #include <btk/item_check.h>
 #include <btk/key.h>
 #include <btk/tree.h>
@@ -137,6 +138,27 @@ static int bytenr_cmp(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
+/* How old the block a root item points at is: the item's generation, or
+ * when the item already names the newest block's generation (its bytenr
+ * alone lost the update), the older block's own. */
+static uint64_t stale_generation(struct fs_info *fs, const struct root_fix *f)
+{
+	struct block_expect any = BLOCK_EXPECT_ANY;
+	struct tree_block *b;
+	uint64_t gen = f->generation;
+
+	if (f->new_generation != f->generation)
+		return gen;
+	if (block_read(fs, f->bytenr, &any, &b) == 0) {
+		if (block_owner(b) == f->key.objectid && block_generation(b) < gen)
+			gen = block_generation(b);
+		block_put(fs, b);
+	} else {
+		fs_error_clear(fs);
+	}
+	return gen;
+}
+
 int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct root_fix *f), void *arg)
 {
 	struct scan s = { .level = -1 };
@@ -154,7 +176,7 @@ int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct roo
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct root_seen *r = &s.v[i];
 		if (r->at_best == 1 && !r->allocated && r->f.new_bytenr != r->f.bytenr &&
-		    r->f.new_generation > r->f.generation && r->f.new_level >= r->f.level)
+		    r->f.new_generation > stale_generation(fs, &r->f) && r->f.new_level >= r->f.level)
 			ret = fn(arg, &r->f);
 	}
 	free(s.by_bytenr);

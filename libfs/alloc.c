@@ -335,7 +335,13 @@ static int group_fill_extent(void *arg, const struct extent_rec *e)
 		return fs_error(f->fs, -EUCLEAN, "extent %llu+%llu crosses block group %llu",
 				(unsigned long long)e->bytenr, (unsigned long long)e->len,
 				(unsigned long long)g->start);
-	return ebitmap_set(g->used, e->bytenr, e->len);
+	/* an extent item off the sector grid (damage a repair is removing): its sectors count as used */
+	uint64_t ss = f->fs->sectorsize, start = e->bytenr / ss * ss;
+	uint64_t end = e->bytenr + e->len;
+	end = end % ss ? end - end % ss + ss : end;
+	if (end > g->start + g->length)
+		end = g->start + g->length;
+	return end > start ? ebitmap_set(g->used, start, end - start) : 0;
 }
 
 /* Read the group's used space from the committed free-space tree, or else

@@ -408,7 +408,10 @@ int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const 
 	s->header_level = (uint8_t)level;
 	s->header_generation = gen;
 	s->nritems_before = header_nritems(buf);
-	if (gen == 0 || gen > fs->generation || (e && e->owner && header_owner(buf) != e->owner))
+	/* a block newer than the filesystem is salvaged only under a pointer that
+	 * names a generation of the filesystem (its copy gets a current one) */
+	if (gen == 0 || (gen > fs->generation && !(e && e->generation && e->generation <= fs->generation)) ||
+	    (e && e->owner && header_owner(buf) != e->owner))
 		return -EUCLEAN;
 	if (e && e->generation && gen != e->generation) {
 		s->what |= SALVAGE_TRANSID;

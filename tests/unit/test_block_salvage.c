@@ -3,7 +3,8 @@
  * the fixture, damaged in memory): a shifted offset or size is put back, the
  * items come out identical; swapped items are sorted; a huge nritems keeps
  * the real items; a wrong level is replaced; two disagreements with the
- * pointer are refused; and block_read hands out the salvaged view only when
+ * pointer are refused; a block from the future is salvaged only under a
+ * pointer of the filesystem's generations; and block_read hands out the salvaged view only when
  * the filesystem asks for it. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -157,6 +158,30 @@ Test(block_salvage, two_disagreements_with_the_pointer_are_refused)
 	e.first_key = NULL;
 	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &e, &s), 0);
 	cr_assert_eq(s.what, SALVAGE_TRANSID);
+	leaf_case_close(&c);
+}
+
+/* A block newer than the filesystem is a transid fix under a pointer that
+ * names one of its generations; with no such pointer, or a pointer from the
+ * future too, it is refused. */
+Test(block_salvage, a_block_from_the_future_needs_a_pointer_of_the_filesystem)
+{
+	struct leaf_case c;
+	struct block_salvage s;
+	struct block_expect e = { .level = 0 };
+
+	leaf_case_open(&c);
+	e.generation = header_generation(c.buf);
+	header_set_generation(c.buf, c.fs->generation + 3);
+	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &e, &s), 0);
+	cr_assert_eq(s.what, SALVAGE_TRANSID);
+	cr_assert_eq(s.expected_generation, e.generation);
+	assert_same_items(&c, c.orig, c.buf);
+	header_set_generation(c.buf, c.fs->generation + 3);
+	e.generation = c.fs->generation + 1;
+	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &e, &s), -EUCLEAN);
+	e.generation = 0;
+	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &e, &s), -EUCLEAN);
 	leaf_case_close(&c);
 }
 

@@ -31,6 +31,7 @@ BUILD = Path(os.environ.get("BTK_BUILD_DIR") or REPO / "build")
 CORRUPT = BUILD / "tests" / "tools" / "btk-corrupt"
 MiB = 1 << 20
 SIZE = 128 * MiB
+LATEST_BTRFS = Path("/opt/btrfs-progs-latest/bin/btrfs")
 FSID = "6b746b2d-636f-7270-7573-000000000001"   # fixed, so regenerated images look alike
 
 
@@ -125,7 +126,8 @@ class Base:
         p = run([BUILD / "btk-inspect", "tree", "--format", "jsonl", img])
         self.recs = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
         sb = json.loads(run([BUILD / "btk-inspect", "super", "--format", "json", img]).stdout)
-        self.nodesize = int(sb.get("nodesize") or sb["superblock"]["nodesize"])
+        sb = sb.get("superblock") or sb["devices"][0]["superblock"] if "nodesize" not in sb else sb
+        self.nodesize = int(sb["nodesize"])
 
     def items(self, tree: int, type: str | None = None, objectid: int | None = None):
         return [r for r in self.recs if r.get("tree") == tree and "key" in r and
@@ -499,6 +501,31 @@ CASES: list[Case] = [
          "a well-formed dev extent item in the extent tree (fsck-tests 076; btrfs check 7.3 only says it ignores it)",
          lambda b: [["--tree", "2", "--key", f"{data_extent(b)['key'][0] + 1},DEV_EXTENT,0", "--insert",
                      "--bytes", (struct.pack("<QQQQ", 3, 256, 22020096, 8 << 20) + bytes(16)).hex()]], exit=0),
+    Case("foreign-type-root", "single4k", ["item-foreign-type"], "a csum item in the root tree",
+         lambda b: [["--tree", "1", "--key", "300,EXTENT_CSUM,0", "--insert", "--bytes", "00" * 4]], exit=0),
+    Case("foreign-type-dev", "single4k", ["item-foreign-type"], "a block group item in the dev tree",
+         lambda b: [["--tree", "4", "--key", "1,BLOCK_GROUP_ITEM,4096", "--insert", "--bytes", "00" * 24]], exit=0),
+    # blocks newer than the filesystem under pointers that name an older generation (fsck-tests 002)
+    Case("tb-future-root-leaf", "single4k", ["tree-block-transid"], "a root-tree leaf newer than the filesystem",
+         lambda b: [block(b.leaf(1, 0), field="header.generation", value="+1")]),
+    Case("tb-future-root-node", "single4k", ["tree-block-generation", "tree-block-transid"], "the root tree's node newer than the filesystem",
+         lambda b: [block(b.nodes(1)[0], field="header.generation", value="+3")]),
+    Case("tb-future-extent-leaf", "single4k", ["tree-block-generation", "tree-block-transid"],
+         "an extent-tree leaf newer than the filesystem",
+         lambda b: [block(b.leaf(2, 1), field="header.generation", value="+2")]),
+    Case("fst-extent-unaligned", "single4k", ["free-space-mismatch", "key-order"],
+         "a free-space extent's start overwritten: off the sector grid and out of key order",
+         lambda b: [block(b.leaf(10, 0), field="item1.key.objectid", value="+100000")]),
+    # an extent item's key overwritten off the sector grid (in key order still): the kernel refuses the leaf
+    Case("extent-key-unaligned", "single4k",
+         ["block-group-used", "free-space-mismatch", "item-malformed", "tree-block-not-allocated"],
+         "a tree block's extent item key moved 100000 bytes on, off the sector grid",
+         lambda b: [block(b.leaf(2, 0), field="item1.key.objectid", value="+100000")]),
+    Case("extent-key-unaligned-meta", "snap",
+         ["block-group-used", "free-space-mismatch", "item-malformed", "tree-block-not-allocated"],
+         "a skinny metadata item's key moved half a sector on",
+         lambda b: [block(r["block"], field=f"item{r['slot']}.key.objectid", value="+2048")
+                    for r in [b.item(2, "METADATA_ITEM")]]),
     Case("fsc-inode-mode", "dup16k", ["root-tree-inode-mode"],
          "a free-space cache inode (v1) in the root tree has mode 0 (fsck-tests 039)",
          lambda b: [["--tree", "1", "--key", "257,INODE_ITEM,0", "--insert", "--bytes", inode_item_bytes(0)]]),
@@ -547,6 +574,15 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "fsc-inode-mode": ('inodes',),
     "fifo-file-extent": ('stray-items',),
     "unknown-key-type": ('stray-items',),
+    "extent-tree-dev-extent": ('stray-items',),
+    "extent-key-unaligned": ('extent-refs', 'space-counters', 'free-space-tree'),
+    "extent-key-unaligned-meta": ('extent-refs', 'space-counters', 'free-space-tree'),
+    "foreign-type-root": ('stray-items',),
+    "foreign-type-dev": ('stray-items',),
+    "tb-future-root-leaf": ('tree-salvage',),
+    "tb-future-root-node": ('tree-salvage',),
+    "tb-future-extent-leaf": ('tree-salvage',),
+    "fst-extent-unaligned": ('tree-salvage', 'free-space-tree'),
     "inode-cache": ('stray-items',),
     "tree-ref-level": ('extent-refs',),
     "tree-ref-level-noskinny": ('extent-refs',),
@@ -658,6 +694,9 @@ def make_case(c: Case, base: Base, work: Path) -> bool:
     if c.args:
         lines.append(f"args: {' '.join(c.args)}")
     lines.append(f"btrfs-check: {'fails' if fails else 'passes'}")
+    if LATEST_BTRFS.exists():  # btrfs-progs 7.3 (../shared/tools/ref-progs-latest): a second judge
+        p = run([LATEST_BTRFS, "check", "--readonly", img], check=False, timeout=300)
+        lines.append(f"btrfs-check-7.3: {'fails' if p.returncode else 'passes'}")
     if c.pending:
         lines.append(f"pending: {c.pending}")
     lines.append(f"repair: {' '.join(c.repair) if c.repair else 'none'}")
