@@ -358,7 +358,10 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 		block_key(b, i, &k);
 		if (k.type == BTRFS_INODE_ITEM_KEY && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_inode_item)) {
 			st->last_ino = k.objectid;
-			st->last_nodatasum = inode_flags(d) & BTRFS_INODE_NODATASUM;
+			/* the data relocation tree's files hold copies whose checksums the
+			 * kernel clones from the source extent: none when the source had none */
+			st->last_nodatasum = (inode_flags(d) & BTRFS_INODE_NODATASUM) ||
+					     root->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID;
 			st->last_valid = true;
 			st->gap = false;
 			continue;
