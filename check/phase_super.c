@@ -184,7 +184,12 @@ static void check_super_fields(struct check_ctx *ctx)
 	if (super_flags(sb) & ~(known | changing))
 		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 " hold %#" PRIx64 ", which the "
 			       "kernel does not mount with", super_flags(sb), super_flags(sb) & ~(known | changing));
-	if (super_flags(sb) & changing)
+	/* an fsid rewrite stopped halfway: tree blocks carry either fsid; neither the
+	 * kernel nor btrfs check opens it until btrfstune -u or btk-tune --fsid ends it */
+	if (super_flags(sb) & BTRFS_SUPER_FLAG_CHANGING_FSID)
+		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 ": an fsid change was interrupted "
+			       "(finish it with btk-tune --fsid or btrfstune -u)", super_flags(sb));
+	else if (super_flags(sb) & changing)
 		msg_info("superblock flags %#" PRIx64 ": a conversion is in progress (%#" PRIx64 "); the kernel mounts "
 			 "nothing until the tool that began it (btrfstune, btk-tune) finishes it", super_flags(sb),
 			 super_flags(sb) & changing);
