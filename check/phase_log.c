@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Log trees: a regular file extent a subvolume's log tree holds for an
  * inode with checksums must find its checksums in that log tree, which the
- * kernel copies into the csum tree when it replays the log (without them
- * the replayed data reads back as checksum errors). btrfs check reports the
+ * kernel copies into the csum tree when it replays the log, or already in
+ * the csum tree (without them the replayed data reads back as checksum
+ * errors). btrfs check reports the
  * same ("csum missing in log"). Nothing else of a log tree is checked here;
  * its blocks are verified by the tree-block walk. */
 #include <errno.h>
@@ -21,18 +22,43 @@ struct log_walk {
 	uint64_t csum_ino;      /* the last inode item seen, when it has checksums */
 };
 
-/* Whether the log tree's checksum items cover [start, start + len): 1, 0 or -errno. */
-static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
+/* The end of the checksummed run that starts at start in root (the csum
+ * tree when root is NULL), at most end: start when start has no checksum. */
+static int covered_upto(struct log_walk *w, const struct tree_root_ptr *root, uint64_t start, uint64_t end,
+			uint64_t *upto)
 {
 	struct csum_tree_cursor c;
-	uint64_t lo, hi, pos = start;
 	const uint8_t *csums;
-	int ret = csum_tree_open_in(&c, w->ctx->fs, w->log, start, start + len);
+	uint64_t lo, hi;
+	int ret = root ? csum_tree_open_in(&c, w->ctx->fs, root, start, end)
+		       : csum_tree_open(&c, w->ctx->fs, start, end);
 
-	while (ret == 0 && pos < start + len && (ret = csum_tree_next(&c, &lo, &hi, &csums)) == 1)
-		ret = lo > pos ? 0 : (pos = hi, 0);
+	*upto = start;
+	while (ret == 0 && *upto < end && (ret = csum_tree_next(&c, &lo, &hi, &csums)) == 1)
+		ret = lo > *upto ? 1 : (*upto = hi, 0);
 	csum_tree_close(&c);
-	return ret < 0 ? ret : pos >= start + len;
+	return ret < 0 ? ret : 0;
+}
+
+/* Whether checksums cover [start, start + len) once the log is replayed: those
+ * the log holds, or those the csum tree already has (a full fsync logs old
+ * extents too, whose checksums were committed long ago; btrfs check accepts
+ * either): 1, 0 or -errno. */
+static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
+{
+	uint64_t pos = start, next;
+	int ret;
+
+	while (pos < start + len) {
+		if ((ret = covered_upto(w, w->log, pos, start + len, &next)) < 0)
+			return ret;
+		if (next == pos && (ret = covered_upto(w, NULL, pos, start + len, &next)) < 0)
+			return ret;
+		if (next == pos)
+			return 0;
+		pos = next;
+	}
+	return 1;
 }
 
 static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)

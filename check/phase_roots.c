@@ -11,6 +11,7 @@
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
 #include "check/repair_notes.h"
+#include "common/messages.h"
 #include <btk/item_check.h>
 #include <btk/block.h>
 #include <btk/csum.h>
@@ -522,10 +523,17 @@ int check_subvolumes(struct check_ctx *ctx)
 {
 	struct roots_scan s = { .ctx = ctx };
 	struct fs_info *fs = ctx->fs;
-	/* also when uuid_tree_generation is stale (the kernel would rescan it at
-	 * mount): mkfs and the kernel leave a tree that matches the root items */
-	bool check_uuids = fs->uuid_root.bytenr != 0;
+	/* not when uuid_tree_generation is stale (an older kernel or tool wrote
+	 * last): the kernel checks the tree at mount then, adding what is missing
+	 * and dropping what no subvolume has */
+	bool stale = super_uuid_tree_generation(fs_super(fs)) != super_generation(fs_super(fs));
+	bool check_uuids = fs->uuid_root.bytenr != 0 && !stale;
 	int ret;
+
+	if (fs->uuid_root.bytenr && stale)
+		msg_info("the uuid tree's generation %" PRIu64 " is not the filesystem's %" PRIu64 ": not checked (the "
+			 "kernel checks and mends it at the next mount)", super_uuid_tree_generation(fs_super(fs)),
+			 super_generation(fs_super(fs)));
 
 	s.have_entries = ctx->subvol_entries != NULL;
 	s.links = ctx->subvol_entries;

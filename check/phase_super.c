@@ -124,13 +124,15 @@ static void check_backup_root_ptr(struct check_ctx *ctx, int slot, const char *t
 
 /* The backup roots (what mounting with usebackuproot falls back to). A used
  * slot names generations no newer than the superblock's and roots inside
- * metadata (chunk root: system) chunks; the slot of the current generation
+ * metadata (chunk root: system) chunks; a slot of the current generation
  * names the superblock's own roots. Older slots may point at blocks reused
  * since, so their blocks are not read. */
 static void check_backup_roots(struct check_ctx *ctx)
 {
 	const uint8_t *sb = fs_super(ctx->fs);
 	uint64_t gen = super_generation(sb);
+	int current_slots = 0, current_other = 0;
+	bool current_match = false;
 
 	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
 		const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
@@ -149,12 +151,20 @@ static void check_backup_roots(struct check_ctx *ctx)
 		check_backup_root_ptr(ctx, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
 		check_backup_root_ptr(ctx, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
 		check_backup_root_ptr(ctx, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		if (backup_tree_root_gen(b) == gen &&
-		    (backup_tree_root(b) != super_root(sb) || backup_tree_root_level(b) != super_root_level(sb) ||
-		     backup_chunk_root(b) != super_chunk_root(sb)))
-			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
-				       "current one but names other roots than the superblock", i, gen);
+		if (backup_tree_root_gen(b) == gen) {
+			current_slots++;
+			if (backup_tree_root(b) == super_root(sb) && backup_tree_root_level(b) == super_root_level(sb) &&
+			    backup_chunk_root(b) == super_chunk_root(sb))
+				current_match = true;
+			else
+				current_other = i;
+		}
 	}
+	/* two commits can share a generation (the kernel creating the free-space
+	 * tree at mount does): one of them, the last, names the superblock's roots */
+	if (current_slots && !current_match)
+		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
+			       "current one but names other roots than the superblock", current_other, gen);
 }
 
 /* Superblock fields the kernel refuses to mount with: flags it does not know
@@ -174,7 +184,12 @@ static void check_super_fields(struct check_ctx *ctx)
 	if (super_flags(sb) & ~(known | changing))
 		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 " hold %#" PRIx64 ", which the "
 			       "kernel does not mount with", super_flags(sb), super_flags(sb) & ~(known | changing));
-	if (super_flags(sb) & changing)
+	/* an fsid rewrite stopped halfway: tree blocks carry either fsid; neither the
+	 * kernel nor btrfs check opens it until btrfstune -u or btk-tune --fsid ends it */
+	if (super_flags(sb) & BTRFS_SUPER_FLAG_CHANGING_FSID)
+		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 ": an fsid change was interrupted "
+			       "(finish it with btk-tune --fsid or btrfstune -u)", super_flags(sb));
+	else if (super_flags(sb) & changing)
 		msg_info("superblock flags %#" PRIx64 ": a conversion is in progress (%#" PRIx64 "); the kernel mounts "
 			 "nothing until the tool that began it (btrfstune, btk-tune) finishes it", super_flags(sb),
 			 super_flags(sb) & changing);
