@@ -259,11 +259,11 @@ int main(int argc, char **argv)
 	/* a repair's transaction keeps another eighth in dirty tree blocks at most */
 	fo.trans_dirty_bytes = a.opts.memory_limit / 8;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs);
 	ctx.opts = &a.opts;
 	if (ret) {
-		msg_error("%s", msg);
-		check_output_end(&ctx, FSCK_EXIT_ERROR, msg);
+		msg_error("%s", btk_error_msg());
+		check_output_end(&ctx, FSCK_EXIT_ERROR, btk_error_msg());
 		return FSCK_EXIT_ERROR;
 	}
 	check_output_begin(&ctx);

@@ -487,13 +487,12 @@ static struct fs_info *open_for_repair(const struct repair_options *o, char **pa
 {
 	struct fs_open_options opts = *fo;
 	struct fs_info *fs;
-	char msg[600];
 
 	/* a dry run reads only: whatever it does in memory cannot reach the devices */
 	opts.writable = !o->dry_run;
 	opts.undo_path = o->dry_run ? NULL : undo_path;
-	if (fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg))) {
-		msg_error("%s", msg);
+	if (fs_open((const char *const *)paths, npaths, &opts, &fs)) {
+		msg_error("%s", btk_error_msg());
 		return NULL;
 	}
 	if (o->dry_run)
@@ -682,9 +681,8 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 
 	/* check again, from what is on the devices now */
 	{
-		char msg[600];
-		if (fs_open((const char *const *)paths, npaths, fo, &ctx->fs, msg, sizeof(msg))) {
-			msg_error("opening the repaired filesystem: %s", msg);
+		if (fs_open((const char *const *)paths, npaths, fo, &ctx->fs)) {
+			msg_error("opening the repaired filesystem: %s", btk_error_msg());
 			return FSCK_EXIT_ERROR;
 		}
 	}

@@ -234,7 +234,6 @@ int cmd_bg_tree(int argc, char **argv)
 	struct fs_open_options fo;
 	struct bgt_run r = { 0 };
 	struct fs_info *fs;
-	char msg[600];
 	bool enabled;
 	int ret;
 
@@ -246,9 +245,9 @@ int cmd_bg_tree(int argc, char **argv)
 	fo.note = msg_fs_note;
 	fo.cancelled = cli_cancelled;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	enabled = fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;

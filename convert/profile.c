@@ -248,9 +248,9 @@ int cmd_profile(int argc, char **argv)
 	fo.note = msg_fs_note;
 	fo.cancelled = cli_cancelled;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	ret = profile_plan(fs, &a.tg, &plans, &nplans, msg, sizeof(msg));

@@ -646,9 +646,9 @@ int cmd_dump(int argc, char **argv)
 	fo.note = msg_fs_note;
 	fo.scan_devices = true;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &d.fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &d.fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	/* before any long work: the output must be one we may write */

@@ -117,10 +117,9 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 /* The fs_info that carries the geometry, the chunk map and the outputs. */
 static int setup_fs(struct restore_ctx *r)
 {
-	char why[200];
-	int ret = fs_create_from_super(r->super, &r->fs, why, sizeof(why));
+	int ret = fs_create_from_super(r->super, &r->fs);
 
-	return ret == -EUCLEAN ? rs_error(r, "the image: %s", why) : ret;
+	return ret == -EUCLEAN ? rs_error(r, "the image: %s", btk_error_msg()) : ret;
 }
 
 /* ---------------------------------------------------------------- the chunk tree */

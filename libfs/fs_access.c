@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The read-only views programs get of struct fs_info's private members:
- * devices, chunks and the superblock (btk/fs.h, btk/volumes.h); the last
- * error message is kept by fs_info.c. */
+ * devices, chunks and the superblock (btk/fs.h, btk/volumes.h). */
 #include <stdio.h>
 
 #include <btk/fs.h>

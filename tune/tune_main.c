@@ -229,7 +229,6 @@ static struct fs_info *open_filesystem(const struct tune_args *a)
 {
 	struct fs_open_options opts;
 	struct fs_info *fs;
-	char msg[600];
 	int ret;
 
 	fs_open_options_init(&opts);
@@ -242,9 +241,9 @@ static struct fs_info *open_filesystem(const struct tune_args *a)
 	/* open a half-changed filesystem too: the pending check explains what to do */
 	opts.fsid_change = true;
 	env_knobs_fill(&opts);
-	ret = fs_open((const char *const *)a->paths, a->npaths, &opts, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a->paths, a->npaths, &opts, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return NULL;
 	}
 	if (a->o.dry_run)

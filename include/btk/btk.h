@@ -27,6 +27,7 @@
 #define BTK_BTK_H
 
 #include <btk/endian_access.h>
+#include <btk/error.h>
 #include <btk/format.h>
 #include <btk/key.h>
 #include <btk/names.h>
