@@ -56,6 +56,11 @@ const char *btk_error_msg(void)
 	return last.msg;
 }
 
+enum btk_err_kind btk_error_kind(int err)
+{
+	return err && last.err == err ? last.kind : btk_err_kind_of(err);
+}
+
 const char *btk_error_text(int err)
 {
 	return last.msg[0] ? last.msg : strerror(err < 0 ? -err : err);

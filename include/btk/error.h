@@ -50,6 +50,10 @@ enum btk_err_kind btk_err_kind_of(int err);
 const struct btk_error *btk_last_error(void);
 /* Its message ("" when none). */
 const char *btk_error_msg(void);
+/* The kind of the failure that returned err: the record's when it was
+ * recorded with that err (an explicit kind: checksum, feature gate), else
+ * the errno's own. For decisions: exit codes, refusals, cancellation. */
+enum btk_err_kind btk_error_kind(int err);
 /* What to print for a failure that returned err: the record's message, or
  * strerror(-err) when there is none. (Not matched against the record's err:
  * callers may turn one errno into another and keep the message, as

@@ -45,6 +45,10 @@ Test(error, kind_from_errno)
 	btk_error_set(-EUCLEAN, BTK_ERR_CSUM, "bad csum");
 	cr_assert_eq(btk_last_error()->kind, BTK_ERR_CSUM);
 	cr_assert_eq(btk_last_error()->err, -EUCLEAN);
+	/* the kind of a failure: the record's when it is about that errno */
+	cr_assert_eq(btk_error_kind(-EUCLEAN), BTK_ERR_CSUM);
+	cr_assert_eq(btk_error_kind(-ECANCELED), BTK_ERR_CANCELLED, "an unrecorded failure: its errno's kind");
+	cr_assert_eq(btk_error_kind(0), BTK_ERR_NONE);
 }
 
 Test(error, record_message_text_and_clear)
