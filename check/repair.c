@@ -452,11 +452,14 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 	r->class_name = c->name;
 	r->changes = 0;
 	r->left = 0;
+	/* a failure of this class is told by what it records, not by a failure it
+	 * (or the check) handled before: failures a class goes past stay recorded */
+	btk_error_clear();
 	if (!c->transaction)
 		return c->run(r);
 	ret = trans_start(r->fs, &r->t);
 	if (ret)
-		return fs_error(r->fs, ret, "cannot start a transaction: %s", fs_error_message(r->fs));
+		return fs_error(r->fs, ret, "cannot start a transaction: %s", btk_error_msg());
 	ret = c->run(r);
 	if (ret || r->opts->dry_run || !r->changes) {
 		trans_abort(r->t);
@@ -639,7 +642,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			mark_class_fixed(&classes[i], ctx, fixed);
 		if (ret) {
 			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
-				  fs_error_message(r.fs)[0] ? fs_error_message(r.fs) : "error");
+				  btk_error_msg()[0] ? btk_error_msg() : "error");
 			failed = true;
 		} else if (!r.changes) {
 			repair_say(&r, "nothing to change");
@@ -659,7 +662,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	if (!o->dry_run && changes) {
 		ret = fs_finish_undo(r.fs);
 		if (ret) {
-			msg_errno(ret, "%s", fs_error_message(r.fs));
+			msg_errno(ret, "%s", btk_error_msg());
 			failed = true;
 		}
 	}
