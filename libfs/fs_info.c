@@ -52,16 +52,3 @@ bool fs_fsid_is_seed(const struct fs_info *fs, const uint8_t *fsid)
 			return true;
 	return false;
 }
-
-/* Deprecated, for the transition only: the calling thread's record. */
-const char *fs_error_message(const struct fs_info *fs)
-{
-	(void)fs;
-	return btk_error_msg();
-}
-
-void fs_error_clear(struct fs_info *fs)
-{
-	(void)fs;
-	btk_error_clear();
-}

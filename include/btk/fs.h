@@ -254,8 +254,5 @@ int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *ou
 unsigned fs_num_devices(const struct fs_info *fs);
 const struct fs_device *fs_device(const struct fs_info *fs, unsigned i);
 const uint8_t *fs_super(const struct fs_info *fs);
-/* Deprecated (the transition to btk/error.h): btk_error_msg(), btk_error_clear(). */
-const char *fs_error_message(const struct fs_info *fs);
-void fs_error_clear(struct fs_info *fs);
 
 #endif
