@@ -39,12 +39,12 @@ static bool stale_primary_mountable(struct check_ctx *ctx, const uint8_t *sb)
 {
 	struct block_expect want = { .generation = super_generation(sb), .level = super_root_level(sb) };
 	struct tree_block *b;
-	bool salvage = ctx->fs->salvage;
+	bool salvage;
 	int ret;
 
-	ctx->fs->salvage = false;   /* the kernel takes the block as it is, or not at all */
+	salvage = fs_set_salvage(ctx->fs, false); /* the kernel takes the block as it is, or not at all */
 	ret = block_read(ctx->fs, super_root(sb), &want, &b);
-	ctx->fs->salvage = salvage;
+	fs_set_salvage(ctx->fs, salvage);
 	if (ret)
 		return false;
 	block_put(ctx->fs, b);

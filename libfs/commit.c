@@ -496,7 +496,7 @@ int trans_commit(struct trans *t)
 	struct fs_info *fs = t->fs;
 	int ret;
 
-	if (fs->cancelled && fs->cancelled()) {
+	if (fs_cancel_requested(fs)) {
 		trans_abort(t);
 		return fs_error(fs, -ECANCELED, "cancelled before the commit: the transaction was dropped whole");
 	}

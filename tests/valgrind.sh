@@ -42,7 +42,7 @@ run() {
 }
 
 run_one() {
-    local name=$1 dir=$logroot/$1 status log bad=0
+    local name=$1 dir=$logroot/$1 status log bad=0 start=$SECONDS
     shift
     mkdir -p "$dir"
     valgrind --leak-check=full --show-leak-kinds=definite,indirect,possible \
@@ -74,7 +74,7 @@ run_one() {
         cat "$dir/report"
     else
         echo ok >"$dir/verdict"
-        echo "ok   $name"
+        echo "ok   $name ($((SECONDS - start)) s)"
     fi
 }
 

@@ -67,6 +67,8 @@ enum item_fault {
 	ITEM_BAD_FIELD,    /* a field has a value the format forbids */
 	ITEM_REF_TYPE,     /* an inline reference of a type that cannot be inline */
 	ITEM_REF_ORDER,    /* inline references out of the kernel's order */
+	ITEM_UNKNOWN_BITS, /* otherwise valid, with type bits this format version does not define */
+	ITEM_FAULT_LAST = ITEM_UNKNOWN_BITS
 };
 
 struct item_verdict {

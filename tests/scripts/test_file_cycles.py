@@ -55,6 +55,34 @@ def test_stale_object_without_source_is_left_out(tmp_path):
     assert r.returncode == 0, r.stdout
 
 
+def test_library_objects_under_pic_are_read(tmp_path):
+    """The library is compiled position-independent into build/pic/: a circle
+    there must fail as one among the program objects does."""
+    b = build(tmp_path, {
+        "libfs/a.c": "int b_helper(void);\nint a_main(void) { return b_helper(); }\n",
+        "libfs/b.c": "int a_main(void);\nint b_helper(void) { return a_main(); }\n",
+    })
+    (b / "pic").mkdir()
+    (b / "libfs").rename(b / "pic" / "libfs")
+    r = run(b, tmp_path)
+    assert r.returncode == 1, r.stdout
+    assert "circle of 2 files: libfs/a.c libfs/b.c" in r.stdout
+
+
+def test_object_older_than_its_source_is_left_out(tmp_path):
+    """An object left by an earlier layout (build/libfs/ beside build/pic/libfs/)
+    is older than its source: reading it would report circles long gone."""
+    b = build(tmp_path, {
+        "libfs/a.c": "int b_helper(void);\nint a_main(void) { return b_helper(); }\n",
+        "libfs/b.c": "int a_main(void);\nint b_helper(void) { return a_main(); }\n",
+    })
+    later = os.path.getmtime(b / "libfs" / "b.o") + 10
+    (tmp_path / "libfs" / "b.c").write_text("int b_helper(void) { return 1; }\n")
+    os.utime(tmp_path / "libfs" / "b.c", (later, later))
+    r = run(b, tmp_path)
+    assert r.returncode == 0, r.stdout
+
+
 def test_one_way_calls_pass(tmp_path):
     b = build(tmp_path, {
         "check/a.c": "int b_helper(void);\nint a_main(void) { return b_helper(); }\n",
