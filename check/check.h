@@ -197,6 +197,9 @@ void check_output_begin(struct check_ctx *ctx);
 void check_output_summary(struct check_ctx *ctx, struct json_object *summary);
 void check_output_section(struct check_ctx *ctx, const char *key, struct json_object *value);
 void check_output_end(struct check_ctx *ctx, int status, const char *error);
+/* The same after a libfs call failed with err: its message, and in JSON its
+ * kind ("error_kind": io, corrupt, unsupported, busy, ...). */
+void check_output_end_failed(struct check_ctx *ctx, int status, int err);
 /* --list-problems: the problem registry as text or one JSON document; 0. */
 int check_list_problems(enum cli_format format);
 

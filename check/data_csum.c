@@ -274,7 +274,7 @@ static int verify_stripe(struct dc_state *s, const struct dc_stripe *st)
 		ret = queue_range(s, st, lo, hi, d);
 	csum_tree_close(&c);
 	if (ret < 0 && ret != -ECANCELED && ret != -ENOMEM) {
-		report_problem(s->ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", fs_error_message(fs));
+		report_problem(s->ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", btk_error_msg());
 		ret = 0;
 	}
 	return ret < 0 ? ret : 0;

@@ -259,17 +259,19 @@ int main(int argc, char **argv)
 	/* a repair's transaction keeps another eighth in dirty tree blocks at most */
 	fo.trans_dirty_bytes = a.opts.memory_limit / 8;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &ctx.fs);
 	ctx.opts = &a.opts;
 	if (ret) {
-		msg_error("%s", msg);
-		check_output_end(&ctx, FSCK_EXIT_ERROR, msg);
-		return FSCK_EXIT_ERROR;
+		/* fsck(8): an open the user cancelled is cancelled, not an operational error */
+		int status = btk_error_kind(ret) == BTK_ERR_CANCELLED ? FSCK_EXIT_CANCELLED : FSCK_EXIT_ERROR;
+		msg_error("%s", btk_error_text(ret));
+		check_output_end_failed(&ctx, status, ret);
+		return status;
 	}
 	check_output_begin(&ctx);
-	if (a.repair.enabled && !a.repair.dry_run && fs_check_device_sizes(ctx.fs)) {
-		msg_error("%s", fs_error_message(ctx.fs));
-		check_output_end(&ctx, FSCK_EXIT_ERROR, fs_error_message(ctx.fs));
+	if (a.repair.enabled && !a.repair.dry_run && (ret = fs_check_device_sizes(ctx.fs))) {
+		msg_error("%s", btk_error_msg());
+		check_output_end_failed(&ctx, FSCK_EXIT_ERROR, ret);
 		fs_close(ctx.fs);
 		return FSCK_EXIT_ERROR;
 	}

@@ -97,6 +97,17 @@ void check_output_end(struct check_ctx *ctx, int status, const char *error)
 	json_doc_print(doc);
 }
 
+void check_output_end_failed(struct check_ctx *ctx, int status, int err)
+{
+	if (ctx->opts->format == CLI_FORMAT_JSON) {
+		if (!ctx->json_doc)
+			ctx->json_doc = json_doc_new();
+		json_object_object_add(ctx->json_doc, "error_kind",
+				       json_object_new_string(btk_err_kind_name(btk_error_kind(err))));
+	}
+	check_output_end(ctx, status, btk_error_text(err));
+}
+
 /* The registry's space-separated classes as a JSON array. */
 static struct json_object *classes_json(const char *list)
 {

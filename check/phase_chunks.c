@@ -334,7 +334,7 @@ static void check_block_groups(struct check_ctx *ctx)
 	uint64_t used = 0;
 
 	if (fs_read_block_groups(ctx->fs, &bgs) != 0) {
-		report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "cannot read block group items: %s", fs_error_message(ctx->fs));
+		report_problem(ctx, PR_CHUNK_NO_BLOCK_GROUP, "cannot read block group items: %s", btk_error_msg());
 		return;
 	}
 	for (size_t i = 0; i < bgs.count; i++) {
@@ -377,7 +377,7 @@ static int check_chunk_items(struct check_ctx *ctx)
 		if (key.type != BTRFS_CHUNK_ITEM_KEY)
 			continue;
 		if (chunk_item_validate(fs, key.offset, data, size)) {
-			report_problem(ctx, PR_ITEM_MALFORMED, "%s (left out of the chunk map)", fs_error_message(fs));
+			report_problem(ctx, PR_ITEM_MALFORMED, "%s (left out of the chunk map)", btk_error_msg());
 			continue;
 		}
 		c = fs_chunk_lookup(fs, key.offset);
@@ -403,7 +403,7 @@ int check_chunks(struct check_ctx *ctx)
 		if (ret == -ENOMEM)
 			return ret;
 		if (ret)
-			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "dev tree: %s", fs_error_message(ctx->fs));
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "dev tree: %s", btk_error_msg());
 		check_stripes(ctx, ext, n);
 		check_dev_extents(ctx, ext, n);
 		free(ext);

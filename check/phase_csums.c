@@ -70,7 +70,7 @@ static int next_item(struct csum_cursor *c)
 	if (ret <= 0) {
 		c->at_end = true;
 		if (ret < 0 && ret != -ENOMEM) {
-			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", fs_error_message(ctx->fs));
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "csum tree: %s", btk_error_msg());
 			ret = 0;
 		}
 		return ret;

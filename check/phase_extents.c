@@ -253,7 +253,7 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 		}
 	}
 	if (ret < 0 && ret != -ENOMEM) { /* the tree, not the bitmap: a problem of the filesystem */
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "free-space tree: %s", fs_error_message(fs));
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "free-space tree: %s", btk_error_msg());
 		ret = 1;
 	}
 out:
@@ -369,7 +369,7 @@ int check_extents(struct check_ctx *ctx)
 	}
 	ret = scan_extent_tree(&s);
 	if (ret) {
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs_error_message(ctx->fs));
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", btk_error_msg());
 		ret = 0;
 		goto out;
 	}

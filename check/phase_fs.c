@@ -62,7 +62,7 @@ static int tree_end(struct fs_walk *w, const struct tree_root_ptr *root, int ret
 	if (ret < 0 && ret != -ENOMEM) {
 		/* an unreadable root block: the tree-block phase reported it; go on */
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
-			       root->objectid, fs_error_message(w->ctx->fs));
+			       root->objectid, btk_error_msg());
 		ret = 0;
 	}
 	return ret < 0 ? ret : w->err;
@@ -124,7 +124,7 @@ int fs_feed_start(struct check_ctx *ctx)
 	ret = collect_roots(ctx, &f->roots);
 	if (ret) {   /* reported by the filesystem-tree phase, as before the walk was fed */
 		f->roots_err = ret;
-		snprintf(f->roots_msg, sizeof(f->roots_msg), "%s", fs_error_message(ctx->fs));
+		snprintf(f->roots_msg, sizeof(f->roots_msg), "%s", btk_error_msg());
 		f->roots.n = 0;
 		f->roots.bytes = 0;
 		return ret == -ENOMEM ? ret : 0;

@@ -118,7 +118,7 @@ struct fs_item_walk {
 /* Every item of root in key order through fn (with w as arg), past
  * unreadable blocks: each is reported and its key range recorded in w->lost.
  * 0, fn's nonzero value, or -errno (an unreadable root block: the whole tree
- * recorded lost; fs_error_message(fs) says why). */
+ * recorded lost; btk_error_msg() says why). */
 int fs_walk_items(struct fs_walk *w, const struct tree_root_ptr *root, tree_item_fn fn);
 /* The same walk driven by another tree walk (phase_trees.c) that hands over
  * every block of root in depth-first order and every unreadable child:

@@ -96,7 +96,7 @@ static int read_status(struct check_ctx *ctx, struct quota_status *qs, bool repo
 		if (report)
 			report_problem(ctx, ret == -ENOENT ? PR_QGROUP_ITEM_BAD : PR_TREE_BLOCK_UNREADABLE,
 				       "quota tree: no readable qgroup status item%s%s", ret == -ENOENT ? "" : ": ",
-				       ret == -ENOENT ? "" : fs_error_message(fs));
+				       ret == -ENOENT ? "" : btk_error_msg());
 		return 0;
 	}
 	qs->present = true;
@@ -352,7 +352,7 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 		}
 		ret = link_relations(ctx, t, rel, nrel);
 	} else if (ret != -ENOMEM) {
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "quota tree: %s", fs_error_message(fs));
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "quota tree: %s", btk_error_msg());
 		ret = 1; /* the numbers cannot be compared */
 	}
 	free(rel);
@@ -418,7 +418,7 @@ static int account_simple(struct check_ctx *ctx, struct qgroup_state *st, struct
 	if (ret < 0) {
 		if (ret == -ENOMEM)
 			return ret;
-		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs_error_message(fs));
+		report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", btk_error_msg());
 		return 1;
 	}
 	for (size_t i = 0; i < st->nowners; i++)

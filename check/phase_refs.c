@@ -741,7 +741,7 @@ static int scan_item(struct extent_pass *p)
 	ret = tree_iter_next(&p->it, &k, &d, &size);
 	if (ret <= 0) {
 		if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
-			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", fs_error_message(ctx->fs));
+			report_problem(ctx, PR_TREE_BLOCK_UNREADABLE, "extent tree: %s", btk_error_msg());
 			/* as the join's start would have said (see join_refs) */
 			if (!ctx->infer_full_backref)
 				*p->incomplete = true;

@@ -360,7 +360,7 @@ static int scan_root_tree(struct roots_scan *s)
 	int ret = tree_each_item(s->ctx->fs, &s->ctx->fs->tree_root, root_tree_item, s);
 
 	if (ret < 0 && ret != -ENOMEM) {
-		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs_error_message(s->ctx->fs));
+		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", btk_error_msg());
 		ret = 0;
 	} else if (ret >= 0 && !s->err) {
 		check_required_roots(s);

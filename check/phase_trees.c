@@ -301,7 +301,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 	}
 	if (ret) {
 		check_note_unreadable_tree(ctx, 0);
-		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", fs_error_message(fs));
+		report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "root tree: %s", btk_error_msg());
 		/* the chunk tree does not hang off the root tree: still walked */
 		list.roots = malloc(sizeof(*list.roots));
 		if (!list.roots) {
@@ -336,7 +336,7 @@ int check_tree_blocks(struct check_ctx *ctx)
 		if (ret) {
 			check_note_unreadable_tree(ctx, v.root->objectid);
 			report_problem(ctx, PR_TREE_ROOT_UNREADABLE, "tree %" PRIu64 " root %" PRIu64 ": %s",
-				       v.root->objectid, v.root->bytenr, fs_error_message(fs));
+				       v.root->objectid, v.root->bytenr, btk_error_msg());
 			ret = 0;
 		}
 	}

@@ -452,11 +452,14 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 	r->class_name = c->name;
 	r->changes = 0;
 	r->left = 0;
+	/* a failure of this class is told by what it records, not by a failure it
+	 * (or the check) handled before: failures a class goes past stay recorded */
+	btk_error_clear();
 	if (!c->transaction)
 		return c->run(r);
 	ret = trans_start(r->fs, &r->t);
 	if (ret)
-		return fs_error(r->fs, ret, "cannot start a transaction: %s", fs_error_message(r->fs));
+		return fs_error(r->fs, ret, "cannot start a transaction: %s", btk_error_msg());
 	ret = c->run(r);
 	if (ret || r->opts->dry_run || !r->changes) {
 		trans_abort(r->t);
@@ -487,13 +490,12 @@ static struct fs_info *open_for_repair(const struct repair_options *o, char **pa
 {
 	struct fs_open_options opts = *fo;
 	struct fs_info *fs;
-	char msg[600];
 
 	/* a dry run reads only: whatever it does in memory cannot reach the devices */
 	opts.writable = !o->dry_run;
 	opts.undo_path = o->dry_run ? NULL : undo_path;
-	if (fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg))) {
-		msg_error("%s", msg);
+	if (fs_open((const char *const *)paths, npaths, &opts, &fs)) {
+		msg_error("%s", btk_error_msg());
 		return NULL;
 	}
 	if (o->dry_run)
@@ -640,7 +642,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			mark_class_fixed(&classes[i], ctx, fixed);
 		if (ret) {
 			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
-				  fs_error_message(r.fs)[0] ? fs_error_message(r.fs) : "error");
+				  btk_error_msg()[0] ? btk_error_msg() : "error");
 			failed = true;
 		} else if (!r.changes) {
 			repair_say(&r, "nothing to change");
@@ -660,7 +662,7 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 	if (!o->dry_run && changes) {
 		ret = fs_finish_undo(r.fs);
 		if (ret) {
-			msg_errno(ret, "%s", fs_error_message(r.fs));
+			msg_errno(ret, "%s", btk_error_msg());
 			failed = true;
 		}
 	}
@@ -682,9 +684,8 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 
 	/* check again, from what is on the devices now */
 	{
-		char msg[600];
-		if (fs_open((const char *const *)paths, npaths, fo, &ctx->fs, msg, sizeof(msg))) {
-			msg_error("opening the repaired filesystem: %s", msg);
+		if (fs_open((const char *const *)paths, npaths, fo, &ctx->fs)) {
+			msg_error("opening the repaired filesystem: %s", btk_error_msg());
 			return FSCK_EXIT_ERROR;
 		}
 	}

@@ -69,7 +69,7 @@ int repair_each_noted_inode(struct repair_ctx *r, int list, int (*fn)(struct rep
 void repair_say(struct repair_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The classes (check/repair_*.c). Each returns 0 (r->changes counts what it
- * did) or -errno with fs_error_message(r->fs) set; transactional ones only change r->t. */
+ * did) or -errno with btk_error_msg() set; transactional ones only change r->t. */
 int repair_super_copies(struct repair_ctx *r);
 int repair_tree_block_copies(struct repair_ctx *r);
 int repair_space_counters(struct repair_ctx *r);

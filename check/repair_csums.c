@@ -223,10 +223,8 @@ static void note_extent(struct cfix *x, uint64_t logical, struct named *v, size_
 
 	if (x->said >= SAY_MAX || *n == NAMED_EXTENTS || (*n && logical - v[*n - 1].start < v[*n - 1].len))
 		return;
-	if (data_users_find(x->fs, logical, e->users, NAMED_USERS, &e->n, &e->more, &e->start, &e->len)) {
-		fs_error_clear(x->fs);
+	if (data_users_find(x->fs, logical, e->users, NAMED_USERS, &e->n, &e->more, &e->start, &e->len))
 		return;
-	}
 	++*n;
 }
 

@@ -35,10 +35,8 @@ static uint64_t wanted_generation(struct repair_ctx *r, const struct btrfs_key *
 	struct tree_block *b;
 	uint64_t gen = r->fs->generation;
 
-	if (!(flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) || block_read(r->fs, k->objectid, NULL, &b) != 0) {
-		fs_error_clear(r->fs);
+	if (!(flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) || block_read(r->fs, k->objectid, NULL, &b) != 0)
 		return gen;
-	}
 	if (block_generation(b) && block_generation(b) <= gen)
 		gen = block_generation(b);
 	block_put(r->fs, b);

@@ -52,11 +52,11 @@ int repair_clear_log(struct repair_ctx *r)
 	}
 	ret = trans_start_with(fs, &topts, &t);
 	if (ret)
-		return fs_error(fs, ret, "cannot start a transaction: %s", fs_error_message(fs));
+		return fs_error(fs, ret, "cannot start a transaction: %s", btk_error_msg());
 	ret = pin_log_blocks(t, r->found->log_blocks);
 	if (ret) {
 		trans_abort(t);
-		return fs_error(fs, ret, "keeping the log tree's blocks: %s", ret == -ENOMEM ? "out of memory" : fs_error_message(fs));
+		return fs_error(fs, ret, "keeping the log tree's blocks: %s", ret == -ENOMEM ? "out of memory" : btk_error_msg());
 	}
 	repair_say(r, "log tree at %" PRIu64 " (level %u) dropped: what was fsynced since generation %" PRIu64
 		   " is lost", log_root, level, fs->generation);

@@ -101,7 +101,6 @@ static int drop_in_tree(struct repair_ctx *r, uint64_t root)
 		return ret;
 	ret = tree_walk(r->fs, &ptr, &ops, &bad);
 	if (ret < 0 && !f.visited && !f.err) {
-		fs_error_clear(r->fs);
 		repair_say(r, "subvolume %" PRIu64 ": its root block is unreadable, left as it is", root);
 		r->left++;
 		return 0;

@@ -122,10 +122,8 @@ static int keep_old_tree(struct rebuild *rb, const struct tree_root_ptr *root)
 		return 0;
 	ret = tree_walk(rb->fs, root, &ops, &bad);
 	/* an unreadable old root or node: its blocks below are not known */
-	if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
-		fs_error_clear(rb->fs);
+	if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC)
 		ret = 0;
-	}
 	return ret;
 }
 

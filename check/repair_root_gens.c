@@ -32,10 +32,8 @@ static int block_explains(struct repair_ctx *r, const uint8_t *d, uint64_t *gen)
 	struct tree_block *b;
 	int how;
 
-	if (!root_item_bytenr(d) || block_read(r->fs, root_item_bytenr(d), &any, &b) != 0) {
-		fs_error_clear(r->fs);
+	if (!root_item_bytenr(d) || block_read(r->fs, root_item_bytenr(d), &any, &b) != 0)
 		return 0;
-	}
 	*gen = block_generation(b);
 	how = !*gen || block_level(b) != root_item_level(d) ? 0 : *gen <= r->fs->generation ? 1 :
 	      *gen == root_item_generation(d) ? 2 : 0;

@@ -27,7 +27,7 @@ static int fix_root(void *arg, const struct root_fix *f)
 	if (ret) {
 		r->left++;
 		repair_say(r, "root %" PRIu64 ": block %" PRIu64 " does not read as its root (%s), root item left",
-			   f->key.objectid, f->new_bytenr, fs_error_message(r->fs));
+			   f->key.objectid, f->new_bytenr, btk_error_msg());
 		return 0;
 	}
 	block_put(r->fs, b);

@@ -91,10 +91,8 @@ static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
 	struct tree_root_ptr ptr;
 	int ret = trans_get_root(r->t, tree, &ptr);
 
-	if (ret) {
-		fs_error_clear(r->fs);
+	if (ret)
 		return 0;   /* a tree the check saw and a class before this one removed */
-	}
 	ret = tree_walk(r->fs, &ptr, &ops, NULL);
 	if (ret == -EUCLEAN && !f.n)
 		ret = 0;     /* unreadable blocks are the lost-blocks class's */
@@ -103,7 +101,6 @@ static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
 		ret = trans_rewrite_block(r->t, tree, f.v[i].level, &f.v[i].key, f.v[i].bytenr, &emptied);
 		if (ret == -ENOENT) {
 			/* its parent was rewritten with it gone (a pointer dropped) */
-			fs_error_clear(r->fs);
 			ret = 0;
 			continue;
 		}

@@ -69,7 +69,6 @@ int repair_stripe_crossing(struct repair_ctx *r)
 		ret = move_block(r, l.keys[i].objectid);
 		if (ret == -ENOENT || ret == -EUCLEAN) { /* its owner is gone or it does not read: left */
 			r->left++;
-			fs_error_clear(r->fs);
 			ret = 0;
 		}
 	}

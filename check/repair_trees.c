@@ -18,10 +18,8 @@ static int drop_damaged_tree(struct repair_ctx *r, uint64_t objectid, const char
 	uint64_t unreadable;
 	int ret;
 
-	if (!check_tree_unreadable(r->found, objectid) || trans_get_root(r->t, objectid, &root) != 0) {
-		fs_error_clear(r->fs);
+	if (!check_tree_unreadable(r->found, objectid) || trans_get_root(r->t, objectid, &root) != 0)
 		return 0;
-	}
 	if ((ret = trans_delete_damaged_tree(r->t, objectid, &unreadable)))
 		return ret;
 	repair_say(r, "the old %s had %" PRIu64 " unreadable block(s): dropped whole", what, unreadable);

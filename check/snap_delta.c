@@ -136,7 +136,7 @@ static int walk_dirty(struct fs_walk *w, const struct tree_root_ptr *root, const
 	fs_walk_finish(w);
 	if (ret < 0 && ret != -ENOMEM) {
 		report_problem(w->ctx, PR_TREE_ROOT_UNREADABLE, "root %" PRIu64 ": walk stopped: %s",
-			       root->objectid, fs_error_message(w->ctx->fs));
+			       root->objectid, btk_error_msg());
 		ret = 0;
 	}
 	return ret ? ret : w->err;

@@ -30,7 +30,7 @@ bool snap_ranges_has(const struct snap_ranges *r, const struct btrfs_key *k);
 void snap_ranges_free(struct snap_ranges *r);
 
 /* 0, 1 when more than max_blocks private blocks would be read (given up), or
- * -errno (a block unreadable: fs_error_message(fs)). *blocks: private blocks read. */
+ * -errno (a block unreadable: btk_error_msg()). *blocks: private blocks read. */
 int snap_diff(struct fs_info *fs, const struct tree_root_ptr *a, const struct tree_root_ptr *b, uint64_t max_blocks,
 	      snap_leaf_fn fn, void *arg, uint64_t *blocks);
 

@@ -234,7 +234,6 @@ int cmd_bg_tree(int argc, char **argv)
 	struct fs_open_options fo;
 	struct bgt_run r = { 0 };
 	struct fs_info *fs;
-	char msg[600];
 	bool enabled;
 	int ret;
 
@@ -246,9 +245,9 @@ int cmd_bg_tree(int argc, char **argv)
 	fo.note = msg_fs_note;
 	fo.cancelled = cli_cancelled;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	enabled = fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
@@ -262,7 +261,7 @@ int cmd_bg_tree(int argc, char **argv)
 	if (!r.half_done && enabled == !a.revert) {
 		msg_info("the block-group tree is %s already: nothing to do", enabled ? "enabled" : "disabled");
 	} else if ((ret = trans_check_state(fs))) {
-		msg_error("%s", fs_error_message(fs));
+		msg_error("%s", btk_error_msg());
 	} else if (!a.revert && !(fs->incompat & BTRFS_FEATURE_INCOMPAT_NO_HOLES)) {
 		msg_error("the kernel mounts a block-group tree only with no-holes: run 'btk-tune --enable no-holes' first");
 		ret = -EINVAL;
@@ -286,10 +285,10 @@ int cmd_bg_tree(int argc, char **argv)
 		if (ret && r.commits)
 			msg_error("conversion interrupted after %zu commit(s): %s; run the same command again to "
 				  "finish it (or the opposite one to undo it)", r.commits,
-				  fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
+				  btk_error_text(ret));
 		else if (ret)
 			msg_error("conversion failed, the filesystem is unchanged: %s",
-				  fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
+				  btk_error_text(ret));
 		else
 			msg_info("moved %zu block group item(s) in %zu transaction(s); block-group tree %s", r.moved,
 				 r.commits, a.revert ? "removed" : "enabled");

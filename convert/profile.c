@@ -248,9 +248,9 @@ int cmd_profile(int argc, char **argv)
 	fo.note = msg_fs_note;
 	fo.cancelled = cli_cancelled;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	ret = profile_plan(fs, &a.tg, &plans, &nplans, msg, sizeof(msg));
@@ -264,7 +264,7 @@ int cmd_profile(int argc, char **argv)
 	}
 	/* before hours of verifying and copying, not at the commit */
 	if ((ret = trans_check_state(fs))) {
-		msg_error("%s", fs_error_message(fs));
+		msg_error("%s", btk_error_msg());
 		goto out;
 	}
 	print_plan(fs, plans, nplans, !a.no_verify);
@@ -291,11 +291,11 @@ int cmd_profile(int argc, char **argv)
 			 "preallocated: read but not verifiable), repaired %" PRIu64 " data sector(s)",
 			 (double)st.data_bytes / 1048576.0, (double)st.data_unverified / 1048576.0, st.data_repaired);
 	ret = commit_plans(fs, &a.tg, plans, nplans);
-	if (ret == -ECANCELED) {
+	if (btk_error_kind(ret) == BTK_ERR_CANCELLED) {
 		msg_error("cancelled before the commit: the filesystem is unchanged");
 		goto out;
 	} else if (ret) {
-		msg_error("conversion failed, the filesystem is unchanged: %s", fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
+		msg_error("conversion failed, the filesystem is unchanged: %s", btk_error_text(ret));
 		goto out;
 	}
 	msg_info("converted %zu chunk(s)", nplans);
@@ -303,7 +303,7 @@ int cmd_profile(int argc, char **argv)
 		ret = fs_finish_undo(fs);
 		if (ret)
 			msg_error("the conversion is done, but finishing the undo file %s failed: %s", a.undo_file,
-				  fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
+				  btk_error_text(ret));
 		else
 			msg_info("undo file %s written: 'btk-undo %s DEVICE...' rolls the conversion back",
 				 a.undo_file, a.undo_file);

@@ -330,6 +330,6 @@ out:
 	free(v.good);
 	free(v.buf);
 	if (ret && !msg[0])
-		snprintf(msg, msglen, "%s", fs_error_message(fs)[0] ? fs_error_message(fs) : strerror(-ret));
+		snprintf(msg, msglen, "%s", btk_error_text(ret));
 	return ret;
 }

@@ -55,6 +55,7 @@ static int open_devices(struct fuzz_base *b, unsigned n, const struct fs_open_op
 		     struct fs_info **fs, char *msg, size_t msglen)
 {
 	struct io_dev *ios[FUZZ_MAX_DEVS];
+	int ret;
 
 	for (unsigned i = 0; i < n; i++) {
 		if (io_open_mem(b->image[i], b->size[i], false, &ios[i])) {
@@ -64,7 +65,10 @@ static int open_devices(struct fuzz_base *b, unsigned n, const struct fs_open_op
 			return -ENOMEM;
 		}
 	}
-	return fs_open_devices(ios, n, opts, fs, msg, msglen);
+	ret = fs_open_devices(ios, n, opts, fs);
+	if (ret)
+		snprintf(msg, msglen, "%s", btk_error_msg());
+	return ret;
 }
 
 struct collect_ctx {

@@ -274,7 +274,7 @@ static int walk_one_tree(struct dump_ctx *d, const struct tree_root_ptr *root, c
 		/* the root itself is unreadable: report it and go on with the other trees */
 		d->bad++;
 		msg_warning("tree %lld: root block %llu is unreadable and left out: %s", (long long)root->objectid,
-			    (unsigned long long)root->bytenr, fs_error_message(d->fs));
+			    (unsigned long long)root->bytenr, btk_error_msg());
 		return 0;
 	}
 	return ret;
@@ -345,7 +345,7 @@ static int dump_by_extent_tree(struct dump_ctx *d)
 					continue;
 				if (block_verify(d->fs, start + off, blk, &BLOCK_EXPECT_ANY) != BLOCK_OK) {
 					if (block_read(d->fs, start + off, &BLOCK_EXPECT_ANY, &tb)) {
-						dump_bad_block(d, start + off, -1, -EIO, fs_error_message(d->fs));
+						dump_bad_block(d, start + off, -1, -EIO, btk_error_msg());
 						continue;
 					}
 					memcpy(blk, tb->data, ns);
@@ -606,7 +606,7 @@ static int run_dump(struct dump_ctx *d)
 	if (d->args->walk_extent_tree && (ret = dump_by_extent_tree(d)))
 		return ret;
 	if ((ret = fs_list_trees(d->fs, &trees))) {
-		msg_error("listing the trees failed: %s", fs_error_message(d->fs));
+		msg_error("listing the trees failed: %s", btk_error_msg());
 		return ret;
 	}
 	for (size_t i = 0; i < trees.count && !ret; i++)
@@ -646,9 +646,9 @@ int cmd_dump(int argc, char **argv)
 	fo.note = msg_fs_note;
 	fo.scan_devices = true;
 	env_knobs_fill(&fo);
-	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &d.fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a.paths, a.npaths, &fo, &d.fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	/* before any long work: the output must be one we may write */
@@ -698,12 +698,12 @@ int cmd_dump(int argc, char **argv)
 				msg_errno(ret, "writing the btrfs-image dump failed");
 			bimg_writer_stats(d.biw, &tot.records, &tot.image_bytes);
 		}
-	} else if (ret == -ECANCELED) {
+	} else if (btk_error_kind(ret) == BTK_ERR_CANCELLED) {
 		msg_error("cancelled");
 	} else if (d.bw && btk_writer_error(d.bw)[0] && strcmp(btk_writer_error(d.bw), "unknown error")) {
 		msg_error("%s", btk_writer_error(d.bw));
 	} else if (!d.reported) {
-		msg_errno(ret, "dump failed%s%s", fs_error_message(d.fs)[0] ? ": " : "", fs_error_message(d.fs));
+		msg_errno(ret, "dump failed%s%s", btk_error_msg()[0] ? ": " : "", btk_error_msg());
 	}
 	progress_finish(d.prog);
 	d.prog = NULL;

@@ -117,10 +117,9 @@ static int take_super(struct restore_ctx *r, const struct img_record *rec)
 /* The fs_info that carries the geometry, the chunk map and the outputs. */
 static int setup_fs(struct restore_ctx *r)
 {
-	char why[200];
-	int ret = fs_create_from_super(r->super, &r->fs, why, sizeof(why));
+	int ret = fs_create_from_super(r->super, &r->fs);
 
-	return ret == -EUCLEAN ? rs_error(r, "the image: %s", why) : ret;
+	return ret == -EUCLEAN ? rs_error(r, "the image: %s", btk_error_msg()) : ret;
 }
 
 /* ---------------------------------------------------------------- the chunk tree */
@@ -154,7 +153,7 @@ static int parse_chunk_tree(struct restore_ctx *r)
 			key_from_disk(&key, item_key_ptr(item));
 			if (key.type == BTRFS_CHUNK_ITEM_KEY) {
 				if ((ret = chunk_map_add_item(r->fs, key.offset, data, size)))
-					return rs_error(r, "chunk tree: %s", fs_error_message(r->fs));
+					return rs_error(r, "chunk tree: %s", btk_error_msg());
 			} else if (key.type == BTRFS_DEV_ITEM_KEY) {
 				struct item_view iv = item_view_of(data, size);
 				struct src_device *v;
@@ -303,7 +302,7 @@ static int open_batched(struct restore_ctx *r)
 				io_close(ios[k]);
 				ios[k] = NULL;
 			}
-			return rs_error(r, "%s: %s", r->outs[i], fs_error_message(r->fs)[0] ? fs_error_message(r->fs) : strerror(-ret)), ret;
+			return rs_error(r, "%s: %s", r->outs[i], btk_error_text(ret)), ret;
 		}
 	}
 	return 0;

@@ -232,7 +232,7 @@ int cmd_heatmap(int argc, char **argv)
 		return INSPECT_ERROR;
 	ret = fs_read_block_groups(fs, &bgs);
 	if (ret)
-		msg_warning("cannot read the block groups (every chunk drawn as empty): %s", fs_error_message(fs));
+		msg_warning("cannot read the block groups (every chunk drawn as empty): %s", btk_error_msg());
 	ret = collect(fs, &bgs, a.physical, maps, &nmaps);
 	if (!ret)
 		ret = render(&a, maps, nmaps, &c);

@@ -108,7 +108,7 @@ static int print_logical(struct fs_info *fs, uint64_t logical, struct json_objec
 	struct json_object *list = NULL;
 
 	if (n < 0) {
-		msg_error("%s", fs_error_message(fs));
+		msg_error("%s", btk_error_msg());
 		return 1;
 	}
 	if (doc) {

@@ -214,7 +214,7 @@ static int print_tree(struct tree_printer *p, const struct tree_root_ptr *root)
 	ret = tree_walk(p->fs, root, &ops, NULL);
 	if (ret) {
 		fflush(stdout);
-		msg_error("tree %" PRIu64 ": %s", root->objectid, fs_error_message(p->fs));
+		msg_error("tree %" PRIu64 ": %s", root->objectid, btk_error_msg());
 		p->bad_blocks++;
 	}
 	return 0;
@@ -226,7 +226,7 @@ static int print_one_block(struct tree_printer *p, uint64_t bytenr)
 	int ret = block_read(p->fs, bytenr, &BLOCK_EXPECT_ANY, &b);
 
 	if (ret) {
-		msg_error("block %" PRIu64 ": %s", bytenr, fs_error_message(p->fs));
+		msg_error("block %" PRIu64 ": %s", bytenr, btk_error_msg());
 		return ret;
 	}
 	p->tree = block_owner(b);
@@ -268,14 +268,14 @@ int cmd_tree(int argc, char **argv)
 		if (ret == -ENOENT)
 			msg_error("tree %" PRIu64 " does not exist on this filesystem", a.tree);
 		else if (ret)
-			msg_error("cannot find tree %" PRIu64 ": %s", a.tree, fs_error_message(fs));
+			msg_error("cannot find tree %" PRIu64 ": %s", a.tree, btk_error_msg());
 		else
 			print_tree(&p, &root);
 	} else {
 		struct fs_tree_list list;
 		ret = fs_list_trees(fs, &list);
 		if (ret)
-			msg_error("cannot list the trees: %s", fs_error_message(fs));
+			msg_error("cannot list the trees: %s", btk_error_msg());
 		for (size_t i = 0; !ret && i < list.count; i++)
 			print_tree(&p, &list.roots[i]);
 		fs_tree_list_free(&list);

@@ -293,7 +293,7 @@ int cmd_usage(int argc, char **argv)
 	sh.shared = ebitmap_create(fs->nodesize);
 	ret = fs_list_trees(fs, &list);
 	if (ret) {
-		msg_error("cannot list the trees: %s", fs_error_message(fs));
+		msg_error("cannot list the trees: %s", btk_error_msg());
 		goto out;
 	}
 	trees = calloc(list.count ? list.count : 1, sizeof(*trees));
@@ -310,7 +310,7 @@ int cmd_usage(int argc, char **argv)
 			goto out;
 		}
 		if (tree_walk(fs, &list.roots[i], &ops, NULL)) {
-			msg_error("tree %" PRIu64 ": %s", list.roots[i].objectid, fs_error_message(fs));
+			msg_error("tree %" PRIu64 ": %s", list.roots[i].objectid, btk_error_msg());
 			failed = 1;
 		}
 		failed |= trees[i].bad_blocks != 0;
@@ -326,7 +326,7 @@ int cmd_usage(int argc, char **argv)
 	sums.total = ebitmap_count(sh.seen);
 	ret = fs_read_block_groups(fs, &bgs);
 	if (ret) {
-		msg_error("cannot read the block groups: %s", fs_error_message(fs));
+		msg_error("cannot read the block groups: %s", btk_error_msg());
 		goto out;
 	}
 	totals = calloc(bgs.count ? bgs.count : 1, sizeof(*totals));

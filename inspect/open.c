@@ -29,7 +29,6 @@ struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bo
 {
 	struct fs_open_options opts;
 	struct fs_info *fs;
-	char msg[600];
 	int ret;
 
 	fs_open_options_init(&opts);
@@ -38,9 +37,9 @@ struct fs_info *inspect_open(char **paths, unsigned npaths, int super_mirror, bo
 	opts.note = count_note;
 	opts.note_arg = notes;
 	env_knobs_fill(&opts);
-	ret = fs_open((const char *const *)paths, npaths, &opts, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)paths, npaths, &opts, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return NULL;
 	}
 	return fs;

@@ -308,7 +308,7 @@ static int group_load_fst(struct trans *t, struct alloc_group *g)
 	tree_iter_release(&it);
 	if (ret < 0 && ret != -ENOMEM) {
 		/* an unreadable block or a bad item of the free-space tree: the extent tree says the same */
-		fs->errmsg[0] = 0;
+		btk_error_clear();
 		ebitmap_clear_all(g->used);
 		return 1;
 	}

@@ -382,13 +382,20 @@ int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *e
 	if (good < 0 && fs->salvage && salvage_copy(fs, bytenr, expect, problems, ncopies, buf) == 0)
 		good = -2;
 	if (good < 0 && good != -2) {
-		int all_io = 1;
+		int all_io = 1, all_csum = 1;
 		free(buf);
-		for (int m = 0; m < ncopies; m++)
+		for (int m = 0; m < ncopies; m++) {
 			if (problems[m] != BLOCK_IO_ERROR && problems[m] != BLOCK_DEV_MISSING)
 				all_io = 0;
-		return fs_error(fs, all_io ? -EIO : -EUCLEAN, "tree block %llu: no good copy (%d tried; %s)",
-				(unsigned long long)bytenr, ncopies, block_problem_name(problems[0]));
+			if (problems[m] != BLOCK_BAD_CSUM)
+				all_csum = 0;
+		}
+		/* -EUCLEAN either way; the kind tells a checksum mismatch from nonsense */
+		fs_error_kind(fs, all_io ? -EIO : -EUCLEAN,
+			      all_io ? BTK_ERR_IO : all_csum ? BTK_ERR_CSUM : BTK_ERR_CORRUPT, "tree block %llu: no good copy (%d tried; %s)", (unsigned long long)bytenr, ncopies,
+			      block_problem_name(problems[0]));
+		btk_error_locate(bytenr, 0);
+		return all_io ? -EIO : -EUCLEAN;
 	}
 	if (good > 0)
 		fs_note(fs, FS_NOTE_INFO, "tree block %llu: using copy %d", (unsigned long long)bytenr,

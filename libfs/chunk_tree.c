@@ -23,7 +23,7 @@ int volumes_read_chunk_tree(struct fs_info *fs)
 			continue;
 		ret = chunk_map_add_item(fs, key.offset, data, size);
 		if (ret == -EUCLEAN && fs->tolerate_damage) {
-			fs_note(fs, FS_NOTE_WARNING, "chunk item left out: %s", fs->errmsg);
+			fs_note(fs, FS_NOTE_WARNING, "chunk item left out: %s", btk_error_msg());
 			fs->damage_tolerated = true;
 			continue;
 		}
@@ -33,7 +33,7 @@ int volumes_read_chunk_tree(struct fs_info *fs)
 	tree_iter_release(&it);
 	if (ret < 0 && ret != -ENOMEM && fs->tolerate_damage) {
 		/* the chunks read so far stay mapped; the check reports the tree's blocks */
-		fs_note(fs, FS_NOTE_WARNING, "chunk tree read only in part: %s", fs->errmsg);
+		fs_note(fs, FS_NOTE_WARNING, "chunk tree read only in part: %s", btk_error_msg());
 		fs->damage_tolerated = true;
 		ret = 0;
 	}

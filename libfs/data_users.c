@@ -36,7 +36,7 @@ static uint64_t file_offset(struct users *u, uint64_t root_id, uint64_t ino, uin
 	int ret;
 
 	if (fs_find_root(u->fs, root_id, &root) || !root.bytenr) {
-		u->fs->errmsg[0] = 0;
+		btk_error_clear();
 		return from;
 	}
 	tree_path_init(&path);
@@ -57,7 +57,7 @@ static uint64_t file_offset(struct users *u, uint64_t root_id, uint64_t ino, uin
 		ret = tree_next(u->fs, &path);
 	}
 	if (ret < 0)
-		u->fs->errmsg[0] = 0;
+		btk_error_clear();
 	tree_path_release(u->fs, &path);
 	return from;
 }
@@ -98,7 +98,7 @@ static void add_shared(struct users *u, uint64_t parent)
 		return;
 	}
 	if (block_read(u->fs, parent, &leaf, &b)) {
-		u->fs->errmsg[0] = 0;
+		btk_error_clear();
 		return;
 	}
 	for (unsigned i = 0; i < block_nritems(b); i++) {
@@ -200,10 +200,10 @@ void data_user_describe(struct fs_info *fs, const struct data_user *u, char *buf
 	char path[512];
 
 	if (fs_find_root(fs, u->root, &root) || !root.bytenr) {
-		fs->errmsg[0] = 0;
+		btk_error_clear();
 		snprintf(path, sizeof(path), "(no subvolume tree)");
 	} else if (inode_path(fs, &root, u->ino, path, sizeof(path)) < 0) {
-		fs->errmsg[0] = 0;
+		btk_error_clear();
 	}
 	snprintf(buf, len, "subvolume %" PRIu64 " inode %" PRIu64 " %s at offset %" PRIu64, u->root, u->ino, path,
 		 u->offset);

@@ -27,7 +27,7 @@ int trans_mark_qgroups_inconsistent(struct trans *t)
 	if (t->qgroups_marked)
 		return t->qgroups_inconsistent;
 	if (trans_get_root(t, BTRFS_QUOTA_TREE_OBJECTID, &quota) != 0) {
-		t->fs->errmsg[0] = 0;
+		btk_error_clear();
 		return 0;
 	}
 	t->qgroups_marked = true;

@@ -373,7 +373,7 @@ int fst_build(struct fs_info *fs, struct trans *t, struct fst_build_stats *st)
 	super_set_cache_generation(sb, (uint64_t)-1);
 out:
 	if (ret)
-		fs_error(fs, ret, "building the free-space tree: %s", fs->errmsg);
+		fs_error(fs, ret, "building the free-space tree: %s", btk_error_msg());
 	ebitmap_destroy(used);
 	plan_free(&plan);
 	return ret;

@@ -20,7 +20,6 @@
 #include <btk/volumes.h>
 #include <btk/wlog.h>
 #include "libfs/volumes_internal.h"
-#include "libfs/fs_internal.h"
 
 void fs_open_options_init(struct fs_open_options *opts)
 {
@@ -225,7 +224,7 @@ static int fs_gate_features(struct fs_info *fs, const uint8_t *sb, const char *p
 	ret = fs->writable ? features_check_write(incompat, compat_ro, why, sizeof(why))
 			   : features_check_read(incompat, why, sizeof(why));
 	if (ret)
-		return fs_error(fs, ret, "%s: %s", path, why);
+		return fs_error_kind(fs, ret, BTK_ERR_UNSUPPORTED, "%s: %s", path, why);
 	if (!first)
 		return 0;
 	if (unk_ro)
@@ -517,7 +516,7 @@ static void fs_scan_seed_members(struct fs_info *fs, const struct fs_open_option
 		}
 		fs_resolve_stripe_devices(fs);
 	}
-	fs->errmsg[0] = 0;
+	btk_error_clear();
 	free(l.v);
 }
 
@@ -625,7 +624,7 @@ static int fs_load_roots(struct fs_info *fs)
 		}
 		if (ret && ret != -ENOMEM && fs->tolerate_damage) {
 			fs_note(fs, FS_NOTE_WARNING, "tree %llu left out: %s", (unsigned long long)roots[i].id,
-				fs->errmsg);
+				btk_error_msg());
 			fs->damage_tolerated = true;
 			dst->bytenr = 0;
 			continue;
@@ -645,7 +644,7 @@ static int fs_try_backup_tree_root(struct fs_info *fs)
 	struct block_expect ex = { .generation = fs->tree_root.generation, .level = fs->tree_root.level,
 				   .owner = BTRFS_ROOT_TREE_OBJECTID };
 	const uint8_t *bk[BTRFS_NUM_BACKUP_ROOTS];
-	char why[sizeof(fs->errmsg)];
+	char why[BTK_ERR_MSG_MAX];
 	struct tree_block *b;
 	int slot[BTRFS_NUM_BACKUP_ROOTS], n = 0;
 
@@ -653,7 +652,7 @@ static int fs_try_backup_tree_root(struct fs_info *fs)
 		block_put(fs, b);
 		return 0;
 	}
-	snprintf(why, sizeof(why), "%s", fs->errmsg);
+	snprintf(why, sizeof(why), "%s", btk_error_msg());
 	/* the usable slots, newest first */
 	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
 		const uint8_t *r = super_super_roots_ptr(fs->super) + (size_t)i * sizeof(struct btrfs_root_backup);
@@ -710,7 +709,7 @@ static int fs_open_steps(struct fs_info *fs, const struct fs_open_options *opts,
 		return ret;
 	ret = volumes_read_chunk_tree(fs);
 	if (ret)
-		return fs_error(fs, ret, "cannot read the chunk tree: %s", fs->errmsg);
+		return fs_error(fs, ret, "cannot read the chunk tree: %s", btk_error_msg());
 	if (may_scan && opts->scan_devices)
 		fs_scan_seed_members(fs, opts);
 	ret = fs_note_missing_devices(fs, opts->allow_missing);
@@ -724,14 +723,13 @@ static int fs_open_steps(struct fs_info *fs, const struct fs_open_options *opts,
 		return 0;
 	ret = fs_load_roots(fs);
 	if (ret)
-		return fs_error(fs, ret, "cannot read the root tree: %s", fs->errmsg);
+		return fs_error(fs, ret, "cannot read the root tree: %s", btk_error_msg());
 	return 0;
 }
 
 /* Shared body of fs_open and fs_open_devices: exactly one of paths / ios is set. */
 static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigned n,
-			  const struct fs_open_options *opts, struct fs_info **out, char *msg,
-			  size_t msglen)
+			  const struct fs_open_options *opts, struct fs_info **out)
 {
 	struct fs_open_options defaults;
 	struct fs_info *fs;
@@ -739,22 +737,18 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 	unsigned i;
 
 	*out = NULL;
+	btk_error_clear();   /* what a failure below did not record is told by strerror */
 	if (!opts) {
 		fs_open_options_init(&defaults);
 		opts = &defaults;
 	}
-	if (n == 0) {
-		if (msg)
-			snprintf(msg, msglen, "no device given");
-		for (i = 0; ios && i < n; i++)
-			io_close(ios[i]);
-		return -EINVAL;
-	}
+	if (n == 0)
+		return btk_error_set(-EINVAL, BTK_ERR_NONE, "no device given");
 	fs = calloc(1, sizeof(*fs));
 	if (!fs) {
 		for (i = 0; ios && i < n; i++)
 			io_close(ios[i]);
-		return -ENOMEM;
+		return btk_error_set(-ENOMEM, BTK_ERR_NONE, "%s", strerror(ENOMEM));
 	}
 	fs->note = opts->note;
 	fs->note_arg = opts->note_arg;
@@ -777,8 +771,9 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 		ret = fs_error(fs, -EROFS, "the filesystem is sprouted from a seed device: btk does not write "
 			       "to sprouted filesystems");
 	if (ret) {
-		if (msg)
-			snprintf(msg, msglen, "%s", fs->errmsg[0] ? fs->errmsg : strerror(-ret));
+		/* the record is about this failure, with at least strerror's words */
+		if (btk_last_error()->err != ret)
+			fs_error(fs, ret, "%s", btk_error_msg()[0] ? btk_error_msg() : strerror(-ret));
 		fs_close(fs);
 		return ret;
 	}
@@ -787,18 +782,18 @@ static int fs_open_common(const char *const *paths, struct io_dev **ios, unsigne
 }
 
 int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
-	    struct fs_info **out, char *msg, size_t msglen)
+	    struct fs_info **out)
 {
-	return fs_open_common(paths, NULL, npaths, opts, out, msg, msglen);
+	return fs_open_common(paths, NULL, npaths, opts, out);
 }
 
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
-		    struct fs_info **out, char *msg, size_t msglen)
+		    struct fs_info **out)
 {
-	return fs_open_common(NULL, ios, n, opts, out, msg, msglen);
+	return fs_open_common(NULL, ios, n, opts, out);
 }
 
-int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, size_t msglen)
+int fs_create_from_super(const uint8_t *super, struct fs_info **out)
 {
 	struct fs_info *fs = calloc(1, sizeof(*fs));
 	uint32_t ns = super_nodesize(super), ss = super_sectorsize(super);
@@ -816,9 +811,8 @@ int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, 
 	}
 	if (ns < 4096 || ns > 65536 || (ns & (ns - 1)) || ss < 4096 || ss > ns || (ss & (ss - 1)) ||
 	    !fs->csum_size) {
-		if (msg)
-			snprintf(msg, msglen, "the superblock has an unusable geometry (nodesize %u, sectorsize "
-				 "%u, checksum type %u)", ns, ss, fs->csum_type);
+		fs_error(fs, -EUCLEAN, "the superblock has an unusable geometry (nodesize %u, sectorsize "
+			 "%u, checksum type %u)", ns, ss, fs->csum_type);
 		fs_close(fs);
 		return -EUCLEAN;
 	}

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The read-only views programs get of struct fs_info's private members:
  * devices, chunks and the superblock (btk/fs.h, btk/volumes.h), and the
- * few settings programs change on an open filesystem; the last error message
- * is kept by fs_info.c. */
+ * few settings programs change on an open filesystem. */
 #include <stdio.h>
 
 #include <btk/fs.h>

@@ -95,6 +95,8 @@ void trans_roots_release(struct trans *t);
 /* The entry of tree objectid, looked up in the committed trees the first
  * time (NULL: no such tree, with a message, or out of memory). */
 struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid);
+/* The -errno for a NULL trans_root_entry(): -ENOMEM or -ENOENT. */
+int trans_root_entry_err(void);
 /* A new zeroed entry (a tree made by this transaction); NULL: out of memory. */
 struct trans_root *trans_root_add(struct trans *t);
 /* The entries so far, for the commit. */

@@ -249,7 +249,7 @@ int trans_refs_take(struct trans *t, struct refs_batch *b)
 	memset(b, 0, sizeof(*b));
 	if (t->ref_queue->refs_spill) {
 		if ((ret = refs_spill(t)) || (ret = recsort_finish(t->ref_queue->refs_spill))) {
-			return ret < 0 && !t->fs->errmsg[0] ? fs_error(t->fs, ret, "reading queued extent references "
+			return ret < 0 && btk_last_error()->err != ret ? fs_error(t->fs, ret, "reading queued extent references "
 								       "back: %s", strerror(-ret)) : ret;
 		}
 		b->spill = t->ref_queue->refs_spill;

@@ -72,17 +72,21 @@ struct trans_root *trans_root_entry(struct trans *t, uint64_t objectid)
 		if (t->root_set->roots[i].ptr.objectid == objectid)
 			return &t->root_set->roots[i];
 	r = root_slot(t->root_set);
-	if (!r)
+	if (!r) {
+		fs_error(t->fs, -ENOMEM, "out of memory");
 		return NULL;
+	}
 	if (objectid == BTRFS_ROOT_TREE_OBJECTID)
 		r->ptr = t->fs->tree_root;
 	else if (objectid == BTRFS_CHUNK_TREE_OBJECTID)
 		r->ptr = t->fs->chunk_root;
 	else {
 		int ret = fs_find_root(t->fs, objectid, &r->ptr);
-		/* callers tell "no such tree" from -ENOMEM by the message */
+		/* every failure recorded: trans_root_entry_err() reads the record */
 		if (ret == -ENOENT)
 			fs_error(t->fs, -ENOENT, "tree %llu does not exist", (unsigned long long)objectid);
+		else if (ret == -ENOMEM)
+			fs_error(t->fs, -ENOMEM, "out of memory");
 		if (ret)
 			return NULL;
 	}
@@ -95,7 +99,7 @@ int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out
 	struct trans_root *r = trans_root_entry(t, objectid);
 
 	if (!r)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	if (r->deleted)
 		return -ENOENT;
 	*out = r->ptr;
@@ -120,4 +124,11 @@ uint64_t trans_transid(const struct trans *t)
 uint8_t *trans_super(struct trans *t)
 {
 	return t->super;
+}
+
+/* What a caller returns when trans_root_entry() gave NULL: -ENOMEM, or
+ * -ENOENT for a tree that does not exist or does not read. */
+int trans_root_entry_err(void)
+{
+	return btk_last_error()->err == -ENOMEM ? -ENOMEM : -ENOENT;
 }

@@ -365,7 +365,7 @@ static int search_internal(struct trans *t, uint64_t tree, const struct btrfs_ke
 	int ret;
 
 	if (!root)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	/* between operations every tree is whole: the queued references may be
 	 * applied, blocks may go to disk */
 	trans_refs_note_edit(t, tree, key->type);
@@ -646,7 +646,7 @@ int trans_create_tree(struct trans *t, uint64_t objectid)
 	root = trans_root_entry(t, objectid);
 	if (root && !root->deleted)
 		return fs_error(t->fs, -EEXIST, "tree %llu exists already", (unsigned long long)objectid);
-	t->fs->errmsg[0] = 0;
+	btk_error_clear();
 	if (!root && !(root = trans_root_add(t)))
 		return -ENOMEM;
 	memset(root, 0, sizeof(*root));
@@ -707,7 +707,7 @@ int trans_delete_tree(struct trans *t, uint64_t objectid)
 	int ret;
 
 	if (!root)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	if (objectid == BTRFS_ROOT_TREE_OBJECTID || objectid == BTRFS_CHUNK_TREE_OBJECTID ||
 	    objectid == BTRFS_EXTENT_TREE_OBJECTID || objectid == BTRFS_DEV_TREE_OBJECTID)
 		return fs_error(t->fs, -EINVAL, "tree %llu cannot be deleted", (unsigned long long)objectid);
@@ -733,7 +733,7 @@ int trans_restart_tree(struct trans *t, uint64_t objectid)
 	int ret;
 
 	if (!root)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	if (root->deleted || objectid == BTRFS_ROOT_TREE_OBJECTID || objectid == BTRFS_CHUNK_TREE_OBJECTID)
 		return fs_error(t->fs, -EINVAL, "tree %llu cannot be restarted", (unsigned long long)objectid);
 	if ((ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &rt)))
@@ -818,7 +818,7 @@ int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unre
 
 	*unreadable = 0;
 	if (!root)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	if (!key_tree_never_shared(objectid) || objectid == BTRFS_ROOT_TREE_OBJECTID ||
 	    objectid == BTRFS_CHUNK_TREE_OBJECTID || objectid == BTRFS_EXTENT_TREE_OBJECTID ||
 	    objectid == BTRFS_DEV_TREE_OBJECTID)
@@ -829,7 +829,7 @@ int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unre
 	if (ret < 0 && !w.err && ret != -ENOMEM) {
 		/* the root itself is unreadable */
 		*unreadable = 1;
-		t->fs->errmsg[0] = 0;
+		btk_error_clear();
 		ret = 0;
 	}
 	if (!ret && *unreadable)
@@ -883,7 +883,7 @@ int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const
 	int ret;
 
 	if (!root)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	if (child_level + 1 >= BTRFS_MAX_LEVEL)
 		return fs_error(t->fs, -EINVAL, "no tree block has level %u", child_level);
 	tree_path_init(&path);
@@ -912,7 +912,7 @@ int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const st
 
 	*emptied = false;
 	if (!root)
-		return t->fs->errmsg[0] ? -ENOENT : -ENOMEM;
+		return trans_root_entry_err();
 	if (level >= BTRFS_MAX_LEVEL)
 		return fs_error(t->fs, -EINVAL, "no tree block has level %u", level);
 	tree_path_init(&path);

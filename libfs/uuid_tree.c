@@ -143,7 +143,7 @@ int uuid_tree_rebuild(struct fs_info *fs, struct trans *t, struct uuid_tree_stat
 	memset(st, 0, sizeof(*st));
 	ret = collect(fs, t, &l, &st->subvols, &st->received);
 	if (ret) {
-		fs_error(fs, ret, "reading the root items: %s", fs->errmsg);
+		fs_error(fs, ret, "reading the root items: %s", btk_error_msg());
 		goto out;
 	}
 	qsort(l.v, l.n, sizeof(*l.v), entry_cmp);
@@ -152,7 +152,7 @@ int uuid_tree_rebuild(struct fs_info *fs, struct trans *t, struct uuid_tree_stat
 		st->replaced = true;
 		ret = trans_delete_tree(t, BTRFS_UUID_TREE_OBJECTID);
 		if (ret) {
-			fs_error(fs, ret, "deleting the uuid tree: %s", fs->errmsg);
+			fs_error(fs, ret, "deleting the uuid tree: %s", btk_error_msg());
 			goto out;
 		}
 	} else if (ret != -ENOENT) {
@@ -162,7 +162,7 @@ int uuid_tree_rebuild(struct fs_info *fs, struct trans *t, struct uuid_tree_stat
 	if (!ret)
 		ret = insert_items(fs, t, &l, &st->items);
 	if (ret) {
-		fs_error(fs, ret, "building the uuid tree: %s", fs->errmsg);
+		fs_error(fs, ret, "building the uuid tree: %s", btk_error_msg());
 		goto out;
 	}
 	super_set_uuid_tree_generation(trans_super(t), trans_transid(t));

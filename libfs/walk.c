@@ -86,7 +86,7 @@ int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, 
 			}
 			if (ops->bad_block)
 				ops->bad_block(ops->arg, key_ptr_blockptr(ptr), (int)block_level(top->block) - 1,
-					       r, fs->errmsg);
+					       r, btk_error_msg());
 			continue;
 		}
 		r = ops->visit(ops->arg, child);

@@ -104,7 +104,7 @@ static int check_device_items(struct fs_info *fs, const uint8_t *old_fsid, const
 	int ret = volumes_each_dev_item(fs, check_device_item, &f);
 
 	if (ret < 0 && ret != -EOPNOTSUPP)
-		msg_errno(ret, "reading the device items: %s", fs_error_message(fs));
+		msg_errno(ret, "reading the device items: %s", btk_error_msg());
 	return ret < 0 ? ret : 0;
 }
 
@@ -258,16 +258,16 @@ static int rewrite_all(struct rewrite *r, const struct tune_opts *o, bool verify
 		ret = rewrite_super_trees(r);
 	progress_finish(r->progress);
 	r->progress = NULL;
-	if (ret == -ECANCELED && verify_only) {
+	if (btk_error_kind(ret) == BTK_ERR_CANCELLED && verify_only) {
 		msg_error("cancelled: nothing was changed");
-	} else if (ret == -ECANCELED) {
+	} else if (btk_error_kind(ret) == BTK_ERR_CANCELLED) {
 		msg_error("cancelled: the fsid change is unfinished; run 'btk-tune --fsid' again to finish it");
 	} else if (ret && verify_only) {
-		msg_errno(ret, "%s", fs_error_message(fs));
+		msg_errno(ret, "%s", btk_error_msg());
 		msg_error("every tree block must be readable before its fsid is rewritten: nothing was changed "
 			  "(check the filesystem first)");
 	} else if (ret) {
-		msg_errno(ret, "rewriting tree blocks: %s", fs_error_message(fs));
+		msg_errno(ret, "rewriting tree blocks: %s", btk_error_msg());
 		msg_error("the fsid change is unfinished: fix the problem and run 'btk-tune --fsid' again");
 	} else if (verify_only && o->dry_run) {
 		printf("tree blocks: %llu (%s, %llu copies) would be rewritten, each has a good copy\n",
@@ -298,7 +298,7 @@ static int commit_super(struct fs_info *fs, const struct super_edit *e)
 	int ret = trans_start(fs, &t);
 
 	if (ret) {
-		msg_errno(ret, "cannot start a transaction: %s", fs_error_message(fs));
+		msg_errno(ret, "cannot start a transaction: %s", btk_error_msg());
 		return ret;
 	}
 	sb = trans_super(t);
@@ -319,7 +319,7 @@ static int commit_super(struct fs_info *fs, const struct super_edit *e)
 	}
 	ret = trans_commit(t);
 	if (ret)
-		msg_errno(ret, "commit failed: %s", fs_error_message(fs));
+		msg_errno(ret, "commit failed: %s", btk_error_msg());
 	return ret;
 }
 
@@ -333,7 +333,7 @@ static int find_phase(struct fs_info *fs, const struct tune_opts *o, struct rewr
 	int ret = member_supers_read(fs, &m);
 
 	if (ret) {
-		msg_errno(ret, "%s", fs_error_message(fs));
+		msg_errno(ret, "%s", btk_error_msg());
 		return ret;
 	}
 	for (unsigned i = 0; i < m.count; i++) {

@@ -45,13 +45,13 @@ static int commit_super(struct fs_info *fs, void (*edit)(uint8_t *sb, const void
 	int ret = trans_start(fs, &t);
 
 	if (ret) {
-		msg_errno(ret, "cannot start a transaction: %s", fs_error_message(fs));
+		msg_errno(ret, "cannot start a transaction: %s", btk_error_msg());
 		return ret;
 	}
 	edit(trans_super(t), arg);
 	ret = trans_commit(t);
 	if (ret)
-		msg_errno(ret, "commit failed: %s", fs_error_message(fs));
+		msg_errno(ret, "commit failed: %s", btk_error_msg());
 	return ret;
 }
 
@@ -94,7 +94,7 @@ int tune_metadata_uuid(struct fs_info *fs, const struct tune_opts *o)
 
 	ret = member_supers_read(fs, &m);
 	if (ret) {
-		msg_errno(ret, "%s", fs_error_message(fs));
+		msg_errno(ret, "%s", btk_error_msg());
 		return ret;
 	}
 	memcpy(meta, fs->metadata_uuid, 16);

@@ -186,7 +186,7 @@ static int run_transaction(struct fs_info *fs, const struct tune_opts *o)
 
 	ret = trans_start(fs, &t);
 	if (ret) {
-		msg_errno(ret, "cannot start a transaction: %s", fs_error_message(fs));
+		msg_errno(ret, "cannot start a transaction: %s", btk_error_msg());
 		return ret;
 	}
 	tune_apply_super_changes(fs, o, trans_super(t), &changed);
@@ -217,10 +217,10 @@ static int run_transaction(struct fs_info *fs, const struct tune_opts *o)
 	}
 	ret = trans_commit(t);
 	if (ret)
-		msg_errno(ret, "commit failed, the filesystem is unchanged: %s", fs_error_message(fs));
+		msg_errno(ret, "commit failed, the filesystem is unchanged: %s", btk_error_msg());
 	return ret;
 fail:
-	msg_errno(ret, "%s", fs_error_message(fs)[0] ? fs_error_message(fs) : "failed");
+	msg_errno(ret, "%s", btk_error_msg()[0] ? btk_error_msg() : "failed");
 	trans_abort(t);
 	return ret;
 }
@@ -229,7 +229,6 @@ static struct fs_info *open_filesystem(const struct tune_args *a)
 {
 	struct fs_open_options opts;
 	struct fs_info *fs;
-	char msg[600];
 	int ret;
 
 	fs_open_options_init(&opts);
@@ -242,9 +241,9 @@ static struct fs_info *open_filesystem(const struct tune_args *a)
 	/* open a half-changed filesystem too: the pending check explains what to do */
 	opts.fsid_change = true;
 	env_knobs_fill(&opts);
-	ret = fs_open((const char *const *)a->paths, a->npaths, &opts, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)a->paths, a->npaths, &opts, &fs);
 	if (ret) {
-		msg_error("%s", msg);
+		msg_error("%s", btk_error_msg());
 		return NULL;
 	}
 	if (a->o.dry_run)
@@ -271,7 +270,7 @@ int main(int argc, char **argv)
 		return 1;
 	pending = tune_fsid_change_pending(fs);
 	if (pending < 0) {
-		msg_errno(pending, "reading the superblocks: %s", fs_error_message(fs));
+		msg_errno(pending, "reading the superblocks: %s", btk_error_msg());
 		fs_close(fs);
 		return 1;
 	}
@@ -284,7 +283,7 @@ int main(int argc, char **argv)
 	ret = tune_check_super_changes(fs, &a.o);
 	/* refused before anything is said about what would change */
 	if (!ret && (wants_transaction(&a.o) || a.o.metadata_uuid || a.o.fsid) && (ret = trans_check_state(fs)))
-		msg_error("%s", fs_error_message(fs));
+		msg_error("%s", btk_error_msg());
 	if (!ret && wants_transaction(&a.o))
 		ret = run_transaction(fs, &a.o);
 	if (!ret && a.o.metadata_uuid)
@@ -294,7 +293,7 @@ int main(int argc, char **argv)
 	if (!ret && !a.o.dry_run) {
 		ret = fs_finish_undo(fs);
 		if (ret)
-			msg_errno(ret, "%s", fs_error_message(fs));
+			msg_errno(ret, "%s", btk_error_msg());
 	}
 	if (!ret && a.o.dry_run)
 		msg_info("dry run: nothing was written");

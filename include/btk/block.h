@@ -58,7 +58,7 @@ void block_cache_get_stats(struct fs_info *fs, struct block_cache_stats *out);
 
 /* Read and verify a tree block, trying every copy until one is good. Bad copies
  * are reported through fs_note. Returns 0 with a referenced block, or -EUCLEAN /
- * -EIO with fs->errmsg naming each copy's problem. */
+ * -EIO with btk_last_error() naming each copy's problem. */
 int block_read(struct fs_info *fs, uint64_t bytenr, const struct block_expect *expect,
 	       struct tree_block **out);
 /* Check one specific copy without caching: BLOCK_OK or the first problem found.

@@ -7,26 +7,29 @@
  *
  *	struct fs_open_options o;
  *	struct fs_info *fs;
- *	char msg[600];
  *	const char *paths[] = { "disk.img" };
  *
  *	fs_open_options_init(&o);
- *	if (fs_open(paths, 1, &o, &fs, msg, sizeof(msg)) == 0) {
+ *	if (fs_open(paths, 1, &o, &fs) == 0) {
  *		printf("nodesize %u\n", fs->nodesize);
  *		for (size_t i = 0; i < fs_chunk_count(fs); i++)
  *			printf("chunk %llu\n", (unsigned long long)fs_chunk(fs, i)->logical);
  *		fs_close(fs);
+ *	} else {
+ *		fprintf(stderr, "%s\n", btk_error_msg());   // btk/error.h: per thread
  *	}
  *
  * struct fs_info's named fields (geometry, features, tree roots) are
- * read-only for callers; devices, chunks, the superblock and the last error
- * message are read through functions (btk/fs.h, btk/volumes.h). The headers
+ * read-only for callers; devices, chunks and the superblock are read through
+ * functions (btk/fs.h, btk/volumes.h); a failed call's reason is the calling
+ * thread's btk_last_error() (btk/error.h), not a field of fs. The headers
  * under libfs/ are the library's private side (doc/design.md, "The libfs API
  * boundary"). Link with `pkg-config --libs btk` (libbtk.so.0) or `--static`. */
 #ifndef BTK_BTK_H
 #define BTK_BTK_H
 
 #include <btk/endian_access.h>
+#include <btk/error.h>
 #include <btk/format.h>
 #include <btk/key.h>
 #include <btk/names.h>

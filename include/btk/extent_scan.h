@@ -25,7 +25,7 @@ struct extent_rec {
 typedef int (*extent_rec_fn)(void *arg, const struct extent_rec *e);
 /* Every extent item of the extent tree at extent_root whose bytenr lies in
  * [first, last], in address order. fn returns 0 to go on, nonzero to stop:
- * 0 at the end, fn's nonzero value, or -errno from reading (fs->errmsg). */
+ * 0 at the end, fn's nonzero value, or -errno from reading (btk_last_error()). */
 int extent_tree_each(struct fs_info *fs, const struct tree_root_ptr *extent_root, uint64_t first, uint64_t last,
 		     extent_rec_fn fn, void *arg);
 

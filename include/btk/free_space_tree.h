@@ -27,7 +27,7 @@ struct fst_build_stats {
  * block group from the extent tree as t sees it, drop the v1 space cache
  * where it has the usual shape, set the FREE_SPACE_TREE and
  * FREE_SPACE_TREE_VALID compat_ro bits and invalidate cache_generation.
- * 0 or -errno with fs->errmsg set; the transaction must then be aborted. */
+ * 0 or -errno with btk_last_error() set; the transaction must then be aborted. */
 int fst_build(struct fs_info *fs, struct trans *t, struct fst_build_stats *st);
 
 #endif

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* struct fs_info: the one context every libfs call hangs off, and the calls
  * that open and close a filesystem. libfs never prints and never exits:
- * errors come back as negative errno with a message recorded here, and
- * notes (a bad mirror, a fallback superblock) go to the caller's callback. */
+ * errors come back as negative errno with a typed record of why in the
+ * calling thread's btk_last_error() (btk/error.h), and notes (a bad mirror, a fallback superblock) go to the caller's callback. */
 #ifndef BTK_FS_H
 #define BTK_FS_H
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <btk/error.h>
 #include <btk/format.h>
 #include <btk/io.h>
 #include <btk/key.h>
@@ -171,10 +172,6 @@ struct fs_info {
 		uuid_root, free_space_root, block_group_root, raid_stripe_root;
 
 	bool writable;
-	/* fs_error_message(); written under errlock (fs_error may run on
-	 * worker threads), 0 = unlocked */
-	char FS_PRIVATE(errmsg)[512];
-	int FS_PRIVATE(errlock);
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
 	bool (*FS_PRIVATE(cancelled))(void); /* fs_open_options.cancelled: fs_cancel_requested() */
@@ -199,22 +196,22 @@ void fs_open_options_init(struct fs_open_options *opts);
 /* Whether fsid is one of a sprouted filesystem's seed fsids. */
 bool fs_fsid_is_seed(const struct fs_info *fs, const uint8_t *fsid);
 /* Open a filesystem from the given member paths: superblock, devices, chunk
- * map, root tree. On error returns -errno, *out stays NULL and msg (msglen
- * bytes) holds the reason. */
+ * map, root tree. On error returns -errno, *out stays NULL and
+ * btk_last_error() holds the reason (always a message, at least strerror). */
 int fs_open(const char *const *paths, unsigned npaths, const struct fs_open_options *opts,
-	    struct fs_info **out, char *msg, size_t msglen);
+	    struct fs_info **out);
 /* The same over already opened devices (memory buffers, write logs, ...);
  * the ios are owned by the filesystem from then on, even on error. No
  * mount check and no device scan are done. */
 int fs_open_devices(struct io_dev **ios, unsigned n, const struct fs_open_options *opts,
-		    struct fs_info **out, char *msg, size_t msglen);
+		    struct fs_info **out);
 void fs_close(struct fs_info *fs);
 /* An fs_info for a filesystem known from its superblock alone (an image
  * being restored): geometry, fsids and tree roots of super, an empty chunk
  * map (chunk_map_add_item fills it), no device, no cache, nothing read.
  * fs_attach_device adds the devices; fs_close frees it all. -EUCLEAN with
- * the reason in msg when the geometry is unusable. */
-int fs_create_from_super(const uint8_t *super, struct fs_info **out, char *msg, size_t msglen);
+ * the reason in btk_last_error() when the geometry is unusable. */
+int fs_create_from_super(const uint8_t *super, struct fs_info **out);
 /* Attach an opened device (taking io, closed on error) as member devid;
  * every chunk stripe on devid now maps to it. uuid may be NULL. */
 int fs_attach_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid, struct io_dev *io,
@@ -224,18 +221,25 @@ int fs_attach_device(struct fs_info *fs, uint64_t devid, const uint8_t *uuid, st
  * Validates geometry; -EUCLEAN with a message on nonsense. */
 int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size);
 /* Every opened (non-seed) device holds the bytes its dev item says: 0, or
- * -ENOSPC with the message in fs->errmsg. A writable open refuses such a
+ * -ENOSPC with the message in btk_last_error(). A writable open refuses such a
  * device itself; a reader that is about to reopen for writing asks first. */
 int fs_check_device_sizes(struct fs_info *fs);
 /* Seal the undo file after the operation's last successful commit: flushes
  * every device and records the generation now on disk, so btk-undo accepts
  * the file only while that generation is current. Without this call the
  * file stays unfinished (it still rolls back a failed or crashed run). 0
- * when there is no undo file; else 0 or -errno with fs->errmsg set. */
+ * when there is no undo file; else 0 or -errno with btk_last_error() set. */
 int fs_finish_undo(struct fs_info *fs);
 
-/* Record an error message on the context; returns err for tail calls. */
+/* Record an error on the calling thread (btk_last_error()), its kind taken
+ * from err; returns err for tail calls. fs names the filesystem the failing
+ * call was about (the record itself is per thread, not per fs). The message
+ * may wrap the previous one: fs_error(fs, ret, "...: %s", btk_error_msg()). */
 int fs_error(struct fs_info *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same with the kind given, where err alone is ambiguous (a checksum
+ * mismatch and a corrupt block are both -EUCLEAN; a feature gate -EINVAL). */
+int fs_error_kind(struct fs_info *fs, int err, enum btk_err_kind kind, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Pass a note to the caller's callback (or drop it). */
 void fs_note(struct fs_info *fs, enum fs_note_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -245,8 +249,8 @@ int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *ou
 
 /* What programs read of the fields behind functions (libfs/fs_access.c):
  * the member devices (index 0 .. fs_num_devices()-1, missing ones included,
- * with a NULL path and io), the superblock in use (read-only: a change goes
- * through a transaction) and the message of the last fs_error(). */
+ * with a NULL path and io) and the superblock in use (read-only: a change
+ * goes through a transaction). Errors: btk_last_error() (btk/error.h). */
 unsigned fs_num_devices(const struct fs_info *fs);
 const struct fs_device *fs_device(const struct fs_info *fs, unsigned i);
 const uint8_t *fs_super(const struct fs_info *fs);
@@ -259,14 +263,5 @@ void fs_set_alloc_hints(struct fs_info *fs, const struct chunk_alloc_hints *hint
 /* Read blocks that verify but are laid out wrong as their salvaged view (on)
  * or not at all (off); returns the previous setting, to put back. */
 bool fs_set_salvage(struct fs_info *fs, bool on);
-/* The message of the last error recorded on fs ("" when none). Read it on the
- * thread that opened fs, after any workers are joined; fs_error() itself may
- * be called from worker threads. */
-const char *fs_error_message(const struct fs_info *fs);
-/* The same message copied whole into buf (len bytes) while other threads
- * may be recording errors. */
-void fs_error_message_copy(const struct fs_info *fs, char *buf, size_t len);
-/* Forget the last message (before a call whose failure is expected). */
-void fs_error_clear(struct fs_info *fs);
 
 #endif

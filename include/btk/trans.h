@@ -50,7 +50,7 @@ int trans_start_with(struct fs_info *fs, const struct trans_options *opts, struc
 /* Whether the state of the filesystem lets a transaction start (a log tree
  * to replay, missing devices, damage, an unfinished fsid change refuse it),
  * whether or not it was opened writable: 0, or -errno with the reason in
- * fs->errmsg. Tools ask before work that would be wasted (or a dry run). */
+ * btk_last_error(). Tools ask before work that would be wasted (or a dry run). */
 int trans_check_state(struct fs_info *fs);
 /* Make everything durable; the transaction is freed whatever the result. */
 int trans_commit(struct trans *t);

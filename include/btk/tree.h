@@ -51,7 +51,7 @@ void tree_iter_release(struct tree_iter *it);
 
 /* Every item with min <= key <= max, in key order: fn returns 0 to go on,
  * nonzero to stop. 0 at the end, fn's nonzero value, or -errno from reading
- * (fs->errmsg). Data stays valid only during the call. */
+ * (btk_last_error()). Data stays valid only during the call. */
 typedef int (*tree_item_fn)(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size);
 int tree_each_item_in(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *min,
 		      const struct btrfs_key *max, tree_item_fn fn, void *arg);

@@ -20,7 +20,7 @@ struct uuid_tree_stats {
 
 /* Delete the uuid tree (if any) and build it again from the root items as t
  * sees them; the superblock's uuid_tree_generation becomes the transaction's,
- * so the kernel does not rescan. 0 or -errno with fs->errmsg set. */
+ * so the kernel does not rescan. 0 or -errno with btk_last_error() set. */
 int uuid_tree_rebuild(struct fs_info *fs, struct trans *t, struct uuid_tree_stats *st);
 
 #endif

@@ -46,6 +46,6 @@ def test_each_breach_fails(tmp_path):
     (tmp_path / "check/x.c").unlink()
     # an installed header that includes a private one would not compile once installed
     (tmp_path / "include/btk/fs.h").write_text((REPO / "include/btk/fs.h").read_text()
-                                               + '#include "libfs/fs_internal.h"\n')
+                                               + '#include "libfs/trans_internal.h"\n')
     p = run(tmp_path)
-    assert p.returncode == 1 and "include/btk/fs.h" in p.stdout and "libfs/fs_internal.h" in p.stdout, p.stdout
+    assert p.returncode == 1 and "include/btk/fs.h" in p.stdout and "libfs/trans_internal.h" in p.stdout, p.stdout

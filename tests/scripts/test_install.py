@@ -42,7 +42,6 @@ int main(int argc, char **argv)
 {
 	struct fs_open_options o;
 	struct fs_info *fs;
-	char msg[600];
 	const char *paths[1];
 	unsigned long items = 0;
 
@@ -50,8 +49,8 @@ int main(int argc, char **argv)
 		return 2;
 	paths[0] = argv[1];
 	fs_open_options_init(&o);
-	if (fs_open(paths, 1, &o, &fs, msg, sizeof(msg))) {
-		fprintf(stderr, "%s\n", msg);
+	if (fs_open(paths, 1, &o, &fs)) {
+		fprintf(stderr, "%s (%s)\n", btk_last_error()->msg, btk_err_kind_name(btk_last_error()->kind));
 		return 1;
 	}
 	printf("nodesize %u\n", fs->nodesize);
@@ -65,7 +64,7 @@ int main(int argc, char **argv)
 		       profile_name(c->type));
 	}
 	if (tree_each_item(fs, &fs->tree_root, count_item, &items) < 0) {
-		fprintf(stderr, "%s\n", fs_error_message(fs));
+		fprintf(stderr, "%s\n", btk_error_msg());
 		fs_close(fs);
 		return 1;
 	}

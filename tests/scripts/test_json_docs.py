@@ -36,7 +36,10 @@ def test_check_list_problems():
 def test_check_failure(tmp_path):
     bad = tmp_path / "zeros.img"
     bad.write_bytes(bytes(1 << 20))
-    assert one_document("btk-check", "--format", "json", bad, status=(8,))["exit_status"] == 8
+    doc = one_document("btk-check", "--format", "json", bad, status=(8,))
+    assert doc["exit_status"] == 8, doc
+    # the failure's kind from libfs' typed error record, not parsed from the message
+    assert doc["error_kind"] == "invalid" and "not a btrfs filesystem" in doc["error"], doc
 
 
 def test_inspect_super(sample):

@@ -491,7 +491,7 @@ static int find_tree(struct corrupt *c, struct tree_root_ptr *root)
 		return 2;
 	}
 	if ((ret = fs_find_root(c->fs, id, root)) != 0 || !root->bytenr) {
-		fprintf(stderr, "btk-corrupt: tree %s not found: %s\n", c->tree, ret ? c->fs->errmsg : "no root");
+		fprintf(stderr, "btk-corrupt: tree %s not found: %s\n", c->tree, ret ? btk_error_msg() : "no root");
 		return 1;
 	}
 	return 0;
@@ -527,7 +527,7 @@ static int insert_item(struct corrupt *c, struct tree_root_ptr *root)
 		path.slots[0]++;
 	}
 	if (ret) {
-		fprintf(stderr, "btk-corrupt: tree %s: %s\n", c->tree, ret == -EEXIST ? "the key exists" : fs->errmsg);
+		fprintf(stderr, "btk-corrupt: tree %s: %s\n", c->tree, ret == -EEXIST ? "the key exists" : btk_error_msg());
 		ret = 1;
 		goto out;
 	}
@@ -579,7 +579,7 @@ static int corrupt_item(struct corrupt *c)
 	if (ret != 0 || found.objectid != c->key.objectid || found.type != c->key.type ||
 	    found.offset != c->key.offset) {
 		fprintf(stderr, "btk-corrupt: tree %s has no item (%" PRIu64 " %u %" PRIu64 ")%s%s\n", c->tree,
-			c->key.objectid, c->key.type, c->key.offset, ret < 0 ? ": " : "", ret < 0 ? fs->errmsg : "");
+			c->key.objectid, c->key.type, c->key.offset, ret < 0 ? ": " : "", ret < 0 ? btk_error_msg() : "");
 		ret = 1;
 		goto out;
 	}
@@ -674,7 +674,7 @@ static int corrupt_block(struct corrupt *c)
 	int ret;
 
 	if ((ret = block_read(fs, c->bytenr, &BLOCK_EXPECT_ANY, &b)) != 0) {
-		fprintf(stderr, "btk-corrupt: block %" PRIu64 ": %s\n", c->bytenr, fs->errmsg);
+		fprintf(stderr, "btk-corrupt: block %" PRIu64 ": %s\n", c->bytenr, btk_error_msg());
 		return 1;
 	}
 	buf = malloc(fs->nodesize);
@@ -852,7 +852,6 @@ int main(int argc, char **argv)
 {
 	struct corrupt c = { 0 };
 	struct fs_open_options fo;
-	char msg[600];
 	int ret;
 
 	if (parse_args(&c, argc, argv)) {
@@ -867,8 +866,8 @@ int main(int argc, char **argv)
 	} else {
 		fs_open_options_init(&fo);
 		env_knobs_fill(&fo);
-		if ((ret = fs_open((const char *const *)c.paths, c.npaths, &fo, &c.fs, msg, sizeof(msg))) != 0) {
-			fprintf(stderr, "btk-corrupt: %s\n", msg);
+		if ((ret = fs_open((const char *const *)c.paths, c.npaths, &fo, &c.fs)) != 0) {
+			fprintf(stderr, "btk-corrupt: %s\n", btk_error_msg());
 			free(c.wio);
 			return 1;
 		}

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 	struct fs_open_options oo;
 	struct fs_info *fs;
 	struct trans *t = NULL;
-	char msg[512], line[140000];
+	char line[140000];
 	uint8_t *buf;
 	unsigned lineno = 0;
 	int ret;
@@ -112,27 +112,27 @@ int main(int argc, char **argv)
 	fs_open_options_init(&oo);
 	oo.writable = true;
 	env_knobs_fill(&oo);
-	ret = fs_open((const char *const *)&argv[1], (unsigned)(argc - 1), &oo, &fs, msg, sizeof(msg));
+	ret = fs_open((const char *const *)&argv[1], (unsigned)(argc - 1), &oo, &fs);
 	if (ret) {
-		fprintf(stderr, "btk-craft: %s\n", msg);
+		fprintf(stderr, "btk-craft: %s\n", btk_error_msg());
 		return 1;
 	}
 	buf = malloc(65536);
 	ret = buf ? trans_start(fs, &t) : -ENOMEM;
 	if (ret)
-		fprintf(stderr, "btk-craft: %s (%s)\n", fs->errmsg, strerror(-ret));
+		fprintf(stderr, "btk-craft: %s (%s)\n", btk_error_msg(), strerror(-ret));
 	while (!ret && fgets(line, sizeof(line), stdin)) {
 		lineno++;
 		ret = apply_line(t, line, buf, 65536);
 		if (ret)
-			fprintf(stderr, "btk-craft: line %u: %s (%s)\n", lineno, fs->errmsg[0] ? fs->errmsg : "failed",
+			fprintf(stderr, "btk-craft: line %u: %s (%s)\n", lineno, btk_error_msg()[0] ? btk_error_msg() : "failed",
 				strerror(-ret));
 	}
 	if (!ret) {
 		ret = trans_commit(t);
 		t = NULL;
 		if (ret)
-			fprintf(stderr, "btk-craft: commit: %s (%s)\n", fs->errmsg, strerror(-ret));
+			fprintf(stderr, "btk-craft: commit: %s (%s)\n", btk_error_msg(), strerror(-ret));
 	}
 	trans_abort(t);
 	free(buf);

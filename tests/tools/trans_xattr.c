@@ -147,7 +147,6 @@ int main(int argc, char **argv)
 	struct fs_open_options oo;
 	struct fs_info *fs;
 	struct opts o;
-	char msg[512];
 	uint64_t commits = 0;
 	size_t before;
 	int ret;
@@ -158,15 +157,15 @@ int main(int argc, char **argv)
 	oo.writable = true;
 	oo.note = note_to_stderr;
 	env_knobs_fill(&oo);
-	ret = fs_open(o.devs, o.ndevs, &oo, &fs, msg, sizeof(msg));
+	ret = fs_open(o.devs, o.ndevs, &oo, &fs);
 	if (ret) {
-		fprintf(stderr, "btk-trans-xattr: %s\n", msg);
+		fprintf(stderr, "btk-trans-xattr: %s\n", btk_error_msg());
 		return 1;
 	}
 	before = fs->chunks->count;
 	ret = run(fs, &o, &commits);
 	if (ret)
-		fprintf(stderr, "btk-trans-xattr: %s (%s)\n", fs->errmsg[0] ? fs->errmsg : "failed", strerror(-ret));
+		fprintf(stderr, "btk-trans-xattr: %s (%s)\n", btk_error_msg()[0] ? btk_error_msg() : "failed", strerror(-ret));
 	else
 		printf("xattrs %" PRIu64 " commits %" PRIu64 " chunks %zu -> %zu\n", o.count, commits, before,
 		       fs->chunks->count);

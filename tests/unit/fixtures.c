@@ -422,7 +422,7 @@ int fixture_load_memory(const char *path, struct io_dev **io)
 
 struct fs_info *fixture_open(const char *recipe_name, const struct fs_open_options *opts)
 {
-	char path[4096], msg[512] = "";
+	char path[4096];
 	struct io_dev *io;
 	struct fs_info *fs;
 	int ret;
@@ -431,8 +431,8 @@ struct fs_info *fixture_open(const char *recipe_name, const struct fs_open_optio
 	cr_assert_eq(ret, 0, "fixture image '%s': %s", recipe_name, strerror(-ret));
 	ret = fixture_load_memory(path, &io);
 	cr_assert_eq(ret, 0, "loading %s: %s", path, strerror(-ret));
-	ret = fs_open_devices(&io, 1, opts, &fs, msg, sizeof(msg));
-	cr_assert_eq(ret, 0, "opening fixture '%s': %d %s", recipe_name, ret, msg);
+	ret = fs_open_devices(&io, 1, opts, &fs);
+	cr_assert_eq(ret, 0, "opening fixture '%s': %d %s", recipe_name, ret, btk_error_msg());
 	cr_assert_not_null(fs);
 	return fs;
 }
@@ -582,13 +582,12 @@ struct fs_info *fixture_open_buffer(uint8_t *buf, size_t size, bool writable)
 	struct fs_open_options opts;
 	struct fs_info *fs;
 	struct io_dev *io;
-	char msg[512] = "";
 	int ret;
 
 	cr_assert_eq(io_open_mem(buf, size, false, &io), 0);
 	fs_open_options_init(&opts);
 	opts.writable = writable;
-	ret = fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg));
-	cr_assert_eq(ret, 0, "opening the image: %s", msg);
+	ret = fs_open_devices(&io, 1, &opts, &fs);
+	cr_assert_eq(ret, 0, "opening the image: %s", btk_error_msg());
 	return fs;
 }

@@ -131,7 +131,7 @@ Test(backref, add_drop_order_count_and_spill)
 	for (unsigned i = 0; i < N; i++) {
 		refs[i] = i % 3 ? (struct backref){ BTRFS_EXTENT_DATA_REF_KEY, 300 + i * 7919ULL % 1000, 257 + i, 4096ULL * i }
 				: (struct backref){ BTRFS_SHARED_DATA_REF_KEY, (1ULL << 30) + 16384ULL * (i * 37 % 61), 0, 0 };
-		cr_assert_eq(backref_add(t, &x, &refs[i]), 0, "add %u: %s", i, fs->errmsg);
+		cr_assert_eq(backref_add(t, &x, &refs[i]), 0, "add %u: %s", i, btk_error_msg());
 		load(t, &x, &now);
 		cr_assert_eq(extent_refs(now.buf), extent_refs(orig.buf) + i + 1);
 		cr_assert_leq(now.size, (fs->nodesize - 101) / 16 - 25, "the item grew past the inline limit");
@@ -150,7 +150,7 @@ Test(backref, add_drop_order_count_and_spill)
 	/* dropping everything, in another order, restores the item exactly */
 	for (unsigned i = 0; i < N; i++) {
 		unsigned k = (i * 17) % N;
-		cr_assert_eq(backref_drop(t, &x, &refs[k], &left), 0, "drop %u: %s", k, fs->errmsg);
+		cr_assert_eq(backref_drop(t, &x, &refs[k], &left), 0, "drop %u: %s", k, btk_error_msg());
 	}
 	cr_assert_eq(left, extent_refs(orig.buf));
 	load(t, &x, &now);

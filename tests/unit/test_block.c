@@ -38,7 +38,7 @@ static uint64_t first_fs_leaf(struct fs_info *fs)
 
 	cr_assert_geq(fs->fs_root.level, 1, "the fixture's fs tree must have nodes");
 	tree_path_init(&path);
-	cr_assert_eq(tree_search(fs, &fs->fs_root, &key, &path), 0, "%s", fs->errmsg);
+	cr_assert_eq(tree_search(fs, &fs->fs_root, &key, &path), 0, "%s", btk_error_msg());
 	bytenr = path.nodes[0]->bytenr;
 	cr_assert_eq(block_level(path.nodes[0]), 0);
 	tree_path_release(fs, &path);
@@ -79,7 +79,7 @@ Test(block_read, bad_first_copy_is_survived_through_the_second)
 	cr_assert_eq(block_read_copy(fs, leaf, 1, NULL, scratch), BLOCK_OK);
 	free(scratch);
 
-	cr_assert_eq(block_read(fs, leaf, &BLOCK_EXPECT_ANY, &b), 0, "%s", fs->errmsg);
+	cr_assert_eq(block_read(fs, leaf, &BLOCK_EXPECT_ANY, &b), 0, "%s", btk_error_msg());
 	cr_assert_eq(b->mirror, 1, "the data came from the second copy");
 	cr_assert_eq(b->bytenr, leaf);
 	cr_assert_eq(memcmp(b->data, want, fs->nodesize), 0, "the good copy's bytes are returned");
@@ -101,14 +101,17 @@ Test(block_read, both_copies_bad_is_an_error_naming_the_block)
 	int ret;
 
 	cr_assert_eq(fixture_corrupt_block(fs, leaf, -1), 0);
-	fs->errmsg[0] = 0;
+	btk_error_clear();
 	ret = block_read(fs, leaf, &BLOCK_EXPECT_ANY, &b);
 	cr_assert_eq(ret, -EUCLEAN, "got %d", ret);
 	cr_assert_null(b);
 	snprintf(name, sizeof(name), "%llu", (unsigned long long)leaf);
-	cr_assert(strstr(fs->errmsg, name), "message names the block: %s", fs->errmsg);
-	cr_assert(strstr(fs->errmsg, "no good copy"), "%s", fs->errmsg);
-	cr_assert(strstr(fs->errmsg, "checksum mismatch"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), name), "message names the block: %s", btk_error_msg());
+	cr_assert(strstr(btk_error_msg(), "no good copy"), "%s", btk_error_msg());
+	cr_assert(strstr(btk_error_msg(), "checksum mismatch"), "%s", btk_error_msg());
+	/* -EUCLEAN, but typed: every copy failed its checksum, at this block */
+	cr_assert_eq(btk_last_error()->kind, BTK_ERR_CSUM, "%s", btk_err_kind_name(btk_last_error()->kind));
+	cr_assert_eq(btk_last_error()->bytenr, leaf);
 	cr_assert_geq(notes.count[FS_NOTE_WARNING], 2, "each bad copy is reported: %s", notes.all);
 	fs_close(fs);
 }
@@ -128,7 +131,7 @@ Test(block_read, misplaced_block_is_rejected_by_bytenr)
 		cr_assert_eq(io_write(copies[m].dev->io, other, fs->nodesize, copies[m].physical), 0);
 	fixture_drop_cache(fs, 0);
 	cr_assert_eq(block_read(fs, leaf, &BLOCK_EXPECT_ANY, &b), -EUCLEAN);
-	cr_assert(strstr(fs->errmsg, "bytenr mismatch"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "bytenr mismatch"), "%s", btk_error_msg());
 	free(other);
 	fs_close(fs);
 }
@@ -139,10 +142,10 @@ Test(block_read, unaligned_and_unmapped_addresses)
 	struct tree_block *b;
 
 	cr_assert_eq(block_read(fs, fs->tree_root.bytenr + 512, NULL, &b), -EUCLEAN);
-	cr_assert(strstr(fs->errmsg, "not aligned"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "not aligned"), "%s", btk_error_msg());
 	cr_assert_null(b);
 	cr_assert_eq(block_read(fs, 1ULL << 50, NULL, &b), -EUCLEAN);
-	cr_assert(strstr(fs->errmsg, "not in any chunk"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "not in any chunk"), "%s", btk_error_msg());
 	fs_close(fs);
 }
 
@@ -156,7 +159,7 @@ Test(block_read, expectations_are_checked_also_on_cached_blocks)
 	cr_assert_eq(block_read(fs, leaf, NULL, &a), 0);
 	e.generation = block_generation(a) + 1;
 	cr_assert_eq(block_read(fs, leaf, &e, &b), -EUCLEAN, "a newer generation was expected");
-	cr_assert(strstr(fs->errmsg, "generation"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "generation"), "%s", btk_error_msg());
 	e = BLOCK_EXPECT_ANY;
 	e.level = 1;
 	cr_assert_eq(block_read(fs, leaf, &e, &b), -EUCLEAN, "a node was expected");
@@ -164,7 +167,7 @@ Test(block_read, expectations_are_checked_also_on_cached_blocks)
 	e.owner = BTRFS_FS_TREE_OBJECTID;
 	e.generation = block_generation(a);
 	e.level = 0;
-	cr_assert_eq(block_read(fs, leaf, &e, &b), 0, "%s", fs->errmsg);
+	cr_assert_eq(block_read(fs, leaf, &e, &b), 0, "%s", btk_error_msg());
 	cr_assert_eq(a, b, "the same cached block");
 	cr_assert_eq(block_owner(b), BTRFS_FS_TREE_OBJECTID);
 	block_put(fs, b);
@@ -357,7 +360,7 @@ Test(block_cache, tiny_budget_evicts_and_stays_bounded)
 	tree_iter_init(&it, fs, &fs->fs_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1)
 		items++;
-	cr_assert_eq(ret, 0, "%s", fs->errmsg);
+	cr_assert_eq(ret, 0, "%s", btk_error_msg());
 	tree_iter_release(&it);
 	block_cache_get_stats(fs, &st);
 	cr_assert_gt(items, 3000 * 4, "every file has at least four items");

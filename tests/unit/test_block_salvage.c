@@ -32,7 +32,7 @@ static void leaf_case_open(struct leaf_case *c)
 	c->fs = fixture_open("small", NULL);
 	cr_assert_not_null(c->fs);
 	tree_path_init(&path);
-	cr_assert_eq(tree_search(c->fs, &c->fs->fs_root, &key, &path), 0, "%s", c->fs->errmsg);
+	cr_assert_eq(tree_search(c->fs, &c->fs->fs_root, &key, &path), 0, "%s", btk_error_msg());
 	c->bytenr = path.nodes[0]->bytenr;
 	tree_path_release(c->fs, &path);
 	c->orig = malloc(c->fs->nodesize);
@@ -205,7 +205,7 @@ Test(block_salvage, block_read_salvages_only_when_asked)
 	cr_assert_eq(block_read(c.fs, c.bytenr, &BLOCK_EXPECT_ANY, &b), -EUCLEAN);
 	cr_assert_null(block_salvage_log(c.fs));
 	c.fs->salvage = true;
-	cr_assert_eq(block_read(c.fs, c.bytenr, &BLOCK_EXPECT_ANY, &b), 0, "%s", c.fs->errmsg);
+	cr_assert_eq(block_read(c.fs, c.bytenr, &BLOCK_EXPECT_ANY, &b), 0, "%s", btk_error_msg());
 	cr_assert(b->salvaged);
 	cr_assert_not_null(block_salvage_find(c.fs, c.bytenr));
 	assert_same_items(&c, c.orig, b->data);

@@ -83,7 +83,7 @@ static void compare_with_dump(const char *recipe)
 	struct block_group_list list;
 
 	cr_assert_eq(fs_block_group_tree(fs), bgt ? &fs->block_group_root : &fs->extent_root);
-	cr_assert_eq(fs_read_block_groups(fs, &list), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_read_block_groups(fs, &list), 0, "%s", btk_error_msg());
 	cr_assert_eq(list.count, fs->chunks->count, "one entry per chunk");
 	cr_assert_eq(list.count, ndumped, "%zu groups, dump-tree shows %zu", list.count, ndumped);
 	cr_assert_geq(ndumped, 3, "data, metadata and system at least");
@@ -138,7 +138,7 @@ Test(blockgroups, used_bytes_are_the_real_contents)
 	struct fs_tree_list trees;
 	uint64_t meta_used = 0, data_used = 0, tree_bytes = 0;
 
-	cr_assert_eq(fs_read_block_groups(fs, &list), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_read_block_groups(fs, &list), 0, "%s", btk_error_msg());
 	for (size_t i = 0; i < list.count; i++) {
 		if (list.groups[i].flags & (BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_SYSTEM))
 			meta_used += list.groups[i].used;
@@ -177,9 +177,9 @@ Test(blockgroups, chunk_without_item_is_marked_missing)
 	chunk_set_num_stripes(item, 1);
 	stripe_set_devid(chunk_stripe(item, 0), 1);
 	stripe_set_offset(chunk_stripe(item, 0), 1ULL << 30);
-	cr_assert_eq(chunk_map_add_item(fs, logical, item, sizeof(item)), 0, "%s", fs->errmsg);
+	cr_assert_eq(chunk_map_add_item(fs, logical, item, sizeof(item)), 0, "%s", btk_error_msg());
 
-	cr_assert_eq(fs_read_block_groups(fs, &list), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_read_block_groups(fs, &list), 0, "%s", btk_error_msg());
 	cr_assert_eq(list.count, fs->chunks->count);
 	for (i = 0; i < list.count; i++)
 		cr_assert_eq(list.groups[i].missing, list.groups[i].start == logical, "group %llu",
@@ -198,7 +198,7 @@ Test(blockgroups, damaged_extent_tree_is_an_error)
 
 	cr_assert_eq(fixture_corrupt_block(fs, fs_block_group_tree(fs)->bytenr, -1), 0);
 	cr_assert_eq(fs_read_block_groups(fs, &list), -EUCLEAN);
-	cr_assert(strstr(fs->errmsg, "no good copy"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "no good copy"), "%s", btk_error_msg());
 	cr_assert_null(list.groups);
 	cr_assert_eq(list.count, 0);
 	fs_close(fs);
@@ -212,7 +212,7 @@ Test(blockgroups, no_extent_tree)
 	fs->extent_root.bytenr = 0;
 	fs->block_group_root.bytenr = 0;
 	cr_assert_eq(fs_read_block_groups(fs, &list), -ENOENT);
-	cr_assert(strstr(fs->errmsg, "block group"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "block group"), "%s", btk_error_msg());
 	cr_assert_null(list.groups);
 	fs_close(fs);
 }

@@ -72,7 +72,7 @@ static void new_chunk_for(uint64_t tree, uint64_t kind)
 	sys_array = super_sys_chunk_array_size(fs->super);
 
 	cr_assert_eq(trans_start(fs, &t), 0);
-	cr_assert_eq(chunk_alloc_for_tree(t, tree), 0, "%s", fs->errmsg);
+	cr_assert_eq(chunk_alloc_for_tree(t, tree), 0, "%s", btk_error_msg());
 	cr_assert_eq(fs->chunks->count, count + 1);
 	c = last_chunk(fs);
 	cr_assert(c->type & kind);
@@ -99,7 +99,7 @@ static void new_chunk_for(uint64_t tree, uint64_t kind)
 		cr_assert_eq(alloc_group_load(t, g), 0);
 		cr_assert_eq(ebitmap_set(g->used, g->start, g->length), 0);
 	}
-	cr_assert_eq(alloc_tree_block(t, tree, &bytenr), 0, "alloc: %s", fs->errmsg);
+	cr_assert_eq(alloc_tree_block(t, tree, &bytenr), 0, "alloc: %s", btk_error_msg());
 	cr_assert(bytenr >= c->logical && bytenr < c->logical + c->length);
 	trans_abort(t);
 	cr_assert_eq(fs->chunks->count, count, "an aborted transaction left its chunk in the map");
@@ -108,8 +108,8 @@ static void new_chunk_for(uint64_t tree, uint64_t kind)
 	/* again, committed */
 	fs = fixture_open_buffer(buf, size, true);
 	cr_assert_eq(trans_start(fs, &t), 0);
-	cr_assert_eq(chunk_alloc_for_tree(t, tree), 0, "%s", fs->errmsg);
-	cr_assert_eq(trans_commit(t), 0, "commit: %s", fs->errmsg);
+	cr_assert_eq(chunk_alloc_for_tree(t, tree), 0, "%s", btk_error_msg());
+	cr_assert_eq(trans_commit(t), 0, "commit: %s", btk_error_msg());
 	fs_close(fs);
 
 	fs = fixture_open_buffer(buf, size, false);
@@ -151,7 +151,7 @@ static void probe_chunk(struct fs_info *fs, struct stripe_place *place, uint64_t
 	const struct chunk *c;
 
 	cr_assert_eq(trans_start(fs, &t), 0);
-	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_FS_TREE_OBJECTID), 0, "%s", fs->errmsg);
+	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_FS_TREE_OBJECTID), 0, "%s", btk_error_msg());
 	c = last_chunk(fs);
 	*n = c->num_stripes;
 	for (unsigned s = 0; s < c->num_stripes; s++) {
@@ -183,7 +183,7 @@ Test(chunk_alloc, conversion_hints)
 	hints = (struct chunk_alloc_hints){ 0 /* single */, -1, place, len, n };
 	fs->alloc_hints = &hints;
 	cr_assert_eq(trans_start(fs, &t), 0);
-	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_FS_TREE_OBJECTID), 0, "%s", fs->errmsg);
+	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_FS_TREE_OBJECTID), 0, "%s", btk_error_msg());
 	c = last_chunk(fs);
 	cr_assert_eq(c->type, BTRFS_BLOCK_GROUP_METADATA, "type %llu", (unsigned long long)c->type);
 	cr_assert_eq(c->num_stripes, 1);
@@ -192,9 +192,9 @@ Test(chunk_alloc, conversion_hints)
 			  c->stripes[0].physical + c->length <= place[s].physical,
 			  "the new chunk lies on reserved range %u", s);
 	/* a system chunk keeps the existing profile (-1) */
-	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_CHUNK_TREE_OBJECTID), 0, "%s", fs->errmsg);
+	cr_assert_eq(chunk_alloc_for_tree(t, BTRFS_CHUNK_TREE_OBJECTID), 0, "%s", btk_error_msg());
 	cr_assert_eq(last_chunk(fs)->type, BTRFS_BLOCK_GROUP_SYSTEM | BTRFS_BLOCK_GROUP_DUP);
-	cr_assert_eq(trans_commit(t), 0, "commit: %s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "commit: %s", btk_error_msg());
 	fs->alloc_hints = NULL;
 	fs_close(fs);
 	fixture_btrfs_check_clean(buf, size);

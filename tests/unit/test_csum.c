@@ -148,7 +148,7 @@ Test(csum, name_hash_finds_default_dir_item_in_real_root_tree)
 	uint32_t size = sizeof(item);
 	int ret = tree_lookup(fs, &fs->tree_root, &key, item, &size);
 
-	cr_assert_eq(ret, 0, "no DIR_ITEM keyed by the hash of \"default\": %d %s", ret, fs->errmsg);
+	cr_assert_eq(ret, 0, "no DIR_ITEM keyed by the hash of \"default\": %d %s", ret, btk_error_msg());
 	cr_assert_geq(size, sizeof(struct btrfs_dir_item) + 7);
 	cr_assert_eq(dir_item_name_len(item), 7);
 	cr_assert_eq(memcmp(item + sizeof(struct btrfs_dir_item), "default", 7), 0);

@@ -304,8 +304,8 @@ static void verify(uint8_t *buf, size_t bufsize, const struct btrfs_key *keys, s
 	cr_assert_not_null(want);
 	memset(sh, 0, sizeof(*sh));
 	sh->ns = fs->nodesize;
-	cr_assert_eq(fs_find_root(fs, TREE, &root), 0, "%s", fs->errmsg);
-	cr_assert_eq(tree_walk(fs, &root, &ops, &bad), 0, "tree_walk: %s", fs->errmsg);
+	cr_assert_eq(fs_find_root(fs, TREE, &root), 0, "%s", btk_error_msg());
+	cr_assert_eq(tree_walk(fs, &root, &ops, &bad), 0, "tree_walk: %s", btk_error_msg());
 	cr_assert_eq(bad, 0);
 	cr_assert_eq(sh->bad_layout, 0, "bad block layout: %s", sh->why);
 	cr_assert_eq(sh->max_level, root.level);
@@ -319,7 +319,7 @@ static void verify(uint8_t *buf, size_t bufsize, const struct btrfs_key *keys, s
 		i++;
 	}
 	tree_iter_release(&it);
-	cr_assert_eq(ret, 0, "tree_iter: %s", fs->errmsg);
+	cr_assert_eq(ret, 0, "tree_iter: %s", btk_error_msg());
 	cr_assert_eq(i, n, "%zu items, inserted %zu", i, n);
 	free(want);
 	fs_close(fs);
@@ -362,15 +362,15 @@ static void build_tree(const char *recipe, struct btrfs_key *keys, size_t n,
 	fs = fixture_open_buffer(buf, bufsize, true);
 	data = malloc(fs->nodesize);
 	cr_assert_not_null(data);
-	cr_assert_eq(trans_start(fs, &t), 0, "%s", fs->errmsg);
-	cr_assert_eq(trans_delete_tree(t, TREE), 0, "%s", fs->errmsg);
-	cr_assert_eq(trans_create_tree(t, TREE), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_start(fs, &t), 0, "%s", btk_error_msg());
+	cr_assert_eq(trans_delete_tree(t, TREE), 0, "%s", btk_error_msg());
+	cr_assert_eq(trans_create_tree(t, TREE), 0, "%s", btk_error_msg());
 	for (size_t i = 0; i < n; i++) {
 		uint32_t size = size_of(&keys[i], fs->nodesize);
 		item_data(&keys[i], data, size);
-		cr_assert_eq(trans_insert_item(t, TREE, &keys[i], data, size), 0, "insert %zu: %s", i, fs->errmsg);
+		cr_assert_eq(trans_insert_item(t, TREE, &keys[i], data, size), 0, "insert %zu: %s", i, btk_error_msg());
 	}
-	cr_assert_eq(trans_commit(t), 0, "commit: %s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "commit: %s", btk_error_msg());
 	fs_close(fs);
 	free(data);
 	qsort(keys, n, sizeof(*keys), key_cmp);

@@ -15,7 +15,7 @@ static struct tree_root_ptr fs_tree(struct fs_info *fs)
 {
 	struct tree_root_ptr root;
 
-	cr_assert_eq(fs_find_root(fs, BTRFS_FS_TREE_OBJECTID, &root), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_find_root(fs, BTRFS_FS_TREE_OBJECTID, &root), 0, "%s", btk_error_msg());
 	return root;
 }
 
@@ -42,7 +42,7 @@ Test(data_users, every_regular_extent_names_its_file)
 			continue;
 		/* a block inside the extent finds it too */
 		ret = data_users_find(fs, disk + file_extent_disk_num_bytes(d) - 1, u, 8, &n, &more, &start, &len);
-		cr_assert_eq(ret, 0, "%s", fs->errmsg);
+		cr_assert_eq(ret, 0, "%s", btk_error_msg());
 		cr_assert_eq(start, disk);
 		cr_assert_eq(len, file_extent_disk_num_bytes(d));
 		cr_assert_eq(n, 1);

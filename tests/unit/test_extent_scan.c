@@ -41,7 +41,7 @@ Test(extent_scan, every_extent_as_dump_tree_prints_it)
 	char *dump = fixture_dump_tree("small", "extent");
 	struct tally t = { .nodesize = fs->nodesize, .last = (uint64_t)-1 };
 
-	cr_assert_eq(extent_tree_each(fs, &fs->extent_root, 0, (uint64_t)-1, count, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(extent_tree_each(fs, &fs->extent_root, 0, (uint64_t)-1, count, &t), 0, "%s", btk_error_msg());
 	cr_assert_eq(t.tree_blocks, fixture_count_lines(dump, "\t\trefs ", "flags TREE_BLOCK"));
 	cr_assert_eq(t.data, fixture_count_lines(dump, "\t\trefs ", "flags DATA"));
 	cr_assert_eq(t.calls, fixture_count_lines(dump, "\titem ", "_ITEM ") -

@@ -50,10 +50,10 @@ Test(free_space_tree, rebuilt_tree_matches_the_extents)
 
 	cr_assert_eq(trans_start(fs, &t), 0);
 	ret = fst_build(fs, t, &st);
-	cr_assert_eq(ret, 0, "fst_build: %s", fs->errmsg);
+	cr_assert_eq(ret, 0, "fst_build: %s", btk_error_msg());
 	cr_assert(st.replaced, "mkfs made a free-space tree: it is replaced");
 	cr_assert_eq(st.groups, fs->chunks->count);
-	cr_assert_eq(trans_commit(t), 0, "commit: %s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "commit: %s", btk_error_msg());
 	cr_assert_eq(fs->generation, gen + 1);
 	cr_assert(fs->compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID);
 	cr_assert_eq(super_cache_generation(fs->super), (uint64_t)-1);
@@ -107,7 +107,7 @@ Test(free_space_tree, abort_leaves_the_filesystem)
 	uint64_t gen = fs->generation, root = fs->free_space_root.bytenr;
 
 	cr_assert_eq(trans_start(fs, &t), 0);
-	cr_assert_eq(fst_build(fs, t, &st), 0, "%s", fs->errmsg);
+	cr_assert_eq(fst_build(fs, t, &st), 0, "%s", btk_error_msg());
 	trans_abort(t);
 	cr_assert_eq(fs->generation, gen);
 	cr_assert_eq(fs->free_space_root.bytenr, root);

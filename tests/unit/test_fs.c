@@ -29,10 +29,14 @@ static void expect_open_fails(const char *path, int want_err, const char *want_m
 {
 	const char *paths[1] = { path };
 	struct fs_info *fs = (struct fs_info *)&fs;
-	char msg[512] = "";
-	int ret = fs_open(paths, 1, NULL, &fs, msg, sizeof(msg));
+	int ret = fs_open(paths, 1, NULL, &fs);
+	const struct btk_error *e = btk_last_error();
+	const char *msg = e->msg;
 
 	cr_assert_lt(ret, 0, "%s opened", path);
+	/* a typed record of this failure, with no fs to hang it on */
+	cr_assert_eq(e->err, ret, "the record is about this failure: %d, not %d", e->err, ret);
+	cr_assert_neq(e->kind, BTK_ERR_NONE);
 	if (want_err)
 		cr_assert_eq(ret, want_err, "%s: got %d (%s)", path, ret, msg);
 	cr_assert_null(fs);
@@ -43,12 +47,12 @@ static void expect_open_fails(const char *path, int want_err, const char *want_m
 
 Test(fs_open, real_image_by_path)
 {
-	char path[4096], msg[512] = "";
+	char path[4096];
 	const char *paths[1] = { path };
 	struct fs_info *fs;
 
 	image("small", path, sizeof(path));
-	cr_assert_eq(fs_open(paths, 1, NULL, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open(paths, 1, NULL, &fs), 0, "%s", btk_error_msg());
 	cr_assert_eq(fs->num_devices, 1);
 	cr_assert_eq(fs->missing_devices, 0);
 	cr_assert_str_eq(fs->devices[0].path, path);
@@ -88,7 +92,7 @@ Test(fs_open, well_known_roots)
 										.level = r.level,
 										.owner = r.objectid },
 					&b),
-			     0, "%s", fs->errmsg);
+			     0, "%s", btk_error_msg());
 		block_put(fs, b);
 	}
 	cr_assert_eq(fs->quota_root.bytenr, 0, "no quotas in the fixture");
@@ -152,13 +156,12 @@ Test(fs_open, missing_and_unopenable_paths)
 {
 	const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct fs_info *fs;
-	char msg[64] = "";
 
 	expect_open_fails("/nonexistent/btk-unit.img", -ENOENT, "/nonexistent/btk-unit.img");
 	expect_open_fails(tmp, 0, tmp);
-	cr_assert_eq(fs_open(NULL, 0, NULL, &fs, msg, sizeof(msg)), -EINVAL);
+	cr_assert_eq(fs_open(NULL, 0, NULL, &fs), -EINVAL);
 	cr_assert_null(fs);
-	cr_assert(strstr(msg, "no device"), "%s", msg);
+	cr_assert(strstr(btk_error_msg(), "no device"), "%s", btk_error_msg());
 }
 
 /* "cannot read the <what> tree: tree block <bytenr>: no good copy ..." */
@@ -189,7 +192,7 @@ Test(fs_open, truncated_image_file)
 
 Test(fs_open, truncated_memory_image_reports_why)
 {
-	char path[4096], msg[512] = "", want[128];
+	char path[4096], want[128];
 	struct note_log log;
 	struct fs_open_options opts;
 	struct io_dev *io;
@@ -203,16 +206,16 @@ Test(fs_open, truncated_memory_image_reports_why)
 	opts.note_arg = &log;
 	image("small", path, sizeof(path));
 	cr_assert_eq(fixture_load_memory_size(path, 20ULL << 20, &io), 0);
-	ret = fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg));
+	ret = fs_open_devices(&io, 1, &opts, &fs);
 	cr_assert_lt(ret, 0);
 	cr_assert_null(fs);
-	cr_assert(strstr(msg, want), "message \"%s\" lacks \"%s\"", msg, want);
+	cr_assert(strstr(btk_error_msg(), want), "message \"%s\" lacks \"%s\"", btk_error_msg(), want);
 	cr_assert(strstr(log.all, "truncated?"), "the short device is noted: %s", log.all);
 }
 
 Test(fs_open, member_of_another_filesystem)
 {
-	char a[4096], b[4096], msg[512] = "";
+	char a[4096], b[4096];
 	const char *paths[2] = { a, b };
 	struct io_dev *ios[2];
 	struct fs_info *fs = (struct fs_info *)&fs;
@@ -221,30 +224,30 @@ Test(fs_open, member_of_another_filesystem)
 	image("xxhash", b, sizeof(b));
 	cr_assert_eq(fixture_load_memory(a, &ios[0]), 0);
 	cr_assert_eq(fixture_load_memory(b, &ios[1]), 0);
-	cr_assert_eq(fs_open_devices(ios, 2, NULL, &fs, msg, sizeof(msg)), -EINVAL);
+	cr_assert_eq(fs_open_devices(ios, 2, NULL, &fs), -EINVAL);
 	cr_assert_null(fs);
-	cr_assert(strstr(msg, "different fsid"), "%s", msg);
+	cr_assert(strstr(btk_error_msg(), "different fsid"), "%s", btk_error_msg());
 
-	cr_assert_eq(fs_open(paths, 2, NULL, &fs, msg, sizeof(msg)), -EINVAL);
-	cr_assert(strstr(msg, "different fsid") && strstr(msg, b), "%s", msg);
+	cr_assert_eq(fs_open(paths, 2, NULL, &fs), -EINVAL);
+	cr_assert(strstr(btk_error_msg(), "different fsid") && strstr(btk_error_msg(), b), "%s", btk_error_msg());
 }
 
 Test(fs_open, same_device_twice)
 {
-	char a[4096], msg[512] = "";
+	char a[4096];
 	struct io_dev *ios[2];
 	struct fs_info *fs;
 
 	image("small", a, sizeof(a));
 	cr_assert_eq(fixture_load_memory(a, &ios[0]), 0);
 	cr_assert_eq(fixture_load_memory(a, &ios[1]), 0);
-	cr_assert_eq(fs_open_devices(ios, 2, NULL, &fs, msg, sizeof(msg)), -EINVAL);
-	cr_assert(strstr(msg, "given twice"), "%s", msg);
+	cr_assert_eq(fs_open_devices(ios, 2, NULL, &fs), -EINVAL);
+	cr_assert(strstr(btk_error_msg(), "given twice"), "%s", btk_error_msg());
 }
 
 Test(fs_open, damaged_root_tree_is_refused)
 {
-	char path[4096], msg[512] = "", want[128];
+	char path[4096], want[128];
 	struct phys_copy copies[MAX_COPIES];
 	struct fs_info *fs = fixture_open("small", NULL);
 	uint64_t root = fs->tree_root.bytenr, phys[MAX_COPIES], nodesize = fs->nodesize;
@@ -262,11 +265,11 @@ Test(fs_open, damaged_root_tree_is_refused)
 	for (int i = 0; i < n; i++)
 		cr_assert_eq(io_write(io, junk, nodesize, phys[i]), 0);
 	free(junk);
-	cr_assert_eq(fs_open_devices(&io, 1, NULL, &fs, msg, sizeof(msg)), -EUCLEAN);
+	cr_assert_eq(fs_open_devices(&io, 1, NULL, &fs), -EUCLEAN);
 	cr_assert_null(fs);
 	snprintf(want, sizeof(want), "cannot read the root tree: tree block %llu: no good copy",
 		 (unsigned long long)root);
-	cr_assert(strstr(msg, want), "message \"%s\" lacks \"%s\"", msg, want);
+	cr_assert(strstr(btk_error_msg(), want), "message \"%s\" lacks \"%s\"", btk_error_msg(), want);
 
 	/* chunk_only does not need the root tree */
 	{
@@ -278,7 +281,7 @@ Test(fs_open, damaged_root_tree_is_refused)
 			uint8_t zero[4096] = { 0 };
 			cr_assert_eq(io_write(io, zero, sizeof(zero), phys[i]), 0);
 		}
-		cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
+		cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs), 0, "%s", btk_error_msg());
 		cr_assert_eq(fs->extent_root.bytenr, 0);
 		cr_assert_geq(fs->chunks->count, 3);
 		fs_close(fs);
@@ -312,7 +315,7 @@ Test(fs_messages, error_and_note)
 	cr_assert_not_null(fs);
 	memset(&log, 0, sizeof(log));
 	cr_assert_eq(fs_error(fs, -EIO, "block %d is %s", 42, "bad"), -EIO);
-	cr_assert_str_eq(fs->errmsg, "block 42 is bad");
+	cr_assert_str_eq(btk_error_msg(), "block 42 is bad");
 	fs_note(fs, FS_NOTE_INFO, "dropped: no callback");
 	fs->note = fixture_note;
 	fs->note_arg = &log;
@@ -329,7 +332,7 @@ Test(fs_messages, error_and_note)
  * device attached twice are refused. */
 Test(fs, built_from_super_reads_like_fs_open)
 {
-	char path[4096], msg[256] = "";
+	char path[4096];
 	const char *paths[1] = { path };
 	struct fs_info *fs, *built;
 	struct io_dev *io;
@@ -337,22 +340,22 @@ Test(fs, built_from_super_reads_like_fs_open)
 	uint8_t *a, *b;
 
 	image("small", path, sizeof(path));
-	cr_assert_eq(fs_open(paths, 1, NULL, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open(paths, 1, NULL, &fs), 0, "%s", btk_error_msg());
 	memcpy(sb, fs->super, sizeof(sb));
-	cr_assert_eq(fs_create_from_super(sb, &built, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_create_from_super(sb, &built), 0, "%s", btk_error_msg());
 	cr_assert_eq(built->nodesize, fs->nodesize);
 	cr_assert_eq(built->csum_type, fs->csum_type);
 	cr_assert_eq(memcmp(built->metadata_uuid, fs->metadata_uuid, BTRFS_FSID_SIZE), 0);
 	cr_assert_eq(built->chunks->count, 0);
-	cr_assert_eq(volumes_read_sys_chunk_array(built), 0, "%s", built->errmsg);
+	cr_assert_eq(volumes_read_sys_chunk_array(built), 0, "%s", btk_error_msg());
 	cr_assert_gt(built->chunks->count, 0);
 	cr_assert_eq(fixture_load_memory(path, &io), 0);
 	cr_assert_eq(fs_attach_device(built, dev_item_devid(super_dev_item_ptr(sb)),
 				      dev_item_uuid_ptr(super_dev_item_ptr(sb)), io, io_size(io)), 0);
 	a = malloc(fs->nodesize);
 	b = malloc(fs->nodesize);
-	cr_assert_eq(volumes_read(fs, fs->chunk_root.bytenr, a, fs->nodesize, 0), 0, "%s", fs->errmsg);
-	cr_assert_eq(volumes_read(built, fs->chunk_root.bytenr, b, fs->nodesize, 0), 0, "%s", built->errmsg);
+	cr_assert_eq(volumes_read(fs, fs->chunk_root.bytenr, a, fs->nodesize, 0), 0, "%s", btk_error_msg());
+	cr_assert_eq(volumes_read(built, fs->chunk_root.bytenr, b, fs->nodesize, 0), 0, "%s", btk_error_msg());
 	cr_assert_eq(memcmp(a, b, fs->nodesize), 0, "the chunk root reads the same through both");
 	cr_assert_eq(block_verify(built, fs->chunk_root.bytenr, b, &BLOCK_EXPECT_ANY), BLOCK_OK);
 	cr_assert_eq(fixture_load_memory(path, &io), 0);
@@ -363,8 +366,8 @@ Test(fs, built_from_super_reads_like_fs_open)
 
 	super_set_nodesize(sb, 3000);
 	built = (struct fs_info *)&built;
-	cr_assert_eq(fs_create_from_super(sb, &built, msg, sizeof(msg)), -EUCLEAN);
+	cr_assert_eq(fs_create_from_super(sb, &built), -EUCLEAN);
 	cr_assert_null(built);
-	cr_assert(strstr(msg, "nodesize 3000"), "%s", msg);
+	cr_assert(strstr(btk_error_msg(), "nodesize 3000"), "%s", btk_error_msg());
 	fs_close(fs);
 }

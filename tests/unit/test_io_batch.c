@@ -178,7 +178,7 @@ Test(io_batch, refuses_what_it_cannot_open)
  * and the filesystem reopens (plain) with the change. */
 Test(io_batch, transaction_commits_through_it, .timeout = 60)
 {
-	char src[4096], img[4096], log[4096], undo[4096], msg[512] = "";
+	char src[4096], img[4096], log[4096], undo[4096];
 	const char *p[1] = { img };
 	struct fs_open_options opts;
 	struct wlog_reader *r;
@@ -199,18 +199,18 @@ Test(io_batch, transaction_commits_through_it, .timeout = 60)
 	opts.batched_writes = true;
 	opts.write_log_path = log;
 	opts.undo_path = undo;
-	cr_assert_eq(fs_open(p, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open(p, 1, &opts, &fs), 0, "%s", btk_error_msg());
 	gen = fs->generation;
-	cr_assert_eq(trans_start(fs, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_start(fs, &t), 0, "%s", btk_error_msg());
 	memset(super_label_ptr(trans_super(t)), 0, BTRFS_LABEL_SIZE);
 	memcpy(super_label_ptr(trans_super(t)), "batched", 7);
-	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
-	cr_assert_eq(fs_finish_undo(fs), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "%s", btk_error_msg());
+	cr_assert_eq(fs_finish_undo(fs), 0, "%s", btk_error_msg());
 	fs_close(fs);
 	cr_assert_eq(wlog_open(log, &r), 0);
 	cr_assert_gt(wlog_count(r), 3, "the commit's writes were logged");
 	wlog_reader_free(r);
-	cr_assert_eq(fs_open(p, 1, NULL, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open(p, 1, NULL, &fs), 0, "%s", btk_error_msg());
 	cr_assert_eq(fs->generation, gen + 1);
 	cr_assert_str_eq((const char *)super_label_ptr(fs->super), "batched");
 	fs_close(fs);

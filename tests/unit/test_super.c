@@ -103,7 +103,7 @@ Test(super, newest_valid_copy_wins)
 
 Test(super, filesystem_opens_from_copy_1_when_the_primary_is_bad)
 {
-	char path[4096], msg[512] = "";
+	char path[4096];
 	struct fs_open_options opts;
 	struct note_log log;
 	struct io_dev *io;
@@ -116,7 +116,7 @@ Test(super, filesystem_opens_from_copy_1_when_the_primary_is_bad)
 	fs_open_options_init(&opts);
 	opts.note = fixture_note;
 	opts.note_arg = &log;
-	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs), 0, "%s", btk_error_msg());
 	cr_assert_eq(fs->super_mirror, 1);
 	cr_assert(strstr(log.all, "superblock copy 0") && strstr(log.all, "checksum mismatch"),
 		  "the bad primary is reported: %s", log.all);

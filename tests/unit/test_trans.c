@@ -64,14 +64,13 @@ static struct fs_info *image_open(struct image *img, bool writable)
 	struct fs_open_options opts;
 	struct fs_info *fs;
 	struct io_dev *io;
-	char msg[512] = "";
 
 	cr_assert_eq(io_open_mem(img->buf, img->size, false, &io), 0);
 	fs_open_options_init(&opts);
 	opts.writable = writable;
 	opts.trans_dirty_bytes = test_dirty_budget;
 	opts.knobs = test_knobs;
-	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg)), 0, "opening the image: %s", msg);
+	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs), 0, "opening the image: %s", btk_error_msg());
 	return fs;
 }
 
@@ -219,11 +218,11 @@ static int verify(struct image *img, const struct model *m, const char *when)
 	size_t i = 0;
 	int ret;
 
-	cr_assert_eq(fs_find_root(fs, TREE, &root), 0, "%s: no tree %d: %s", when, (int)TREE, fs->errmsg);
+	cr_assert_eq(fs_find_root(fs, TREE, &root), 0, "%s: no tree %d: %s", when, (int)TREE, btk_error_msg());
 	/* the kernel reads the root tree expecting the superblock's generation */
 	cr_assert_eq(block_generation_of_root(fs), fs->generation, "%s: root tree generation", when);
 	ret = tree_walk(fs, &root, &ops, &bad);
-	cr_assert_eq(ret, 0, "%s: tree_walk: %s", when, fs->errmsg);
+	cr_assert_eq(ret, 0, "%s: tree_walk: %s", when, btk_error_msg());
 	cr_assert_eq(bad, 0, "%s: %llu unreadable blocks", when, (unsigned long long)bad);
 	cr_assert_eq(w.bad_owner, 0, "%s: blocks with the wrong owner", when);
 	cr_assert_eq(w.no_extent_item, 0, "%s: %u blocks without an extent item", when, w.no_extent_item);
@@ -247,7 +246,7 @@ static int verify(struct image *img, const struct model *m, const char *when)
 		i++;
 	}
 	tree_iter_release(&it);
-	cr_assert_eq(ret, 0, "%s: tree_iter: %s", when, fs->errmsg);
+	cr_assert_eq(ret, 0, "%s: tree_iter: %s", when, btk_error_msg());
 	cr_assert_eq(i, m->n, "%s: %zu items iterated, model has %zu", when, i, m->n);
 	fs_close(fs);
 	return root.level;
@@ -275,7 +274,7 @@ static void begin(struct session *s)
 
 	s->fs = image_open(&s->img, true);
 	ret = trans_start(s->fs, &s->t);
-	cr_assert_eq(ret, 0, "trans_start: %s", s->fs->errmsg);
+	cr_assert_eq(ret, 0, "trans_start: %s", btk_error_msg());
 }
 
 /* Commit, close, check the image against the model; returns the root level. */
@@ -284,7 +283,7 @@ static int commit_and_verify(struct session *s, const char *phase)
 	char when[128];
 	int ret = trans_commit(s->t);
 
-	cr_assert_eq(ret, 0, "%s: commit %u failed: %d %s", phase, s->commits, ret, s->fs->errmsg);
+	cr_assert_eq(ret, 0, "%s: commit %u failed: %d %s", phase, s->commits, ret, btk_error_msg());
 	s->t = NULL;
 	fs_close(s->fs);
 	s->fs = NULL;
@@ -315,7 +314,7 @@ static void op_insert(struct session *s)
 
 	fill(&s->m, data, size);
 	ret = trans_insert_item(s->t, TREE, &key, data, size);
-	cr_assert_eq(ret, 0, "insert of %u bytes: %d %s", size, ret, s->fs->errmsg);
+	cr_assert_eq(ret, 0, "insert of %u bytes: %d %s", size, ret, btk_error_msg());
 	model_put(&s->m, &key, data, size);
 	/* a second insert of the same key is refused */
 	cr_assert_eq(trans_insert_item(s->t, TREE, &key, data, size), -EEXIST);
@@ -327,7 +326,7 @@ static void op_delete(struct session *s, size_t i)
 	struct btrfs_key key = s->m.v[i].key;
 	int ret = trans_delete_item(s->t, TREE, &key);
 
-	cr_assert_eq(ret, 0, "delete: %d %s", ret, s->fs->errmsg);
+	cr_assert_eq(ret, 0, "delete: %d %s", ret, btk_error_msg());
 	model_del(&s->m, i);
 	cr_assert_eq(trans_delete_item(s->t, TREE, &key), -ENOENT);
 }
@@ -344,7 +343,7 @@ static void op_resize(struct session *s, size_t i)
 	data = malloc(size ? size : 1);
 	fill(&s->m, data, size);
 	ret = trans_update_item(s->t, TREE, &s->m.v[i].key, data, size);
-	cr_assert_eq(ret, 0, "resize %u -> %u: %d %s", s->m.v[i].size, size, ret, s->fs->errmsg);
+	cr_assert_eq(ret, 0, "resize %u -> %u: %d %s", s->m.v[i].size, size, ret, btk_error_msg());
 	model_put(&s->m, &s->m.v[i].key, data, size);
 	free(data);
 }
@@ -359,7 +358,7 @@ static void op_poke(struct session *s, size_t i)
 
 	tree_path_init(&path);
 	ret = trans_item_for_update(s->t, TREE, &s->m.v[i].key, &data, &size, &path);
-	cr_assert_eq(ret, 0, "item_for_update: %d %s", ret, s->fs->errmsg);
+	cr_assert_eq(ret, 0, "item_for_update: %d %s", ret, btk_error_msg());
 	cr_assert_eq(size, s->m.v[i].size);
 	for (uint32_t k = 0; k < size; k += 13) {
 		data[k] ^= 0xa5;
@@ -459,8 +458,8 @@ static size_t grow_churn_shrink(const char *recipe, int target, unsigned churn_o
 	cr_assert_eq(prev, 0, "an empty tree must be a single leaf");
 
 	/* delete the tree and make it again in the same transaction */
-	cr_assert_eq(trans_delete_tree(s.t, TREE), 0, "delete tree: %s", s.fs->errmsg);
-	cr_assert_eq(trans_create_tree(s.t, TREE), 0, "create tree: %s", s.fs->errmsg);
+	cr_assert_eq(trans_delete_tree(s.t, TREE), 0, "delete tree: %s", btk_error_msg());
+	cr_assert_eq(trans_create_tree(s.t, TREE), 0, "create tree: %s", btk_error_msg());
 	cr_assert_eq(trans_create_tree(s.t, TREE), -EEXIST);
 	for (size_t i = 0; i < original.n; i++) {
 		cr_assert_eq(trans_insert_item(s.t, TREE, &original.v[i].key, original.v[i].data, original.v[i].size), 0);
@@ -565,7 +564,7 @@ Test(trans, small_dirty_budget)
 		else
 			op_poke(&s, i);
 	}
-	cr_assert_eq(trans_commit(s.t), 0, "commit: %s", s.fs->errmsg);
+	cr_assert_eq(trans_commit(s.t), 0, "commit: %s", btk_error_msg());
 	s.t = NULL;
 	st = s.fs->trans_stats;
 	cr_log_info("peak %llu dirty blocks, %llu written early, %llu changed again",
@@ -600,7 +599,7 @@ Test(trans, small_dirty_budget_abort)
 		struct btrfs_key key = { rnd(&s.m), BTRFS_UUID_KEY_SUBVOL, rnd(&s.m) };
 		uint8_t data[800];
 		fill(&s.m, data, sizeof(data));
-		cr_assert_eq(trans_insert_item(s.t, TREE, &key, data, sizeof(data)), 0, "%s", s.fs->errmsg);
+		cr_assert_eq(trans_insert_item(s.t, TREE, &key, data, sizeof(data)), 0, "%s", btk_error_msg());
 	}
 	trans_abort(s.t);
 	cr_assert_gt(s.fs->trans_stats.written_early, 10);
@@ -649,7 +648,7 @@ static void edit_extent_item(struct session *s)
 	if (trans_item_for_update(s->t, BTRFS_EXTENT_TREE_OBJECTID, &key, &data, &size, &path) == -ENOENT) {
 		key = (struct btrfs_key){ s->fs->uuid_root.bytenr, BTRFS_EXTENT_ITEM_KEY, s->fs->nodesize };
 		cr_assert_eq(trans_item_for_update(s->t, BTRFS_EXTENT_TREE_OBJECTID, &key, &data, &size, &path), 0,
-			     "%s", s->fs->errmsg);
+			     "%s", btk_error_msg());
 	}
 	tree_path_release(s->fs, &path);
 }
@@ -675,7 +674,7 @@ static struct trans_mem_stats small_refs_limit(bool keep, uint64_t seed)
 	if (keep)
 		edit_extent_item(&s);
 	churn_one_transaction(&s, RUNNING_ON_VALGRIND ? 300u : 1200u);
-	cr_assert_eq(trans_commit(s.t), 0, "%s", s.fs->errmsg);
+	cr_assert_eq(trans_commit(s.t), 0, "%s", btk_error_msg());
 	st = s.fs->trans_stats;
 	fs_close(s.fs);
 	verify(&s.img, &s.m, keep ? "limit, queue kept" : "limit");
@@ -750,13 +749,12 @@ Test(trans, refuses_interrupted_fsid_change)
 	struct trans *t;
 	struct io_dev *io;
 	struct fs_open_options opts;
-	char msg[256];
 
 	image_load("small", &img);
 	fs = image_open(&img, true);
 	cr_assert_eq(trans_start(fs, &t), 0);
 	super_set_flags(trans_super(t), super_flags(trans_super(t)) | BTRFS_SUPER_FLAG_CHANGING_FSID_V2);
-	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "%s", btk_error_msg());
 	fs_close(fs);
 
 	fs = image_open(&img, true);
@@ -767,8 +765,8 @@ Test(trans, refuses_interrupted_fsid_change)
 	fs_open_options_init(&opts);
 	opts.writable = true;
 	opts.fsid_change = true;
-	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
-	cr_assert_eq(trans_start(fs, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_open_devices(&io, 1, &opts, &fs), 0, "%s", btk_error_msg());
+	cr_assert_eq(trans_start(fs, &t), 0, "%s", btk_error_msg());
 	trans_abort(t);
 	fs_close(fs);
 	image_release(&img);
@@ -790,26 +788,26 @@ Test(trans, drop_log_tree_option)
 	log = fs->tree_root.bytenr;   /* any tree block: nothing reads the log here */
 	cr_assert_eq(trans_start(fs, &t), 0);
 	super_set_log_root(trans_super(t), log);
-	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "%s", btk_error_msg());
 	fs_close(fs);
 
 	fs = image_open(&img, true);
 	cr_assert_eq(super_log_root(fs->super), log);
 	cr_assert_eq(trans_start(fs, &t), -EBUSY);
 	cr_assert_null(t);
-	cr_assert_eq(trans_start_with(fs, &drop, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_start_with(fs, &drop, &t), 0, "%s", btk_error_msg());
 	cr_assert_eq(super_log_root(trans_super(t)), 0);
 	trans_abort(t);
 	cr_assert_eq(super_log_root(fs->super), log, "an aborted drop must leave the log in place");
-	cr_assert_eq(trans_start_with(fs, &drop, &t), 0, "%s", fs->errmsg);
-	cr_assert_eq(trans_space_keep_until_commit(t, log, fs->nodesize), 0, "%s", fs->errmsg);
-	cr_assert_eq(trans_commit(t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_start_with(fs, &drop, &t), 0, "%s", btk_error_msg());
+	cr_assert_eq(trans_space_keep_until_commit(t, log, fs->nodesize), 0, "%s", btk_error_msg());
+	cr_assert_eq(trans_commit(t), 0, "%s", btk_error_msg());
 	cr_assert_eq(super_log_root(fs->super), 0);
 	fs_close(fs);
 
 	fs = image_open(&img, true);
 	cr_assert_eq(super_log_root(fs->super), 0);
-	cr_assert_eq(trans_start(fs, &t), 0, "%s", fs->errmsg);
+	cr_assert_eq(trans_start(fs, &t), 0, "%s", btk_error_msg());
 	trans_abort(t);
 	fs_close(fs);
 	btrfs_check_clean(&img);

@@ -50,7 +50,7 @@ static void collect(void)
 		all.count++;
 		ret = tree_next(fs, &path);
 	}
-	cr_assert_eq(ret, 1, "iteration ended with %d: %s", ret, fs->errmsg);
+	cr_assert_eq(ret, 1, "iteration ended with %d: %s", ret, btk_error_msg());
 	cr_assert_eq(tree_next(fs, &path), 1, "the end stays the end");
 	tree_path_release(fs, &path);
 }
@@ -126,7 +126,7 @@ Test(tree, forward_iteration_matches_a_full_walk)
 	uint64_t items = 0, bad = 1;
 	struct tree_walk_ops ops = { .visit = count_items, .arg = &items };
 
-	cr_assert_eq(tree_walk(fs, &fs->fs_root, &ops, &bad), 0, "%s", fs->errmsg);
+	cr_assert_eq(tree_walk(fs, &fs->fs_root, &ops, &bad), 0, "%s", btk_error_msg());
 	cr_assert_eq(bad, 0);
 	cr_assert_eq(items, all.count);
 }
@@ -139,7 +139,7 @@ Test(tree, backward_iteration_is_the_reverse)
 	int ret;
 
 	tree_path_init(&path);
-	cr_assert_eq(tree_search_le(fs, &fs->fs_root, &KEY_MAX, &path), 0, "%s", fs->errmsg);
+	cr_assert_eq(tree_search_le(fs, &fs->fs_root, &KEY_MAX, &path), 0, "%s", btk_error_msg());
 	for (;;) {
 		tree_item_key(&path, &key);
 		assert_key_eq(&key, &all.keys[i], "tree_prev");
@@ -149,7 +149,7 @@ Test(tree, backward_iteration_is_the_reverse)
 		cr_assert_gt(i, 0, "tree_prev went past the first item");
 		i--;
 	}
-	cr_assert_eq(ret, 1, "%d: %s", ret, fs->errmsg);
+	cr_assert_eq(ret, 1, "%d: %s", ret, btk_error_msg());
 	cr_assert_eq(i, 0, "stopped %zu items before the first", i);
 	tree_path_release(fs, &path);
 }
@@ -236,7 +236,7 @@ Test(tree, lookup)
 	size_t i;
 
 	/* the top directory's inode */
-	cr_assert_eq(tree_lookup(fs, &fs->fs_root, &key, buf, &size), 0, "%s", fs->errmsg);
+	cr_assert_eq(tree_lookup(fs, &fs->fs_root, &key, buf, &size), 0, "%s", btk_error_msg());
 	cr_assert_eq(size, sizeof(struct btrfs_inode_item));
 	cr_assert(S_ISDIR(inode_mode(buf)), "mode 0%o", inode_mode(buf));
 	cr_assert_geq(inode_nlink(buf), 1);
@@ -293,7 +293,7 @@ Test(tree, missing_tree_is_enoent)
 
 	tree_path_init(&path);
 	cr_assert_eq(tree_search(fs, &none, &KEY_MIN, &path), -ENOENT);
-	cr_assert(strstr(fs->errmsg, "does not exist"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "does not exist"), "%s", btk_error_msg());
 	tree_path_release(fs, &path);
 }
 

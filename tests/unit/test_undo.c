@@ -779,11 +779,11 @@ Test(undo, fs_open_records_and_btk_undo_restores_a_real_filesystem)
 	fs_open_options_init(&opts);
 	opts.writable = true;
 	opts.undo_path = path;
-	cr_assert_eq(fs_open_devices((struct io_dev *[]){ mem_io(buf, size) }, 1, &opts, &fs, msg, sizeof(msg)), 0,
-		     "%s", msg);
+	cr_assert_eq(fs_open_devices((struct io_dev *[]){ mem_io(buf, size) }, 1, &opts, &fs), 0,
+		     "%s", btk_error_msg());
 	cr_assert_not_null(fs->undo);
 	fake_commit(fs);
-	cr_assert_eq(fs_finish_undo(fs), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_finish_undo(fs), 0, "%s", btk_error_msg());
 	fs_close(fs);
 
 	cr_assert_eq(undo_info(path, &sum, msg, sizeof(msg)), 0, "%s", msg);
@@ -799,12 +799,12 @@ Test(undo, fs_open_records_and_btk_undo_restores_a_real_filesystem)
 	cr_assert_eq(memcmp(buf, orig, size), 0, "the image is back to its original bytes");
 
 	/* the undo file is never overwritten; read-only opens make none */
-	cr_assert_neq(fs_open_devices((struct io_dev *[]){ mem_io(buf, size) }, 1, &opts, &fs, msg, sizeof(msg)), 0);
-	cr_assert(strstr(msg, "already exists"), "%s", msg);
+	cr_assert_neq(fs_open_devices((struct io_dev *[]){ mem_io(buf, size) }, 1, &opts, &fs), 0);
+	cr_assert(strstr(btk_error_msg(), "already exists"), "%s", btk_error_msg());
 	opts.writable = false;
 	in_dir(path, sizeof(path), "ro.undo");
-	cr_assert_eq(fs_open_devices((struct io_dev *[]){ mem_io(buf, size) }, 1, &opts, &fs, msg, sizeof(msg)), 0,
-		     "%s", msg);
+	cr_assert_eq(fs_open_devices((struct io_dev *[]){ mem_io(buf, size) }, 1, &opts, &fs), 0,
+		     "%s", btk_error_msg());
 	cr_assert_null(fs->undo);
 	fs_close(fs);
 	cr_assert_neq(access(path, F_OK), 0);
@@ -874,7 +874,7 @@ Test(undo, fs_open_by_path_unfinished_operation_rolls_back)
 	opts.writable = true;
 	opts.scan_devices = false;
 	opts.undo_path = path;
-	cr_assert_eq(fs_open(paths, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open(paths, 1, &opts, &fs), 0, "%s", btk_error_msg());
 	fake_commit(fs);
 	fs_close(fs); /* no fs_finish_undo: the tool failed after its commit */
 	cr_assert_not(files_equal(image, copy));

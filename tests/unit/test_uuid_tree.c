@@ -26,10 +26,10 @@ Test(uuid_tree, rebuilt_from_the_root_items)
 	fs = fixture_open("small", &opts);
 	gen = fs->generation;
 	cr_assert_eq(trans_start(fs, &t), 0);
-	cr_assert_eq(uuid_tree_rebuild(fs, t, &st), 0, "%s", fs->errmsg);
+	cr_assert_eq(uuid_tree_rebuild(fs, t, &st), 0, "%s", btk_error_msg());
 	cr_assert_geq(st.subvols, 1);
 	cr_assert_eq(st.items, st.subvols + st.received);
-	cr_assert_eq(trans_commit(t), 0, "commit: %s", fs->errmsg);
+	cr_assert_eq(trans_commit(t), 0, "commit: %s", btk_error_msg());
 	cr_assert_eq(super_uuid_tree_generation(fs->super), gen + 1);
 	cr_assert_neq(fs->uuid_root.bytenr, 0);
 

@@ -60,7 +60,7 @@ static void add_chunk(struct fs_info *fs, uint64_t logical, uint64_t length, uin
 	uint32_t size = build_chunk(item, length, type, num, sub, devids, phys);
 	int ret = chunk_map_add_item(fs, logical, item, size);
 
-	cr_assert_eq(ret, 0, "%s with %u stripes refused: %s", profile_name(type), num, fs->errmsg);
+	cr_assert_eq(ret, 0, "%s with %u stripes refused: %s", profile_name(type), num, btk_error_msg());
 }
 
 struct where {
@@ -76,7 +76,7 @@ static void expect_map(struct fs_info *fs, uint64_t offset, int ncopies, const s
 	int n = volumes_map(fs, L0 + offset, 4096, copies, &contig);
 
 	cr_assert_eq(n, ncopies, "offset %llu: %d copies, want %d (%s)", (unsigned long long)offset, n,
-		     ncopies, fs->errmsg);
+		     ncopies, btk_error_msg());
 	for (int i = 0; i < n; i++) {
 		cr_assert_eq(copies[i].devid, want[i].devid, "offset %llu copy %d: devid %llu, want %llu",
 			     (unsigned long long)offset, i, (unsigned long long)copies[i].devid,
@@ -116,7 +116,7 @@ Test(volumes_map, dup)
 	cr_assert_eq(chunk_map_add_item(fs, L0, item,
 					build_chunk(item, len, BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP,
 						    2, 0, dev, ph)),
-		     0, "%s", fs->errmsg);
+		     0, "%s", btk_error_msg());
 	expect_map(fs, 0, 2, TWO(1, 22 * MiB, 1, 30 * MiB), len);
 	expect_map(fs, 123 * 4096, 2, TWO(1, 22 * MiB + 123 * 4096, 1, 30 * MiB + 123 * 4096),
 		   len - 123 * 4096);
@@ -260,7 +260,7 @@ Test(chunk_map, lookup_boundaries_and_order)
 	cr_assert_null(chunk_map_lookup(NULL, L0));
 
 	cr_assert_eq(volumes_map(fs, L0 + len, 4096, copies, NULL), -ENOENT);
-	cr_assert(strstr(fs->errmsg, "not in any chunk"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "not in any chunk"), "%s", btk_error_msg());
 	cr_assert_eq(volumes_num_copies(fs, L0 + len), 0);
 	fs_close(fs);
 }
@@ -283,14 +283,14 @@ static void expect_refused(struct fs_info *fs, uint64_t logical, const uint8_t *
 	size_t before = fs->chunks->count;
 	int ret;
 
-	fs->errmsg[0] = 0;
+	btk_error_clear();
 	ret = chunk_map_add_item(fs, logical, item, size);
 	cr_assert_eq(ret, -EUCLEAN, "%s: accepted (%d)", what, ret);
-	cr_assert(strstr(fs->errmsg, "chunk"), "%s: message \"%s\"", what, fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "chunk"), "%s: message \"%s\"", what, btk_error_msg());
 	cr_assert_eq(fs->chunks->count, before, "%s: map changed", what);
 	/* the validation alone (btk-check reports the items the open left out); an
 	 * overlap is the map's to refuse */
-	if (!strstr(fs->errmsg, "overlaps"))
+	if (!strstr(btk_error_msg(), "overlaps"))
 		cr_assert_eq(chunk_item_validate(fs, logical, item, size), -EUCLEAN, "%s: valid", what);
 }
 
@@ -370,7 +370,7 @@ Test(chunk_map, overlapping_chunks_are_refused)
 	add_chunk(fs, L0, 8 * MiB, D, 1, 0);
 	add_chunk(fs, L0 + 16 * MiB, 8 * MiB, D, 1, 0);
 	REFUSE("starts inside another", L0 + 4 * MiB, 8 * MiB, D, 1, 0);
-	cr_assert(strstr(fs->errmsg, "overlaps"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "overlaps"), "%s", btk_error_msg());
 	REFUSE("ends inside another", L0 - 4 * MiB, 8 * MiB, D, 1, 0);
 	REFUSE("covers another", L0 + 12 * MiB, 16 * MiB, D, 1, 0);
 	REFUSE("same start, other length", L0, 4 * MiB, D, 1, 0);
@@ -444,7 +444,7 @@ Test(volumes_read, raid0_reads_cross_stripes_in_order)
 	cr_assert_eq(chunk_map_add_item(fs, L0, item,
 					build_chunk(item, len, BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID0,
 						    2, 0, devids, ph)),
-		     0, "%s", fs->errmsg);
+		     0, "%s", btk_error_msg());
 	cr_assert_eq(fs->chunks->chunks[0]->stripes[0].dev, &fs->devices[0]);
 	/* lay the logical pattern out as RAID0 would: stripe n on device n % 2, row n / 2 */
 	for (uint64_t off = 0; off < len; off++) {
@@ -453,7 +453,7 @@ Test(volumes_read, raid0_reads_cross_stripes_in_order)
 	}
 	out = malloc(len);
 	cr_assert_not_null(out);
-	cr_assert_eq(volumes_read(fs, L0 + 1000, out, 5 * K64 + 17, 0), 0, "%s", fs->errmsg);
+	cr_assert_eq(volumes_read(fs, L0 + 1000, out, 5 * K64 + 17, 0), 0, "%s", btk_error_msg());
 	for (uint64_t i = 0; i < 5 * K64 + 17; i++)
 		cr_assert_eq(out[i], pattern(1000 + i), "logical offset %llu", (unsigned long long)(1000 + i));
 	cr_assert_eq(volumes_read(fs, L0, out, len, 0), 0);
@@ -475,7 +475,7 @@ Test(volumes_read, dup_mirror_selects_the_copy)
 	cr_assert_eq(chunk_map_add_item(fs, L0, item,
 					build_chunk(item, MiB, BTRFS_BLOCK_GROUP_METADATA | BTRFS_BLOCK_GROUP_DUP,
 						    2, 0, dev, ph)),
-		     0, "%s", fs->errmsg);
+		     0, "%s", btk_error_msg());
 	memset(bufs[0] + 1 * MiB + 8192, 0x11, 4096);
 	memset(bufs[0] + 3 * MiB + 8192, 0x22, 4096);
 	cr_assert_eq(volumes_read(fs, L0 + 8192, out, sizeof(out), 0), 0);
@@ -527,7 +527,7 @@ Test(sys_chunk_array, parses_every_chunk)
 	pos += sizeof(struct btrfs_disk_key);
 	pos += build_chunk(array + pos, 4 * MiB, BTRFS_BLOCK_GROUP_SYSTEM, 1, 0, devids, phys);
 	set_sys_array(fs, array, pos);
-	cr_assert_eq(volumes_read_sys_chunk_array(fs), 0, "%s", fs->errmsg);
+	cr_assert_eq(volumes_read_sys_chunk_array(fs), 0, "%s", btk_error_msg());
 	cr_assert_eq(fs->chunks->count, 2);
 	cr_assert_eq(volumes_num_copies(fs, L0 + 4096), 2);
 	cr_assert_eq(volumes_num_copies(fs, L0 + 8 * MiB + 4096), 1);
@@ -537,7 +537,7 @@ Test(sys_chunk_array, parses_every_chunk)
 	fs = new_fs();
 	set_sys_array(fs, array, pos - 10);
 	cr_assert_eq(volumes_read_sys_chunk_array(fs), -EUCLEAN);
-	cr_assert(strstr(fs->errmsg, "truncated"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "truncated"), "%s", btk_error_msg());
 
 	/* a key that is not a chunk item */
 	fs_close(fs);
@@ -545,6 +545,6 @@ Test(sys_chunk_array, parses_every_chunk)
 	array[sizeof(uint64_t)] = BTRFS_DEV_ITEM_KEY;
 	set_sys_array(fs, array, pos);
 	cr_assert_eq(volumes_read_sys_chunk_array(fs), -EUCLEAN);
-	cr_assert(strstr(fs->errmsg, "key type"), "%s", fs->errmsg);
+	cr_assert(strstr(btk_error_msg(), "key type"), "%s", btk_error_msg());
 	fs_close(fs);
 }

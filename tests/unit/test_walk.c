@@ -71,7 +71,7 @@ static uint64_t walk(struct fs_info *fs, const struct tree_root_ptr *root, struc
 	uint64_t bad = UINT64_MAX;
 	int ret = tree_walk(fs, root, &ops, &bad);
 
-	cr_assert_eq(ret, expect_ret, "tree_walk returned %d: %s", ret, fs->errmsg);
+	cr_assert_eq(ret, expect_ret, "tree_walk returned %d: %s", ret, btk_error_msg());
 	return bad;
 }
 
@@ -256,7 +256,7 @@ Test(fs_list_trees, lists_the_trees_mkfs_creates)
 	struct fs_info *fs = fixture_open("small", NULL);
 	struct fs_tree_list list;
 
-	cr_assert_eq(fs_list_trees(fs, &list), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_list_trees(fs, &list), 0, "%s", btk_error_msg());
 	cr_assert_eq(list.count, sizeof(want) / sizeof(want[0]), "%zu trees", list.count);
 	for (size_t i = 0; i < list.count; i++) {
 		struct visits v;

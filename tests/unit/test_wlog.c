@@ -427,12 +427,12 @@ static struct fs_info *open_fixture_writable(const struct fs_open_options *base,
 {
 	struct fs_open_options opts = *base;
 	struct fs_info *fs;
-	char image[4096], msg[512];
+	char image[4096];
 
 	cr_assert_eq(fixture_image("small", image, sizeof(image)), 0);
 	cr_assert_eq(fixture_load_memory(image, mem), 0);
 	opts.writable = true;
-	cr_assert_eq(fs_open_devices(mem, 1, &opts, &fs, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(fs_open_devices(mem, 1, &opts, &fs), 0, "%s", btk_error_msg());
 	return fs;
 }
 
@@ -502,7 +502,7 @@ Test(wlog, logs_what_reaches_the_disk_below_an_undo_recorder)
 	for (int i = 0; i < 10; i++)
 		cr_assert_eq(io_write(fs->devices[0].io, "hello", 5, (40ULL << 20) + 4096 * i), 0);
 	cr_assert_eq(io_flush(fs->devices[0].io), 0);
-	cr_assert_eq(fs_finish_undo(fs), 0, "%s", fs->errmsg);
+	cr_assert_eq(fs_finish_undo(fs), 0, "%s", btk_error_msg());
 	fs_close(fs);
 	cr_assert_eq(wlog_open(log, &r), 0);
 	cr_assert_eq(wlog_count(r), 10);
