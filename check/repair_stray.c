@@ -105,7 +105,7 @@ static int scan_global_trees(struct repair_ctx *r, struct stray_scan *s)
 
 	for (size_t i = 0; !ret && i < sizeof(trees) / sizeof(trees[0]); i++) {
 		if (trans_get_root(r->t, trees[i], &ptr) || !ptr.bytenr) {
-			fs_error_clear(r->fs);
+			btk_error_clear();
 			continue;   /* a tree this filesystem does not have */
 		}
 		s->root = trees[i];

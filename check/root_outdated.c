@@ -154,7 +154,7 @@ static uint64_t stale_generation(struct fs_info *fs, const struct root_fix *f)
 			gen = block_generation(b);
 		block_put(fs, b);
 	} else {
-		fs_error_clear(fs);
+		btk_error_clear();
 	}
 	return gen;
 }
