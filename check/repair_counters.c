@@ -81,7 +81,7 @@ static int fix_block_groups(struct repair_ctx *r, const int64_t *adjust, uint64_
 		r->changes++;
 		tree_path_init(&path);
 		ret = trans_item_for_update(r->t, trans_block_group_tree(r->t), &key, &item, &isize, &path);
-		if (ret == 0 && isize < sizeof(struct btrfs_block_group_item))
+		if (ret == 0 && !item_has_fixed(BTRFS_BLOCK_GROUP_ITEM_KEY, isize))
 			ret = fs_error(fs, -EUCLEAN, "block group item %" PRIu64 " is too small", key.objectid);
 		if (ret == 0)
 			block_group_set_used(item, sums[i]);
@@ -126,7 +126,7 @@ static int fix_devices(struct repair_ctx *r, uint64_t *total_bytes)
 		/* copies the path to the dev item even when nothing changes: only
 		 * called when the check found a device or total_bytes problem */
 		ret = trans_item_for_update(r->t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &isize, &path);
-		if (ret == 0 && isize < sizeof(struct btrfs_dev_item))
+		if (ret == 0 && !item_has_fixed(BTRFS_DEV_ITEM_KEY, isize))
 			ret = fs_error(fs, -EUCLEAN, "dev item %" PRIu64 " is too small", key.offset);
 		if (ret == 0 && fs_device(fs, i)->io && dev_item_total_bytes(item) > io_size(fs_device(fs, i)->io)) {
 			/* the kernel mounts no device smaller than its dev item says; the dev

@@ -296,7 +296,7 @@ int link_inode_for_update(struct repair_ctx *r, uint64_t root, uint64_t ino, uin
 
 	tree_path_init(path);
 	ret = trans_item_for_update(r->t, root, &key, item, &size, path);
-	if (ret == 0 && size < sizeof(struct btrfs_inode_item))
+	if (ret == 0 && !item_has_fixed(BTRFS_INODE_ITEM_KEY, size))
 		ret = fs_error(r->fs, -EUCLEAN, "root %" PRIu64 " inode %" PRIu64 ": inode item is %u bytes", root, ino,
 			       size);
 	return ret;

@@ -35,6 +35,7 @@
 #include <btk/tree.h>
 #include <btk/volumes.h>
 #include <btk/walk.h>
+#include <btk/item_check.h>
 
 /* A chunk as it was when the rebuild started (the transaction may add some:
  * their block group items are its own to write). */
@@ -161,7 +162,7 @@ static int set_block_groups_used(struct rebuild *rb)
 
 		tree_path_init(&path);
 		ret = trans_item_for_update(rb->r->t, BTRFS_BLOCK_GROUP_TREE_OBJECTID, &key, &item, &size, &path);
-		if (ret == 0 && size < sizeof(struct btrfs_block_group_item))
+		if (ret == 0 && !item_has_fixed(BTRFS_BLOCK_GROUP_ITEM_KEY, size))
 			ret = fs_error(rb->fs, -EUCLEAN, "block group item %" PRIu64 " is too small", c->start);
 		if (ret == 0)
 			block_group_set_used(item, c->base);

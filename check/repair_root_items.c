@@ -13,6 +13,7 @@
 #include "check/root_outdated.h"
 #include <btk/block.h>
 #include <btk/trans.h>
+#include <btk/item_check.h>
 
 static int fix_root(void *arg, const struct root_fix *f)
 {
@@ -33,7 +34,7 @@ static int fix_root(void *arg, const struct root_fix *f)
 	block_put(r->fs, b);
 	tree_path_init(&path);
 	ret = trans_item_for_update(r->t, BTRFS_ROOT_TREE_OBJECTID, &f->key, &item, &size, &path);
-	if (!ret && size < BTRFS_ROOT_ITEM_V1_SIZE)
+	if (!ret && !item_has_fixed(BTRFS_ROOT_ITEM_KEY, size))
 		ret = fs_error(r->fs, -EUCLEAN, "root item of %" PRIu64 " is %u bytes", f->key.objectid, size);
 	if (!ret) {
 		root_item_set_bytenr(item, f->new_bytenr);

@@ -58,7 +58,7 @@ static int update_root_items(struct trans *t)
 							 (unsigned long long)r->ptr.objectid) : ret;
 		tree_path_init(&path);
 		ret = trans_item_for_update(t, BTRFS_ROOT_TREE_OBJECTID, &key, &item, &size, &path);
-		if (ret == 0 && size < BTRFS_ROOT_ITEM_V1_SIZE)
+		if (ret == 0 && !item_has_fixed(BTRFS_ROOT_ITEM_KEY, size))
 			ret = fs_error(t->fs, -EUCLEAN, "root item %llu too small",
 				       (unsigned long long)r->ptr.objectid);
 		if (ret == 0) {

@@ -245,7 +245,7 @@ static int free_data_extent(struct fs_info *fs, struct trans *t, const struct v1
 	key = (struct btrfs_key){ c->logical, BTRFS_BLOCK_GROUP_ITEM_KEY, c->length };
 	tree_path_init(&path);
 	ret = trans_item_for_update(t, bg_tree, &key, &item, &size, &path);
-	if (ret == 0 && (size < sizeof(struct btrfs_block_group_item) || block_group_used(item) < e->len))
+	if (ret == 0 && (!item_has_fixed(BTRFS_BLOCK_GROUP_ITEM_KEY, size) || block_group_used(item) < e->len))
 		ret = fs_error(fs, -EUCLEAN, "block group %llu: used bytes do not cover extent %llu",
 			       (unsigned long long)c->logical, (unsigned long long)e->bytenr);
 	if (ret == 0)

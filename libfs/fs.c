@@ -582,7 +582,7 @@ int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *ou
 			ret = -ENOENT;
 		} else {
 			data = tree_item_data(&path, &size);
-			if (size < BTRFS_ROOT_ITEM_V1_SIZE) {
+			if (!item_has_fixed(BTRFS_ROOT_ITEM_KEY, size)) {
 				ret = fs_error(fs, -EUCLEAN, "root item of tree %llu too small (%u bytes)",
 					       (unsigned long long)objectid, size);
 			} else {

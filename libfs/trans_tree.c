@@ -739,7 +739,7 @@ int trans_restart_tree(struct trans *t, uint64_t objectid)
 	if ((ret = trans_get_root(t, BTRFS_ROOT_TREE_OBJECTID, &rt)))
 		return ret;
 	ret = tree_lookup(t->fs, &rt, &key, item, &size);
-	if (ret == 0 && size < BTRFS_ROOT_ITEM_V1_SIZE)
+	if (ret == 0 && !item_has_fixed(BTRFS_ROOT_ITEM_KEY, size))
 		ret = fs_error(t->fs, -EUCLEAN, "root item %llu too small", (unsigned long long)objectid);
 	if (ret)
 		return ret;

@@ -124,6 +124,7 @@ static int chunk_map_insert(struct fs_info *fs, struct chunk *c)
 int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)
 {
 	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, logical };
+	struct item_view v = item_view_of(item, size);
 	struct item_verdict vd;
 
 	/* the validator's chunk rules; type bits a newer format added do not
@@ -131,9 +132,8 @@ int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *ite
 	if (item_check_fs(fs, &key, item, size, &vd) == 0 || vd.fault == ITEM_UNKNOWN_BITS)
 		return 0;
 	return fs_error(fs, -EUCLEAN, "chunk at %llu (type 0x%llx, %u stripes in %u bytes): %s",
-			(unsigned long long)logical,
-			size >= sizeof(struct btrfs_chunk) ? (unsigned long long)chunk_type(item) : 0ULL,
-			size >= sizeof(struct btrfs_chunk) ? chunk_num_stripes(item) : 0, size, vd.why);
+			(unsigned long long)logical, (unsigned long long)chunk_type_in(&v),
+			chunk_num_stripes_in(&v), size, vd.why);
 }
 
 int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)
