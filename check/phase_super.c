@@ -107,54 +107,66 @@ static void check_device_copies(struct check_ctx *ctx, const struct fs_device *d
 	}
 }
 
-/* A backup root must lie in a chunk of the right type, node-aligned. */
-static void check_backup_root_ptr(struct check_ctx *ctx, int slot, const char *tree, uint64_t bytenr,
-				  uint64_t type)
+/* A backup root must lie in a chunk of the right type, node-aligned: 0, or
+ * 1 after reporting it (ctx NULL: only said by the return). */
+static unsigned check_backup_root_ptr(struct check_ctx *ctx, const struct fs_info *fs, int slot, const char *tree,
+				      uint64_t bytenr, uint64_t type)
 {
-	struct fs_info *fs = ctx->fs;
 	const struct chunk *c;
 
 	if (!bytenr)
-		return;
+		return 0;
 	c = fs_chunk_lookup(fs, bytenr);
-	if (!c || !(c->type & type) || bytenr % fs->sectorsize || bytenr + fs->nodesize > c->logical + c->length)
+	if (c && (c->type & type) && !(bytenr % fs->sectorsize) && bytenr + fs->nodesize <= c->logical + c->length)
+		return 0;
+	if (ctx)
 		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: the %s root %" PRIu64 " is not in a %s "
 			       "chunk", slot, tree, bytenr, type == BTRFS_BLOCK_GROUP_SYSTEM ? "system" : "metadata");
+	return 1;
 }
 
-/* The backup roots (what mounting with usebackuproot falls back to). A used
- * slot names generations no newer than the superblock's and roots inside
- * metadata (chunk root: system) chunks; the slot of the current generation
- * names the superblock's own roots. Older slots may point at blocks reused
- * since, so their blocks are not read. */
-static void check_backup_roots(struct check_ctx *ctx)
+/* The faults of backup slot i of superblock sb, each reported when ctx is
+ * set: how many. A used slot names generations no newer than the
+ * superblock's and roots inside metadata (chunk root: system) chunks; the
+ * slot of the current generation names the superblock's own roots. Older
+ * slots may point at blocks reused since, so their blocks are not read. */
+static unsigned backup_slot_faults(struct check_ctx *ctx, const struct fs_info *fs, const uint8_t *sb, int i)
 {
-	const uint8_t *sb = fs_super(ctx->fs);
+	const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
 	uint64_t gen = super_generation(sb);
+	unsigned n = 0;
 
-	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
-		const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
-
-		if (!backup_tree_root(b) && !backup_tree_root_gen(b))
-			continue; /* never used */
-		if (backup_tree_root_gen(b) > gen || backup_chunk_root_gen(b) > gen) {
-			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " (chunk root %"
-				       PRIu64 ") is newer than the superblock's %" PRIu64, i, backup_tree_root_gen(b),
-				       backup_chunk_root_gen(b), gen);
-			continue;
-		}
-		check_backup_root_ptr(ctx, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
-		check_backup_root_ptr(ctx, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		if (backup_tree_root_gen(b) == gen &&
-		    (backup_tree_root(b) != super_root(sb) || backup_tree_root_level(b) != super_root_level(sb) ||
-		     backup_chunk_root(b) != super_chunk_root(sb)))
+	if (!backup_tree_root(b) && !backup_tree_root_gen(b))
+		return 0; /* never used */
+	if (backup_tree_root_gen(b) > gen || backup_chunk_root_gen(b) > gen) {
+		if (ctx)
+			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " (chunk "
+				       "root %" PRIu64 ") is newer than the superblock's %" PRIu64, i,
+				       backup_tree_root_gen(b), backup_chunk_root_gen(b), gen);
+		return 1;
+	}
+	n += check_backup_root_ptr(ctx, fs, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
+	n += check_backup_root_ptr(ctx, fs, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
+	n += check_backup_root_ptr(ctx, fs, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
+	n += check_backup_root_ptr(ctx, fs, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
+	n += check_backup_root_ptr(ctx, fs, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
+	n += check_backup_root_ptr(ctx, fs, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
+	if (backup_tree_root_gen(b) == gen &&
+	    (backup_tree_root(b) != super_root(sb) || backup_tree_root_level(b) != super_root_level(sb) ||
+	     backup_chunk_root(b) != super_chunk_root(sb))) {
+		if (ctx)
 			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
 				       "current one but names other roots than the superblock", i, gen);
+		n++;
 	}
+	return n;
+}
+
+/* The backup roots (what mounting with usebackuproot falls back to). */
+static void check_backup_roots(struct check_ctx *ctx)
+{
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++)
+		backup_slot_faults(ctx, ctx->fs, fs_super(ctx->fs), i);
 }
 
 /* Superblock fields the kernel refuses to mount with: flags it does not know
@@ -212,4 +224,10 @@ int check_superblocks(struct check_ctx *ctx)
 		check_device_copies(ctx, fs_device(fs, i));
 	}
 	return 0;
+}
+
+/* Whether backup slot i of superblock sb is one check_backup_roots reports. */
+bool backup_root_slot_bad(const struct fs_info *fs, const uint8_t *sb, int i)
+{
+	return backup_slot_faults(NULL, fs, sb, i) > 0;
 }

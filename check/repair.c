@@ -103,12 +103,17 @@ static const struct repair_class classes[] = {
 	{ "root-generations", "Give root items from the future their root block's generation (a root block from the "
 	  "future too: copied on write)",
 	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
+	/* the commit fills the next slot with the current roots */
+	{ "backup-roots", "Clear superblock backup roots that name no roots", { PR_SUPER_BACKUP_ROOT_BAD }, true,
+	  NULL, repair_backup_roots, { 0 }, true },
 	/* the commit writes the superblock with the count */
 	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },
 	/* before space-counters, which then counts the devices' bytes without them */
 	{ "dev-extents", "Remove dev extents that no chunk accounts for", { PR_DEV_EXTENT_NO_CHUNK }, true, NULL,
 	  repair_dev_extents, { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, false },
+	{ "block-group-flags", "Set block group flags that differ from their chunk's type to the type",
+	  { PR_BLOCK_GROUP_FLAGS }, true, NULL, repair_block_group_flags, { 0 }, true },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES,

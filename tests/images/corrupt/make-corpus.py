@@ -567,6 +567,8 @@ CASES: list[Case] = [
 ]
 # The fixable cases and the repair classes that fix them (tests/scripts/test_repair_corpus.py).
 FIXABLE: dict[str, tuple[str, ...]] = {
+    "super-backup-root": ('backup-roots',),
+    "bg-flags": ('block-group-flags',),
     "symlink-immutable": ('inodes',),
     "symlink-append": ('inodes',),
     "inline-ref-order": ('extent-refs',),
