@@ -110,8 +110,10 @@ static const struct repair_class classes[] = {
 	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },
 	/* before space-counters, which then counts the devices' bytes without them */
-	{ "dev-extents", "Remove dev extents that no chunk accounts for", { PR_DEV_EXTENT_NO_CHUNK }, true, NULL,
-	  repair_dev_extents, { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, false },
+	{ "dev-extents", "Remove dev extents that no chunk accounts for, give chunk stripes without one a dev "
+	  "extent, and dev extents that disagree with the stripe starting there its chunk and length",
+	  { PR_DEV_EXTENT_NO_CHUNK, PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, true, NULL,
+	  repair_dev_extents, { 0 }, false },
 	{ "block-group-flags", "Set block group flags that differ from their chunk's type to the type",
 	  { PR_BLOCK_GROUP_FLAGS }, true, NULL, repair_block_group_flags, { 0 }, true },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "

@@ -569,6 +569,9 @@ CASES: list[Case] = [
 FIXABLE: dict[str, tuple[str, ...]] = {
     "super-backup-root": ('backup-roots',),
     "bg-flags": ('block-group-flags',),
+    "dev-extent-chunk-offset": ('dev-extents',),
+    "dev-extent-missing": ('dev-extents', 'space-counters'),
+    "dev-extent-length": ('dev-extents', 'space-counters'),
     "symlink-immutable": ('inodes',),
     "symlink-append": ('inodes',),
     "inline-ref-order": ('extent-refs',),
