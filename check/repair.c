@@ -103,6 +103,9 @@ static const struct repair_class classes[] = {
 	{ "root-generations", "Give root items from the future their root block's generation (a root block from the "
 	  "future too: copied on write)",
 	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
+	/* the commit writes the superblock with the array */
+	{ "sys-chunk-array", "Rebuild the superblock's system chunk array from the chunk tree's system chunks",
+	  { PR_SYS_CHUNK_NOT_IN_TREE, PR_SYS_CHUNK_MISSING }, true, NULL, repair_sys_chunk_array, { 0 }, true },
 	/* the commit fills the next slot with the current roots */
 	{ "backup-roots", "Clear superblock backup roots that name no roots", { PR_SUPER_BACKUP_ROOT_BAD }, true,
 	  NULL, repair_backup_roots, { 0 }, true },
