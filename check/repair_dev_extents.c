@@ -6,9 +6,14 @@
  * - A dev extent where a chunk stripe starts that names another chunk, or
  *   another length, gets the chunk's offset and stripe length (unless the
  *   longer extent would run into the next one).
- * - A chunk stripe without a dev extent gets one, unless the place overlaps
- *   another dev extent or a dev extent elsewhere names the chunk (then the
- *   chunk's stripe offset may be what is wrong: left as it is).
+ * - A chunk stripe without a dev extent, when it is the chunk's only one on
+ *   its device without one and exactly one dev extent of the device names
+ *   the chunk where no stripe starts, with the stripe's length: the stripe
+ *   offset is what is wrong, and the chunk item takes the dev extent's place
+ *   (not for system chunks, whose array copy the kernel reads first).
+ * - Another chunk stripe without a dev extent gets one, unless the place
+ *   overlaps another dev extent or a dev extent elsewhere names the chunk
+ *   (then which side is wrong is not known: left as it is).
  * The space-counters class then recomputes the devices' bytes_used. */
 #include <errno.h>
 #include <inttypes.h>
@@ -74,9 +79,15 @@ static int remove_strays(struct repair_ctx *r, struct dev_exts *s)
 				   s->strays.keys[i].objectid, s->strays.keys[i].offset);
 		}
 	}
-	if (ret >= 0 && s->strays.n < r->found->counts[PR_DEV_EXTENT_NO_CHUNK])
-		r->left += r->found->counts[PR_DEV_EXTENT_NO_CHUNK] - s->strays.n;
 	return ret < 0 ? ret : 0;
+}
+
+static bool is_stray(const struct dev_exts *s, uint64_t devid, uint64_t physical)
+{
+	for (size_t i = 0; i < s->strays.n; i++)
+		if (s->strays.keys[i].objectid == devid && s->strays.keys[i].offset == physical)
+			return true;
+	return false;
 }
 
 /* The dev extent of device devid at physical, or NULL. */
@@ -131,6 +142,66 @@ static int fix_dev_extent(struct repair_ctx *r, const struct dev_ext *e, uint64_
 	return ret;
 }
 
+/* The dev extent that stripe i of chunk c lost (see the top of the file), or NULL. */
+static const struct dev_ext *stripe_moved_from(const struct dev_exts *s, const struct chunk *c, unsigned i)
+{
+	uint64_t devid = c->stripes[i].devid, len = chunk_stripe_size(c->length, c->type, c->num_stripes,
+								    c->sub_stripes);
+	const struct dev_ext *found = NULL;
+
+	if (c->type & BTRFS_BLOCK_GROUP_SYSTEM)
+		return NULL;
+	for (unsigned k = 0; k < c->num_stripes; k++)
+		if (k != i && c->stripes[k].devid == devid && !dev_ext_at(s, devid, c->stripes[k].physical))
+			return NULL;
+	for (size_t k = 0; k < s->n; k++) {
+		if (s->v[k].devid != devid || s->v[k].chunk_offset != c->logical ||
+		    stripe_starts_at(s->fs, devid, s->v[k].physical))
+			continue;
+		if (found)
+			return NULL;
+		found = &s->v[k];
+	}
+	return found && found->length == len ? found : NULL;
+}
+
+/* Stripe i of chunk c (which this frees) takes the place of dev extent e. */
+static int move_stripe(struct repair_ctx *r, const struct chunk *c, unsigned i, const struct dev_ext *e)
+{
+	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, c->logical };
+	struct chunk_stripe stripes[MAX_COPIES];
+	uint64_t logical = c->logical, was = c->stripes[i].physical;
+	unsigned n = c->num_stripes;
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t isize;
+	int ret;
+
+	if (n > MAX_COPIES) { /* the in-memory map holds no more */
+		r->left++;
+		return 0;
+	}
+	for (unsigned k = 0; k < n; k++)
+		stripes[k] = c->stripes[k];
+	stripes[i].physical = e->physical;
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &isize, &path);
+	if (ret == 0 && (isize < chunk_item_size(n) || chunk_num_stripes(item) != n))
+		ret = fs_error(r->fs, -EUCLEAN, "chunk item %" PRIu64 " differs from the chunk map", logical);
+	if (ret == 0)
+		stripe_set_offset(chunk_stripe(item, i), e->physical);
+	tree_path_release(r->fs, &path);
+	/* reads of the chunk go where its data is, in this transaction and the check after it */
+	if (ret == 0)
+		ret = chunk_map_set_stripes(r->fs, logical, stripes, n);
+	if (ret == 0) {
+		r->changes++;
+		repair_say(r, "chunk %" PRIu64 " stripe %u: devid %" PRIu64 " at %" PRIu64 " -> %" PRIu64 " (its dev "
+			   "extent)", logical, i, e->devid, was, e->physical);
+	}
+	return ret;
+}
+
 /* One chunk stripe: its dev extent made to match, or added. */
 static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const struct chunk *c, unsigned i)
 {
@@ -141,6 +212,8 @@ static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const stru
 
 	if (e && e->chunk_offset == c->logical && e->length == len)
 		return 0;
+	if (!e && stripe_moved_from(s, c, i))
+		return move_stripe(r, c, i, stripe_moved_from(s, c, i));
 	if (e ? dev_range_taken(s, e, p.devid, p.physical, len)
 	      : dev_range_taken(s, NULL, p.devid, p.physical, len) || chunk_named_elsewhere(s, p.devid, c->logical)) {
 		r->left++;
@@ -173,6 +246,10 @@ int repair_dev_extents(struct repair_ctx *r)
 	for (size_t i = 0; ret >= 0 && i < fs_chunk_count(r->fs); i++)
 		for (unsigned k = 0; ret >= 0 && k < fs_chunk(r->fs, i)->num_stripes; k++)
 			ret = fix_stripe(r, &s, fs_chunk(r->fs, i), k);
+	/* what is still where no stripe starts, after the removals and the moves */
+	for (size_t i = 0; ret >= 0 && i < s.n; i++)
+		r->left += !stripe_starts_at(r->fs, s.v[i].devid, s.v[i].physical) &&
+			   !is_stray(&s, s.v[i].devid, s.v[i].physical);
 	free(s.strays.keys);
 	free(s.v);
 	return ret < 0 ? ret : 0;

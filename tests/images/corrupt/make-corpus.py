@@ -570,6 +570,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "super-backup-root": ('backup-roots',),
     "bg-flags": ('block-group-flags',),
     "sys-chunk-array": ('sys-chunk-array',),
+    "chunk-stripe-offset": ('dev-extents',),
     "dev-extent-chunk-offset": ('dev-extents',),
     "dev-extent-missing": ('dev-extents', 'space-counters'),
     "dev-extent-length": ('dev-extents', 'space-counters'),
