@@ -68,6 +68,9 @@ static const struct repair_class classes[] = {
 	  "entries that cannot be made valid dropped, level, pointer generation and parent key fixed)",
 	  { PR_LEAF_ITEM_OFFSETS, PR_KEY_ORDER, PR_TREE_BLOCK_LEVEL, PR_TREE_BLOCK_TRANSID, PR_TREE_BLOCK_FIRST_KEY,
 	    PR_TREE_BLOCK_NRITEMS }, true, NULL, repair_salvaged_blocks, { 0 }, false },
+	{ "tree-block-owner", "Copy tree blocks whose header names another tree as owner (trees other than "
+	  "subvolume trees: the tree that reaches a block owns it)", { PR_TREE_BLOCK_OWNER }, true, NULL,
+	  repair_tree_block_owners, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes; and items of a key type foreign to their tree",
@@ -96,7 +99,8 @@ static const struct repair_class classes[] = {
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
 	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL }, true, NULL,
-	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED }, false },
+	  /* a subvolume-tree block's owner says which root its data refs name: a wrong one misleads */
+	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED, PR_TREE_BLOCK_OWNER }, false },
 	{ "stripe-crossing", "Copy tree blocks that cross a 64 KiB stripe boundary to aligned places",
 	  { PR_TREE_BLOCK_CROSSES_STRIPE }, true, NULL, repair_stripe_crossing, { 0 }, false },
 	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */

@@ -571,6 +571,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "bg-flags": ('block-group-flags',),
     "sys-chunk-array": ('sys-chunk-array',),
     "chunk-stripe-offset": ('dev-extents',),
+    "tb-owner": ('tree-block-owner',),
     "dev-extent-chunk-offset": ('dev-extents',),
     "dev-extent-missing": ('dev-extents', 'space-counters'),
     "dev-extent-length": ('dev-extents', 'space-counters'),
