@@ -572,6 +572,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "sys-chunk-array": ('sys-chunk-array',),
     "chunk-stripe-offset": ('dev-extents',),
     "tb-owner": ('tree-block-owner',),
+    "extent-flags": ('extent-refs',),
     "dev-extent-chunk-offset": ('dev-extents',),
     "dev-extent-missing": ('dev-extents', 'space-counters'),
     "dev-extent-length": ('dev-extents', 'space-counters'),
