@@ -6,6 +6,7 @@
 
 #include "check/csum_runs.h"
 #include "check/fs_check.h"
+#include <btk/item_check.h>
 #include <btk/recsort.h>
 #include <btk/walk.h>
 
@@ -41,10 +42,12 @@ static int tree_used_extents(struct csum_runs *s, const struct tree_root_ptr *ro
 
 	tree_iter_init(&it, s->fs, root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &d, &size)) == 1) {
-		if (key.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+		struct item_view v = item_view_of(d, size);
+
+		if (key.type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, key.type)) {
 			ino = key.objectid;
 			flags = inode_flags(d);
-		} else if (key.type == BTRFS_EXTENT_DATA_KEY && size >= sizeof(struct btrfs_file_extent_item) &&
+		} else if (key.type == BTRFS_EXTENT_DATA_KEY && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) &&
 			   file_extent_type(d) == BTRFS_FILE_EXTENT_REG && file_extent_disk_bytenr(d) &&
 			   !(ino == key.objectid && (flags & BTRFS_INODE_NODATASUM))) {
 			/* the part the file uses (compressed: all of it), as the kernel wrote checksums:
@@ -102,12 +105,14 @@ static int raw_next(struct csum_runs *s, struct csum_run *out)
 			memcpy(out, rec, sizeof(*out));
 		return ret;
 	}
-	while ((ret = tree_iter_next(&s->it, &key, &data, &size)) == 1)
-		if (key.type == BTRFS_EXTENT_ITEM_KEY && size >= sizeof(struct btrfs_extent_item) &&
-		    (extent_flags(data) & BTRFS_EXTENT_FLAG_DATA)) {
+	while ((ret = tree_iter_next(&s->it, &key, &data, &size)) == 1) {
+		struct item_view v = item_view_of(data, size);
+
+		if (key.type == BTRFS_EXTENT_ITEM_KEY && (extent_flags_in(&v) & BTRFS_EXTENT_FLAG_DATA) && !v.past_end) {
 			*out = (struct csum_run){ key.objectid, key.offset };
 			return 1;
 		}
+	}
 	return ret;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "check/fs_check.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 uint64_t name_fingerprint(const uint8_t *name, size_t len)
@@ -113,6 +114,7 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
 	uint32_t size = sizeof(buf);
+	struct item_view v;
 	int ret;
 
 	if (!root)
@@ -122,7 +124,8 @@ int fs_lookup_inode(struct check_ctx *ctx, const struct tree_root_ptr *root, uin
 		return 0;
 	if (ret)
 		return ret;
-	if (size < sizeof(buf))
+	v = item_view_copied(buf, sizeof(buf), size);
+	if (!item_view_has_fixed(&v, key.type))
 		return 0;
 	*mode = inode_mode(buf);
 	*nlink = inode_nlink(buf);

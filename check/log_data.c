@@ -4,6 +4,7 @@
 
 #include "check/log_data.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 struct log_walk {
@@ -14,9 +15,10 @@ struct log_walk {
 static int note_file_extent(void *arg, const struct btrfs_key *key, const uint8_t *d, uint32_t size)
 {
 	struct log_walk *w = arg;
+	struct item_view v = item_view_of(d, size);
 	uint64_t start, len;
 
-	if (key->type != BTRFS_EXTENT_DATA_KEY || size < sizeof(struct btrfs_file_extent_item) ||
+	if (key->type != BTRFS_EXTENT_DATA_KEY || !ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) ||
 	    file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE)
 		return 0;
 	start = file_extent_disk_bytenr(d);
@@ -30,13 +32,15 @@ static int note_file_extent(void *arg, const struct btrfs_key *key, const uint8_
 static int walk_log_tree(void *arg, const struct btrfs_key *key, const uint8_t *d, uint32_t size)
 {
 	struct log_walk *w = arg;
+	struct item_view v = item_view_of(d, size);
 	struct tree_root_ptr r;
 	int ret;
 
-	if (key->type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
+	if (key->type != BTRFS_ROOT_ITEM_KEY)
 		return 0;
-	r = (struct tree_root_ptr){ key->offset, root_item_bytenr(d), root_item_generation(d), root_item_level(d) };
-	if (!r.bytenr || r.level >= BTRFS_MAX_LEVEL)
+	r = (struct tree_root_ptr){ key->offset, root_item_bytenr_in(&v), root_item_generation_in(&v),
+				    root_item_level_in(&v) };
+	if (v.past_end || !r.bytenr || r.level >= BTRFS_MAX_LEVEL)
 		return 0;
 	ret = tree_each_item(w->fs, &r, note_file_extent, w);
 	/* an unreadable log is the log check's business: keep what was read */

@@ -221,9 +221,11 @@ static int read_fst_group(struct check_ctx *ctx, const struct block_group *bg, s
 	*flags = 0;
 	tree_iter_init(&it, fs, &fs->free_space_root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		struct item_view v = item_view_of(data, size);
+
 		/* the kernel looks the group's info up by its exact key */
 		if (key.type == BTRFS_FREE_SPACE_INFO_KEY && key.objectid == bg->start && key.offset == bg->length &&
-		    size >= sizeof(struct btrfs_free_space_info)) {
+		    item_view_has_fixed(&v, key.type)) {
 			*info_count = free_space_info_extent_count(data);
 			*flags = free_space_info_flags(data);
 			*bitmaps = *flags & BTRFS_FREE_SPACE_USING_BITMAPS;

@@ -403,15 +403,16 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		why = "unknown encryption or encoding";
 	if (type == BTRFS_FILE_EXTENT_INLINE) {
 		uint64_t ram = file_extent_ram_bytes(d);
-		if (k->offset != 0 || ram > ss || ram == 0 ||
-		    (file_extent_compression(d) == BTRFS_COMPRESS_NONE &&
-		     size != BTRFS_FILE_EXTENT_INLINE_DATA_START + ram)) {
+		/* (the item is not too small: the inline data is what follows the header) */
+		uint32_t data_len = size - BTRFS_FILE_EXTENT_INLINE_DATA_START;
+		/* the validator's size fault of an inline extent: uncompressed, data not ram_bytes long */
+		if (k->offset != 0 || ram > ss || ram == 0 || vd.fault == ITEM_BAD_SIZE) {
 			report_problem(w->ctx, PR_FILE_EXTENT_INLINE, "root %" PRIu64 " inode %" PRIu64 ": inline extent "
 				       "at %" PRIu64 ", %" PRIu64 " bytes (item %u bytes)", w->root->objectid,
 				       k->objectid, k->offset, ram, size);
 			/* only ram_bytes is wrong: the item's data says what it is */
 			if (k->offset == 0 && file_extent_compression(d) == BTRFS_COMPRESS_NONE && !why &&
-			    size > BTRFS_FILE_EXTENT_INLINE_DATA_START && size - BTRFS_FILE_EXTENT_INLINE_DATA_START <= ss)
+			    data_len && data_len <= ss)
 				repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_INLINE, w->root->objectid, k->objectid);
 		} else if (file_extent_compression(d) != BTRFS_COMPRESS_NONE && !why)
 			check_inline_data(w, k, d, size);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Log trees: a regular file extent a subvolume's log tree holds for an
  * inode with checksums must find its checksums in that log tree, which the
- * kernel copies into the csum tree when it replays the log (without them
- * the replayed data reads back as checksum errors). btrfs check reports the
+ * kernel copies into the csum tree when it replays the log, or already in
+ * the csum tree (without them the replayed data reads back as checksum
+ * errors). btrfs check reports the
  * same ("csum missing in log"). Nothing else of a log tree is checked here;
  * its blocks are verified by the tree-block walk. */
 #include <errno.h>
@@ -10,6 +11,7 @@
 
 #include "check/check.h"
 #include <btk/csum_tree.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/walk.h>
 
@@ -20,42 +22,68 @@ struct log_walk {
 	uint64_t csum_ino;      /* the last inode item seen, when it has checksums */
 };
 
-/* Whether the log tree's checksum items cover [start, start + len): 1, 0 or -errno. */
-static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
+/* The end of the checksummed run that starts at start in root (the csum
+ * tree when root is NULL), at most end: start when start has no checksum. */
+static int covered_upto(struct log_walk *w, const struct tree_root_ptr *root, uint64_t start, uint64_t end,
+			uint64_t *upto)
 {
 	struct csum_tree_cursor c;
-	uint64_t lo, hi, pos = start;
 	const uint8_t *csums;
-	int ret = csum_tree_open_in(&c, w->ctx->fs, w->log, start, start + len);
+	uint64_t lo, hi;
+	int ret = root ? csum_tree_open_in(&c, w->ctx->fs, root, start, end)
+		       : csum_tree_open(&c, w->ctx->fs, start, end);
 
-	while (ret == 0 && pos < start + len && (ret = csum_tree_next(&c, &lo, &hi, &csums)) == 1)
-		ret = lo > pos ? 0 : (pos = hi, 0);
+	*upto = start;
+	while (ret == 0 && *upto < end && (ret = csum_tree_next(&c, &lo, &hi, &csums)) == 1)
+		ret = lo > *upto ? 1 : (*upto = hi, 0);
 	csum_tree_close(&c);
-	return ret < 0 ? ret : pos >= start + len;
+	return ret < 0 ? ret : 0;
+}
+
+/* Whether checksums cover [start, start + len) once the log is replayed: those
+ * the log holds, or those the csum tree already has (a full fsync logs old
+ * extents too, whose checksums were committed long ago; btrfs check accepts
+ * either): 1, 0 or -errno. */
+static int log_covers(struct log_walk *w, uint64_t start, uint64_t len)
+{
+	uint64_t pos = start, next;
+	int ret;
+
+	while (pos < start + len) {
+		if ((ret = covered_upto(w, w->log, pos, start + len, &next)) < 0)
+			return ret;
+		if (next == pos && (ret = covered_upto(w, NULL, pos, start + len, &next)) < 0)
+			return ret;
+		if (next == pos)
+			return 0;
+		pos = next;
+	}
+	return 1;
 }
 
 static int log_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct log_walk *w = arg;
+	struct item_view v = item_view_of(d, size);
 	uint64_t start, len;
 	int ret;
 
 	if (k->type == BTRFS_INODE_ITEM_KEY) {
-		w->csum_ino = size >= sizeof(struct btrfs_inode_item) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
+		w->csum_ino = item_view_has_fixed(&v, k->type) && !(inode_flags(d) & BTRFS_INODE_NODATASUM)
 				      ? k->objectid : 0;
 		return 0;
 	}
-	if (k->type != BTRFS_EXTENT_DATA_KEY || k->objectid != w->csum_ino ||
-	    size < sizeof(struct btrfs_file_extent_item) || file_extent_type(d) != BTRFS_FILE_EXTENT_REG ||
-	    !file_extent_disk_bytenr(d))
+	if (k->type != BTRFS_EXTENT_DATA_KEY || k->objectid != w->csum_ino)
+		return 0;
+	/* num_bytes is the last field: an item shorter than the struct is past_end */
+	start = file_extent_disk_bytenr_in(&v);
+	len = file_extent_num_bytes_in(&v);
+	if (v.past_end || file_extent_type_in(&v) != BTRFS_FILE_EXTENT_REG || !start)
 		return 0;   /* inline, preallocated, holes, inodes without checksums */
-	if (file_extent_compression(d) != BTRFS_COMPRESS_NONE) {
-		start = file_extent_disk_bytenr(d);
-		len = file_extent_disk_num_bytes(d);
-	} else {
-		start = file_extent_disk_bytenr(d) + file_extent_offset(d);
-		len = file_extent_num_bytes(d);
-	}
+	if (file_extent_compression_in(&v) != BTRFS_COMPRESS_NONE)
+		len = file_extent_disk_num_bytes_in(&v);
+	else
+		start += file_extent_offset_in(&v);
 	ret = log_covers(w, start, len);
 	if (ret == 0)
 		report_problem(w->ctx, PR_LOG_CSUM_MISSING, "log tree of root %" PRIu64 ": inode %" PRIu64 " extent at %"

@@ -86,6 +86,8 @@ static int read_status(struct check_ctx *ctx, struct quota_status *qs, bool repo
 	bool incompat = fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA;
 	uint64_t gen = super_generation(fs_super(fs));
 	int ret = tree_lookup(fs, &fs->quota_root, &key, buf, &size);
+	struct item_view v = item_view_copied(buf, sizeof(buf), size);
+	bool v1, v2;
 
 	memset(qs, 0, sizeof(*qs));
 	if (ret == -ENOMEM)
@@ -98,18 +100,20 @@ static int read_status(struct check_ctx *ctx, struct quota_status *qs, bool repo
 		return 0;
 	}
 	qs->present = true;
-	qs->version = qgroup_status_version(buf);
-	qs->generation = qgroup_status_generation(buf);
-	qs->flags = qgroup_status_flags(buf);
-	qs->rescan = qgroup_status_rescan(buf);
-	qs->enable_gen = size >= sizeof(buf) ? qgroup_status_enable_gen(buf) : 0;
+	qs->version = qgroup_status_version_in(&v);
+	qs->generation = qgroup_status_generation_in(&v);
+	qs->flags = qgroup_status_flags_in(&v);
+	qs->rescan = qgroup_status_rescan_in(&v);
+	v1 = !v.past_end;  /* rescan ends the old (v1) item */
+	qs->enable_gen = qgroup_status_enable_gen_in(&v);
+	v2 = !v.past_end;
 	qs->simple = incompat || (qs->flags & BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE);
-	qs->verify = size >= BTRFS_QGROUP_STATUS_V1_SIZE && qs->version == 1 &&
+	qs->verify = v1 && qs->version == 1 &&
 		     (qs->flags & BTRFS_QGROUP_STATUS_FLAG_ON) &&
 		     !(qs->flags & (BTRFS_QGROUP_STATUS_FLAG_RESCAN | BTRFS_QGROUP_STATUS_FLAG_INCONSISTENT));
 	if (!report)
 		return 0;
-	if (size < BTRFS_QGROUP_STATUS_V1_SIZE || (qs->simple && size < sizeof(buf)))
+	if (!v1 || (qs->simple && !v2))
 		report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: the qgroup status item is %u bytes", size);
 	if (qs->version != 1)
 		report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: qgroup status version %" PRIu64 " (expected 1)",
@@ -371,8 +375,10 @@ static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t
 		struct qgroup *g;
 		if (k.type != BTRFS_ROOT_ITEM_KEY || !qgroup_is_fstree(k.objectid))
 			continue;
+		struct item_view v = item_view_of(d, size);
+
 		/* a deleted subvolume waiting to be cleaned up may have lost its qgroup */
-		if (size >= sizeof(struct btrfs_root_item) && root_item_refs(d) == 0)
+		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_refs(d) == 0)
 			continue;
 		g = qgroup_find(t, k.objectid);
 		if (!g || !g->has_info)
@@ -389,14 +395,17 @@ static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t
 static int add_owned_extent(void *arg, const struct extent_rec *e)
 {
 	struct qgroup_state *st = arg;
-	const uint8_t *ref = e->item + sizeof(struct btrfs_extent_item);
+	struct item_view v = item_view_of(e->item, e->size);
+	struct item_view ref = item_view_at(&v, sizeof(struct btrfs_extent_item));
+	/* (an owner ref's root id is where other inline refs keep their offset) */
+	uint64_t gen = extent_generation_in(&v), owner = inline_ref_offset_in(&ref);
 	int ret;
 
 	/* the owner reference sorts first among the inline references */
-	if (!e->data || e->size < sizeof(struct btrfs_extent_item) + 9 || ref[0] != BTRFS_EXTENT_OWNER_REF_KEY ||
-	    extent_generation(e->item) < st->enable_gen || !qgroup_is_fstree(get_le64(ref + 1)))
+	if (!e->data || ref.past_end || inline_ref_type_in(&ref) != BTRFS_EXTENT_OWNER_REF_KEY ||
+	    gen < st->enable_gen || !qgroup_is_fstree(owner))
 		return 0;
-	if ((ret = add_owner_bytes(st, get_le64(ref + 1), e->len)) < 0)
+	if ((ret = add_owner_bytes(st, owner, e->len)) < 0)
 		return ret;
 	return cli_cancelled() ? 1 : 0;
 }

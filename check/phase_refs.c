@@ -48,12 +48,14 @@ struct ref_rec {
 	uint64_t bytenr, a, b, c;
 	uint32_t count;
 	uint8_t type;           /* 0 or BTRFS_*_REF_KEY */
-	uint8_t flags;          /* REF_NEEDS_CSUM (expected), EXTENT_CSUMMED (type 0) */
+	uint8_t flags;          /* REF_NEEDS_CSUM, REF_NO_CSUM (expected), EXTENT_CSUMMED, EXTENT_HAS_CSUM (type 0) */
 	uint16_t pad;           /* type 0 of a tree block: its level + 1 (0: not known) */
 };
 #define REF_NEEDS_CSUM 1u
 #define EXTENT_CSUMMED 2u  /* the csum tree covers the whole extent */
 #define EXTENT_REWRITE 4u  /* its inline references are damaged: the repair writes it again */
+#define REF_NO_CSUM 8u     /* a NODATASUM file's regular extent: need[] must have no checksums */
+#define EXTENT_HAS_CSUM 8u /* the csum tree covers some of the extent */
 
 /* An expected reference (a user of an extent, seen by the tree walk). Tree
  * block refs carry the block's generation in r.c and its level in len. */
@@ -61,7 +63,8 @@ struct exp_rec {
 	struct ref_rec r;
 	uint32_t len;           /* data: disk_num_bytes (at most UINT32_MAX) */
 	/* REF_NEEDS_CSUM: [need[0], need[1]) and [need[2], need[3]) relative to
-	 * bytenr need checksums; merged users keep their first and last range */
+	 * bytenr need checksums (REF_NO_CSUM: must have none); merged users keep
+	 * their first and last range */
 	uint32_t need[4];
 };
 
@@ -90,6 +93,7 @@ struct join_state {
 	uint64_t bytenr, len, flags;
 	unsigned level;             /* a tree block's, + 1 (0: not known) */
 	bool covered;               /* the csum tree covers all of it */
+	bool some_csum;             /* the csum tree covers some of it */
 	struct csum_need *need;     /* parts of the extent regular file extents use */
 	size_t nneed, need_cap;
 	uint64_t not_alloc_reported;
@@ -210,11 +214,12 @@ static int observe_extent_leaf(struct check_ctx *ctx, const struct tree_block *b
 		int ret;
 
 		block_key(b, i, &k);
-		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) ||
-		    item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_extent_item))
+		struct item_view v = leaf_item_view(b->data, i);
+		uint64_t flags = extent_flags_in(&v);
+
+		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) || v.past_end)
 			continue;
-		if ((extent_flags(leaf_item_data(b->data, i)) &
-		     (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK)) !=
+		if ((flags & (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK)) !=
 		    (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK))
 			continue;
 		if ((ret = ebitmap_set(ctx->refs->full_backref, k.objectid, ctx->fs->nodesize)) < 0)
@@ -245,7 +250,7 @@ static void merge_user(struct exp_rec *m, const struct exp_rec *q)
 	uint32_t *hi = two ? &m->need[3] : &m->need[1];
 
 	m->r.count++;
-	if (!(m->r.flags & REF_NEEDS_CSUM))
+	if (!(m->r.flags & (REF_NEEDS_CSUM | REF_NO_CSUM)))
 		return;
 	if (q->need[0] <= *hi) {
 		if (q->need[1] > *hi)
@@ -292,13 +297,13 @@ static int flush_leaf_refs(struct refs_state *st, size_t n)
 static int observe_shared_leaf(struct refs_state *st, const struct tree_block *b)
 {
 	for (unsigned i = block_nritems(b); i-- > 0;) {
+		struct item_view v = leaf_item_view(b->data, i);
 		struct btrfs_key k;
 
 		block_key(b, i, &k);
-		if (k.type == BTRFS_INODE_ITEM_KEY &&
-		    item_size(leaf_item(b->data, i)) >= sizeof(struct btrfs_inode_item)) {
+		if (k.type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k.type)) {
 			st->last_ino = k.objectid;
-			st->last_nodatasum = inode_flags(leaf_item_data(b->data, i)) & BTRFS_INODE_NODATASUM;
+			st->last_nodatasum = inode_flags(v.data) & BTRFS_INODE_NODATASUM;
 			st->last_valid = true;
 			st->gap = false;
 			break;
@@ -314,11 +319,15 @@ static void gap_lookup(struct check_ctx *ctx, struct refs_state *st, const struc
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
 	uint32_t size = sizeof(buf);
+	struct item_view v;
 
 	st->gap = false;
 	if (st->last_valid && st->last_ino == ino)
 		return;
-	st->last_valid = tree_lookup(ctx->fs, root, &key, buf, &size) == 0 && size >= sizeof(buf);
+	if (tree_lookup(ctx->fs, root, &key, buf, &size) != 0)
+		size = 0;
+	v = item_view_copied(buf, sizeof(buf), size);
+	st->last_valid = item_view_has_fixed(&v, key.type);
 	st->last_ino = ino;
 	st->last_nodatasum = st->last_valid && (inode_flags(buf) & BTRFS_INODE_NODATASUM);
 }
@@ -358,7 +367,10 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 		block_key(b, i, &k);
 		if (k.type == BTRFS_INODE_ITEM_KEY && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_inode_item)) {
 			st->last_ino = k.objectid;
-			st->last_nodatasum = inode_flags(d) & BTRFS_INODE_NODATASUM;
+			/* the data relocation tree's files hold copies whose checksums the
+			 * kernel clones from the source extent: none when the source had none */
+			st->last_nodatasum = (inode_flags(d) & BTRFS_INODE_NODATASUM) ||
+					     root->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID;
 			st->last_valid = true;
 			st->gap = false;
 			continue;
@@ -392,8 +404,7 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 			e->r.b = k.objectid;
 			e->r.c = k.offset - file_extent_offset(d);
 		}
-		if (type == BTRFS_FILE_EXTENT_REG && st->last_valid && st->last_ino == k.objectid &&
-		    !st->last_nodatasum) {
+		if (type == BTRFS_FILE_EXTENT_REG && st->last_valid && st->last_ino == k.objectid) {
 			/* compressed: checksums cover the compressed bytes, all of them */
 			bool whole = file_extent_compression(d) != 0;
 			uint64_t lo = whole ? 0 : file_extent_offset(d);
@@ -402,9 +413,13 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 				hi = disk_len;
 			if (lo > hi)
 				lo = hi;
-			e->r.flags |= REF_NEEDS_CSUM;
-			e->need[0] = clamp32(lo);
-			e->need[1] = clamp32(hi);
+			/* (a compressed extent of a NODATASUM file is a problem of its own,
+			 * file-extent-compressed-nodatasum: its checksums are no second one) */
+			if (!st->last_nodatasum || !whole) {
+				e->r.flags |= st->last_nodatasum ? REF_NO_CSUM : REF_NEEDS_CSUM;
+				e->need[0] = clamp32(lo);
+				e->need[1] = clamp32(hi);
+			}
 		}
 	}
 	st->gap = false;
@@ -647,6 +662,8 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		return ret;
 	if (covered >= p->len)
 		hdr.flags |= EXTENT_CSUMMED;
+	if (covered)
+		hdr.flags |= EXTENT_HAS_CSUM;
 	if (!kind_unknown && (bad = inline_refs_bad(&v, cur))) {
 		report_problem(ctx, PR_EXTENT_INLINE_REF_BAD, "extent %" PRIu64 ": inline references %s", p->bytenr, bad);
 		hdr.flags |= EXTENT_REWRITE;
@@ -906,6 +923,29 @@ static bool data_chunk_holds(struct fs_info *fs, uint64_t bytenr, uint64_t len)
 	       len <= c->length - (bytenr - c->logical);
 }
 
+/* A NODATASUM file's regular extent with checksums for the part it uses:
+ * the kernel never writes them (nor clones between files with and without
+ * NODATASUM); btrfs check calls it an odd csum item. */
+static int check_no_csum(struct join_state *j, const struct exp_rec *e, uint64_t root, uint64_t where)
+{
+	struct csum_need need[2] = { { e->need[0], e->need[1] }, { e->need[2], e->need[3] } };
+	size_t n = e->need[3] > e->need[2] ? 2 : 1;
+	uint64_t total = 0, missing;
+	int ret;
+
+	if (e->need[1] <= e->need[0])
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		total += need[i].hi - need[i].lo;
+	if ((ret = csum_missing_bytes(j->ctx, j->bytenr, need, n, &missing)) < 0)
+		return ret;
+	if (missing < total)
+		report_problem(j->ctx, PR_CSUM_NODATASUM, "tree %" PRIu64 " inode %" PRIu64 ": data extent %" PRIu64
+			       "+%" PRIu64 " has checksums for %" PRIu64 " bytes a NODATASUM file uses", root, where,
+			       j->bytenr, j->len, total - missing);
+	return 0;
+}
+
 /* An expected reference (left) against the extent it names. */
 static int check_user(struct join_state *j, const struct exp_rec *e)
 {
@@ -963,6 +1003,8 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		int ret = add_need(j, e->need[0], e->need[1]);
 		return ret ? ret : add_need(j, e->need[2], e->need[3]);
 	}
+	if ((e->r.flags & REF_NO_CSUM) && j->some_csum)
+		return check_no_csum(j, e, root, where);
 	return 0;
 }
 
@@ -1032,6 +1074,7 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		j->flags = r->b;
 		j->level = r->pad;
 		j->covered = r->flags & EXTENT_CSUMMED;
+		j->some_csum = r->flags & EXTENT_HAS_CSUM;
 		return 0;
 	}
 	if (j->have && any->bytenr >= j->bytenr + j->len && (ret = finish_join_extent(j)) < 0)

@@ -11,6 +11,7 @@
 #include "check/fs_check.h"
 #include "check/fs_lost.h"
 #include "check/repair_notes.h"
+#include "common/messages.h"
 #include <btk/item_check.h>
 #include <btk/block.h>
 #include <btk/csum.h>
@@ -59,8 +60,10 @@ static void expect_uuid(struct roots_scan *s, const uint8_t *uuid, uint8_t type,
 static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	uint64_t gen = ctx->fs->generation, flags = root_item_flags(d);
+	struct item_view v = item_view_of(d, size);
 
-	if (size >= sizeof(struct btrfs_root_item) && root_item_generation_v2(d) > gen)
+	/* (an old, v1, item ends before generation_v2) */
+	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_generation_v2(d) > gen)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": generation_v2 %" PRIu64 " is newer than the "
 			       "filesystem's %" PRIu64, k->objectid, root_item_generation_v2(d), gen);
 	if (root_item_last_snapshot(d) > gen)
@@ -211,13 +214,15 @@ static void check_root_extent_generation(struct check_ctx *ctx, uint64_t root, c
 	struct btrfs_key full = { b->bytenr, BTRFS_EXTENT_ITEM_KEY, fs->nodesize };
 	uint8_t item[sizeof(struct btrfs_extent_item)];
 	uint32_t size = sizeof(item);
+	struct item_view v;
 
 	if (tree_lookup(fs, &fs->extent_root, &skinny, item, &size) != 0) {
 		size = sizeof(item);
 		if (tree_lookup(fs, &fs->extent_root, &full, item, &size) != 0)
 			return;
 	}
-	if (size >= sizeof(item) && extent_generation(item) != block_generation(b))
+	v = item_view_copied(item, sizeof(item), size);
+	if (item_view_has_fixed(&v, BTRFS_EXTENT_ITEM_KEY) && extent_generation(item) != block_generation(b))
 		report_problem(ctx, PR_EXTENT_GENERATION, "root %" PRIu64 ": root block %" PRIu64 " has generation %"
 			       PRIu64 ", its extent item %" PRIu64, root, b->bytenr, block_generation(b),
 			       extent_generation(item));
@@ -231,7 +236,7 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	struct tree_block *b;
 	bool subvol = key_is_subvolume_id(k->objectid);
 	struct root_rec r = { .b = k->objectid };
-
+	struct item_view v = item_view_of(d, size);
 	struct item_verdict vd;
 
 	if (item_check_fs(ctx->fs, k, d, size, &vd) && vd.fault == ITEM_TOO_SMALL) {
@@ -267,7 +272,8 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	add(s, s->links, &r);
 	if (!root_item_refs(d))
 		return;
-	if (size >= sizeof(struct btrfs_root_item)) {
+	/* old (v1) items have no uuids */
+	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item)) {
 		expect_uuid(s, root_item_uuid_ptr(d), BTRFS_UUID_KEY_SUBVOL, k->objectid);
 		expect_uuid(s, root_item_received_uuid_ptr(d), BTRFS_UUID_KEY_RECEIVED_SUBVOL, k->objectid);
 	}
@@ -517,10 +523,17 @@ int check_subvolumes(struct check_ctx *ctx)
 {
 	struct roots_scan s = { .ctx = ctx };
 	struct fs_info *fs = ctx->fs;
-	/* also when uuid_tree_generation is stale (the kernel would rescan it at
-	 * mount): mkfs and the kernel leave a tree that matches the root items */
-	bool check_uuids = fs->uuid_root.bytenr != 0;
+	/* not when uuid_tree_generation is stale (an older kernel or tool wrote
+	 * last): the kernel checks the tree at mount then, adding what is missing
+	 * and dropping what no subvolume has */
+	bool stale = super_uuid_tree_generation(fs_super(fs)) != super_generation(fs_super(fs));
+	bool check_uuids = fs->uuid_root.bytenr != 0 && !stale;
 	int ret;
+
+	if (fs->uuid_root.bytenr && stale)
+		msg_info("the uuid tree's generation %" PRIu64 " is not the filesystem's %" PRIu64 ": not checked (the "
+			 "kernel checks and mends it at the next mount)", super_uuid_tree_generation(fs_super(fs)),
+			 super_generation(fs_super(fs)));
 
 	s.have_entries = ctx->subvol_entries != NULL;
 	s.links = ctx->subvol_entries;

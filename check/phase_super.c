@@ -39,12 +39,12 @@ static bool stale_primary_mountable(struct check_ctx *ctx, const uint8_t *sb)
 {
 	struct block_expect want = { .generation = super_generation(sb), .level = super_root_level(sb) };
 	struct tree_block *b;
-	bool salvage = ctx->fs->salvage;
+	bool salvage;
 	int ret;
 
-	ctx->fs->salvage = false;   /* the kernel takes the block as it is, or not at all */
+	salvage = fs_set_salvage(ctx->fs, false); /* the kernel takes the block as it is, or not at all */
 	ret = block_read(ctx->fs, super_root(sb), &want, &b);
-	ctx->fs->salvage = salvage;
+	fs_set_salvage(ctx->fs, salvage);
 	if (ret)
 		return false;
 	block_put(ctx->fs, b);
@@ -125,48 +125,67 @@ static unsigned check_backup_root_ptr(struct check_ctx *ctx, const struct fs_inf
 	return 1;
 }
 
-/* The faults of backup slot i of superblock sb, each reported when ctx is
- * set: how many. A used slot names generations no newer than the
- * superblock's and roots inside metadata (chunk root: system) chunks; the
- * slot of the current generation names the superblock's own roots. Older
- * slots may point at blocks reused since, so their blocks are not read. */
-static unsigned backup_slot_faults(struct check_ctx *ctx, const struct fs_info *fs, const uint8_t *sb, int i)
+/* Which backup slots of superblock sb are bad (bad[i]), each fault reported
+ * when ctx is set. A used slot names generations no newer than the
+ * superblock's and roots inside metadata (chunk root: system) chunks; a slot
+ * of the current generation names the superblock's own roots. Older slots
+ * may point at blocks reused since, so their blocks are not read. */
+static void backup_slots_bad(struct check_ctx *ctx, const struct fs_info *fs, const uint8_t *sb,
+			     bool bad[BTRFS_NUM_BACKUP_ROOTS])
 {
-	const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
 	uint64_t gen = super_generation(sb);
-	unsigned n = 0;
+	int current_slots = 0, current_other = 0;
+	bool current_match = false;
 
-	if (!backup_tree_root(b) && !backup_tree_root_gen(b))
-		return 0; /* never used */
-	if (backup_tree_root_gen(b) > gen || backup_chunk_root_gen(b) > gen) {
-		if (ctx)
-			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " (chunk "
-				       "root %" PRIu64 ") is newer than the superblock's %" PRIu64, i,
-				       backup_tree_root_gen(b), backup_chunk_root_gen(b), gen);
-		return 1;
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
+		const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
+		unsigned n = 0;
+
+		bad[i] = false;
+		if (!backup_tree_root(b) && !backup_tree_root_gen(b))
+			continue; /* never used */
+		if (backup_tree_root_gen(b) > gen || backup_chunk_root_gen(b) > gen) {
+			if (ctx)
+				report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64
+					       " (chunk root %" PRIu64 ") is newer than the superblock's %" PRIu64, i,
+					       backup_tree_root_gen(b), backup_chunk_root_gen(b), gen);
+			bad[i] = true;
+			continue;
+		}
+		n += check_backup_root_ptr(ctx, fs, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
+		n += check_backup_root_ptr(ctx, fs, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		bad[i] = n > 0;
+		if (backup_tree_root_gen(b) == gen) {
+			current_slots++;
+			if (backup_tree_root(b) == super_root(sb) && backup_tree_root_level(b) == super_root_level(sb) &&
+			    backup_chunk_root(b) == super_chunk_root(sb))
+				current_match = true;
+			else
+				current_other = i;
+		}
 	}
-	n += check_backup_root_ptr(ctx, fs, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
-	n += check_backup_root_ptr(ctx, fs, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
-	n += check_backup_root_ptr(ctx, fs, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
-	n += check_backup_root_ptr(ctx, fs, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
-	n += check_backup_root_ptr(ctx, fs, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
-	n += check_backup_root_ptr(ctx, fs, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
-	if (backup_tree_root_gen(b) == gen &&
-	    (backup_tree_root(b) != super_root(sb) || backup_tree_root_level(b) != super_root_level(sb) ||
-	     backup_chunk_root(b) != super_chunk_root(sb))) {
-		if (ctx)
-			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
-				       "current one but names other roots than the superblock", i, gen);
-		n++;
-	}
-	return n;
+	/* two commits can share a generation (the kernel creating the free-space
+	 * tree at mount does): one of them, the last, names the superblock's roots */
+	if (!current_slots || current_match)
+		return;
+	if (ctx)
+		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
+			       "current one but names other roots than the superblock", current_other, gen);
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++)
+		bad[i] |= backup_tree_root_gen(super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup))
+			  == gen;
 }
 
 /* The backup roots (what mounting with usebackuproot falls back to). */
 static void check_backup_roots(struct check_ctx *ctx)
 {
-	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++)
-		backup_slot_faults(ctx, ctx->fs, fs_super(ctx->fs), i);
+	bool bad[BTRFS_NUM_BACKUP_ROOTS];
+
+	backup_slots_bad(ctx, ctx->fs, fs_super(ctx->fs), bad);
 }
 
 /* Superblock fields the kernel refuses to mount with: flags it does not know
@@ -186,7 +205,12 @@ static void check_super_fields(struct check_ctx *ctx)
 	if (super_flags(sb) & ~(known | changing))
 		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 " hold %#" PRIx64 ", which the "
 			       "kernel does not mount with", super_flags(sb), super_flags(sb) & ~(known | changing));
-	if (super_flags(sb) & changing)
+	/* an fsid rewrite stopped halfway: tree blocks carry either fsid; neither the
+	 * kernel nor btrfs check opens it until btrfstune -u or btk-tune --fsid ends it */
+	if (super_flags(sb) & BTRFS_SUPER_FLAG_CHANGING_FSID)
+		report_problem(ctx, PR_SUPER_FIELD_BAD, "superblock flags %#" PRIx64 ": an fsid change was interrupted "
+			       "(finish it with btk-tune --fsid or btrfstune -u)", super_flags(sb));
+	else if (super_flags(sb) & changing)
 		msg_info("superblock flags %#" PRIx64 ": a conversion is in progress (%#" PRIx64 "); the kernel mounts "
 			 "nothing until the tool that began it (btrfstune, btk-tune) finishes it", super_flags(sb),
 			 super_flags(sb) & changing);
@@ -229,5 +253,8 @@ int check_superblocks(struct check_ctx *ctx)
 /* Whether backup slot i of superblock sb is one check_backup_roots reports. */
 bool backup_root_slot_bad(const struct fs_info *fs, const uint8_t *sb, int i)
 {
-	return backup_slot_faults(NULL, fs, sb, i) > 0;
+	bool bad[BTRFS_NUM_BACKUP_ROOTS];
+
+	backup_slots_bad(NULL, fs, sb, bad);
+	return bad[i];
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check/qgroups.h"
+#include <btk/item_check.h>
 #include <btk/walk.h>
 #include "common/sizes.h"
 #include <btk/block.h>
@@ -104,15 +105,16 @@ static int add_seed(struct qgroup_state *st, uint64_t bytenr, uint64_t root, uns
 static int observe_leaf(struct qgroup_state *st, const struct tree_block *b)
 {
 	for (unsigned i = 0; i < block_nritems(b); i++) {
-		const uint8_t *d = leaf_item_data(b->data, i);
+		struct item_view v = leaf_item_view(b->data, i);
+		const uint8_t *d = ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item);
 		struct btrfs_key k;
 		struct qgroup_edge e;
 		int ret;
 
 		block_key(b, i, &k);
 		/* malformed items are reported by the reference checks */
-		if (k.type != BTRFS_EXTENT_DATA_KEY || item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_file_extent_item) ||
-		    file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE || !file_extent_disk_bytenr(d))
+		if (k.type != BTRFS_EXTENT_DATA_KEY || !d || file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE ||
+		    !file_extent_disk_bytenr(d))
 			continue;
 		e = (struct qgroup_edge){ .parent = b->bytenr, .child = file_extent_disk_bytenr(d),
 					  .bytes = file_extent_disk_num_bytes(d) };

@@ -10,6 +10,7 @@
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 /* The file extents of (root, ino) at disk bytenr `bad` whose data ref offset is `offset`. */
@@ -26,11 +27,14 @@ static int find_users(struct repair_ctx *r, const struct bytenr_fix *bad, struct
 	if (ret)
 		return ret;
 	tree_iter_init(&it, r->fs, &rp, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1)
-		if (size >= sizeof(struct btrfs_file_extent_item) && file_extent_type(d) != BTRFS_FILE_EXTENT_INLINE &&
+	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
+		struct item_view v = item_view_of(d, size);
+
+		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) && file_extent_type(d) != BTRFS_FILE_EXTENT_INLINE &&
 		    file_extent_disk_bytenr(d) == bad->bytenr && k.offset - file_extent_offset(d) == bad->offset &&
 		    (ret = repair_keys_push(out, &k)) < 0)
 			break;
+	}
 	tree_iter_release(&it);
 	return ret < 0 ? ret : 0;
 }

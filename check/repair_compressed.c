@@ -14,6 +14,7 @@
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 
@@ -72,7 +73,8 @@ static int compressed_extents_whole(struct repair_ctx *r, const struct tree_root
 
 	tree_iter_init(&it, r->fs, root, &min, &max);
 	while (!bad && (ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		if (size != sizeof(struct btrfs_file_extent_item) || file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE ||
+		/* (extent_whole reads the whole struct) */
+		if (!item_is_whole(r->fs, &k, d, size) || file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE ||
 		    !file_extent_disk_bytenr(d) || file_extent_compression(d) == BTRFS_COMPRESS_NONE)
 			continue;
 		if ((bad = extent_whole(r, d)) > 0)

@@ -16,6 +16,7 @@
 #include "check/repair.h"
 #include <btk/blockgroups.h>
 #include <btk/extent_scan.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
@@ -93,8 +94,9 @@ static int fix_block_groups(struct repair_ctx *r, const int64_t *adjust, uint64_
 
 static int add_dev_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
-	(void)key;
-	if (size >= sizeof(struct btrfs_dev_extent))
+	struct item_view v = item_view_of(data, size);
+
+	if (item_view_has_fixed(&v, key->type))
 		*(uint64_t *)arg += dev_extent_length(data);
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include "check/repair.h"
 #include <btk/chunk_edit.h>
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 
@@ -48,16 +49,17 @@ static bool stripe_starts_at(const struct fs_info *fs, uint64_t devid, uint64_t 
 static int note_dev_extent(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct dev_exts *s = arg;
+	struct item_view v = item_view_of(d, size);
 	const struct chunk *c;
 
-	if (k->type != BTRFS_DEV_EXTENT_KEY || size < sizeof(struct btrfs_dev_extent))
+	if (k->type != BTRFS_DEV_EXTENT_KEY || !item_view_has_fixed(&v, k->type))
 		return 0;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? 2 * s->cap : 64;
-		struct dev_ext *v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
+		struct dev_ext *grown = realloc(s->v, cap * sizeof(*grown));
+		if (!grown)
 			return -ENOMEM;
-		s->v = v;
+		s->v = grown;
 		s->cap = cap;
 	}
 	s->v[s->n++] = (struct dev_ext){ k->objectid, k->offset, dev_extent_length(d), dev_extent_chunk_offset(d) };

@@ -10,6 +10,7 @@
 #include "check/repair.h"
 #include <btk/block.h>
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 struct future_items {
@@ -20,9 +21,10 @@ struct future_items {
 static int note_future(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct future_items *s = arg;
+	struct item_view v = item_view_of(d, size);
 
 	if ((k->type != BTRFS_EXTENT_ITEM_KEY && k->type != BTRFS_METADATA_ITEM_KEY) ||
-	    size < sizeof(struct btrfs_extent_item) || extent_generation(d) <= s->fs->generation)
+	    !item_view_has_fixed(&v, k->type) || extent_generation(d) <= s->fs->generation)
 		return 0;
 	return repair_keys_push(&s->l, k);
 }

@@ -23,6 +23,7 @@
 #include <btk/csum.h>
 #include <btk/ctree_ops.h>
 #include <btk/endian_access.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 #define SAY_MAX 100          /* lines of detail; then only the totals */
@@ -237,6 +238,7 @@ static int fix_extent(struct xrepair *x)
 	struct btrfs_key ikey = { 0, 0, 0 };
 	uint32_t size, head, osize;
 	uint64_t total = 0, old_refs = 0, len = x->hdr.a;
+	struct item_view v;
 	int ret;
 
 	if (!item)
@@ -244,6 +246,7 @@ static int fix_extent(struct xrepair *x)
 	ret = take_existing(x, &ikey, item, &size);
 	if (ret)
 		goto out;
+	v = item_view_of(item, size);
 	if (size && (x->hdr.c & EXTENT_FIX_REPLACE) && x->nrefs) {
 		/* its flags said no kind: the item goes, and is made again below as a missing one */
 		if ((ret = trans_delete_item(r->t, BTRFS_EXTENT_TREE_OBJECTID, &ikey)))
@@ -251,11 +254,13 @@ static int fix_extent(struct xrepair *x)
 		if (x->said++ < SAY_MAX)
 			repair_say(r, "extent %" PRIu64 ": item (%" PRIu64 " %u %" PRIu64 ", flags %#" PRIx64 ") removed, made "
 				   "again from its users", ikey.objectid, ikey.objectid, ikey.type, ikey.offset,
-				   extent_flags(item));
+				   extent_flags_in(&v));
 		size = 0;
 	}
 	if (size) {
-		bool tree_info = ikey.type == BTRFS_EXTENT_ITEM_KEY && (extent_flags(item) & BTRFS_EXTENT_FLAG_TREE_BLOCK);
+		bool tree_info = ikey.type == BTRFS_EXTENT_ITEM_KEY && (extent_flags_in(&v) & BTRFS_EXTENT_FLAG_TREE_BLOCK);
+		const void *ref;
+
 		head = (uint32_t)sizeof(struct btrfs_extent_item) + (tree_info ? (uint32_t)sizeof(struct btrfs_tree_block_info) : 0);
 		if (size < head) {
 			ret = fs_error(fs, -EUCLEAN, "extent item %" PRIu64 " is %u bytes", ikey.objectid, size);
@@ -264,7 +269,8 @@ static int fix_extent(struct xrepair *x)
 		old_refs = extent_refs(item);
 		len = extent_key_length(&ikey, fs->nodesize);
 		/* a simple-quota owner reference stays, first */
-		if (size >= head + sizeof(struct btrfs_extent_inline_ref) && inline_ref_type(item + head) == BTRFS_EXTENT_OWNER_REF_KEY)
+		if ((ref = ITEM_VIEW_STRUCT(&v, head, struct btrfs_extent_inline_ref)) &&
+		    inline_ref_type(ref) == BTRFS_EXTENT_OWNER_REF_KEY)
 			head += sizeof(struct btrfs_extent_inline_ref);
 	} else if (x->nrefs) {
 		ret = new_item_header(x, &ikey, item, &head);

@@ -11,6 +11,7 @@
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 #define SAY_MAX 50
@@ -52,18 +53,22 @@ static int find_gaps(struct repair_ctx *r, const struct tree_root_ptr *root, uin
 
 	tree_iter_init(&it, r->fs, root, &min, &max);
 	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
+		struct item_view v = item_view_of(d, size);
 		uint64_t e;
-		if (k.type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+		uint8_t type;
+
+		if (k.type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k.type)) {
 			have_inode = true;
 			*isize = inode_size(d);
 		}
-		if (k.type != BTRFS_EXTENT_DATA_KEY || size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
+		if (k.type != BTRFS_EXTENT_DATA_KEY)
 			continue;
-		if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE)
-			e = k.offset + (file_extent_ram_bytes(d) + ss - 1) / ss * ss;
-		else if (size >= sizeof(struct btrfs_file_extent_item))
-			e = k.offset + file_extent_num_bytes(d);
+		type = file_extent_type_in(&v);
+		if (type == BTRFS_FILE_EXTENT_INLINE)
+			e = k.offset + (file_extent_ram_bytes_in(&v) + ss - 1) / ss * ss;
 		else
+			e = k.offset + file_extent_num_bytes_in(&v);
+		if (v.past_end)
 			continue;
 		if (k.offset > end && k.offset % ss == 0 && end % ss == 0 && (ret = gap_add(g, end, k.offset)))
 			break;

@@ -69,9 +69,15 @@ static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, u
 			return 0;
 		if (ret)
 			return ret;
-		key_from_disk(&loc, dir_item_location_ptr(buf));
-		if (n >= sizeof(buf) && loc.objectid == ino && ftype_to_mode(dir_item_type(buf) & ~BTRFS_FT_ENCRYPTED))
-			*ftype = dir_item_type(buf) & ~BTRFS_FT_ENCRYPTED;
+		struct item_view v = item_view_copied(buf, sizeof(buf), n);
+		const uint8_t *at = dir_item_location_ptr_in(&v);
+		uint8_t type = dir_item_type_in(&v) & ~BTRFS_FT_ENCRYPTED;
+
+		if (v.past_end)
+			return 0;
+		key_from_disk(&loc, at);
+		if (loc.objectid == ino && ftype_to_mode(type))
+			*ftype = type;
 	}
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "check/repair_links.h"
 #include <btk/csum.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 static bool is_ref_type(uint8_t type)
@@ -19,40 +20,23 @@ static bool is_ref_type(uint8_t type)
 
 bool link_entry_next(uint8_t type, const uint8_t *d, uint32_t size, uint32_t *off, struct link_entry *e)
 {
-	const uint8_t *p = d + *off;
-	uint32_t left = size - *off, hdr, extra = 0;
+	struct item_view v = item_view_of(d, size);
+	bool ref = type == BTRFS_INODE_REF_KEY || type == BTRFS_INODE_EXTREF_KEY;
+	struct item_entry ent;
 
-	if (*off >= size)
+	/* (dir items, dir indexes and xattrs share the entry layout) */
+	if (item_entry_next(ref ? type : BTRFS_DIR_ITEM_KEY, &v, off, &ent) != 1)
 		return false;
-	memset(e, 0, sizeof(*e));
+	*e = (struct link_entry){ .off = ent.off, .size = ent.len, .name = ent.name, .len = ent.name_len };
 	if (type == BTRFS_INODE_REF_KEY) {
-		hdr = sizeof(struct btrfs_inode_ref);
-		if (left < hdr)
-			return false;
-		e->len = inode_ref_name_len(p);
-		e->index = inode_ref_index(p);
+		e->index = inode_ref_index(ent.hdr);
 	} else if (type == BTRFS_INODE_EXTREF_KEY) {
-		hdr = sizeof(struct btrfs_inode_extref);
-		if (left < hdr)
-			return false;
-		e->len = inode_extref_name_len(p);
-		e->index = inode_extref_index(p);
-		e->parent = inode_extref_parent_objectid(p);
+		e->index = inode_extref_index(ent.hdr);
+		e->parent = inode_extref_parent_objectid(ent.hdr);
 	} else {
-		hdr = sizeof(struct btrfs_dir_item);
-		if (left < hdr)
-			return false;
-		e->len = dir_item_name_len(p);
-		extra = dir_item_data_len(p);
-		e->type = dir_item_type(p);
-		key_from_disk(&e->loc, dir_item_location_ptr(p));
+		e->type = dir_item_type(ent.hdr);
+		key_from_disk(&e->loc, dir_item_location_ptr(ent.hdr));
 	}
-	if (left - hdr < (uint32_t)e->len + extra)
-		return false;
-	e->off = *off;
-	e->size = hdr + e->len + extra;
-	e->name = p + hdr;
-	*off += e->size;
 	return true;
 }
 
@@ -345,14 +329,18 @@ int link_inode_mode(struct repair_ctx *r, uint64_t root, uint64_t ino, uint32_t 
 	uint8_t buf[sizeof(struct btrfs_inode_item)];
 	uint32_t size = sizeof(buf);
 	struct tree_root_ptr rp;
+	struct item_view v;
 	int ret = trans_get_root(r->t, root, &rp);
 
 	if (!ret)
 		ret = tree_lookup(r->fs, &rp, &key, buf, &size);
-	if (ret == -ENOENT || (!ret && size < sizeof(buf)))
+	if (ret == -ENOENT)
 		return 0;
 	if (ret)
 		return ret;
+	v = item_view_copied(buf, sizeof(buf), size);
+	if (!item_view_has_fixed(&v, key.type))
+		return 0;
 	*mode = inode_mode(buf);
 	return 1;
 }

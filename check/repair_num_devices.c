@@ -6,6 +6,7 @@
 
 #include "check/repair.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include <btk/volumes.h>
 
@@ -17,10 +18,10 @@ struct dev_count {
 static int count_dev_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct dev_count *c = arg;
+	struct item_view v = item_view_of(d, size);
 	bool found = false;
 
-	(void)d;
-	if (size < sizeof(struct btrfs_dev_item))
+	if (!item_view_has_fixed(&v, k->type))
 		return 0;
 	c->items++;
 	for (unsigned i = 0; i < fs_num_devices(c->fs); i++)

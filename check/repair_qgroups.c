@@ -8,6 +8,7 @@
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 static int set_info(struct repair_ctx *r, const struct qgroup_fix *f)
@@ -20,7 +21,7 @@ static int set_info(struct repair_ctx *r, const struct qgroup_fix *f)
 
 	tree_path_init(&path);
 	ret = trans_item_for_update(r->t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0 && size >= sizeof(struct btrfs_qgroup_info_item)) {
+	if (ret == 0 && item_has_fixed(key.type, size)) {
 		uint64_t rfer = qgroup_info_rfer(item), excl = qgroup_info_excl(item);
 		qgroup_info_set_generation(item, trans_transid(r->t));
 		qgroup_info_set_rfer(item, f->rfer);

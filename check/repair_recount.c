@@ -9,53 +9,56 @@
 
 #include "check/repair.h"
 #include "check/repair_links.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 #define SAY_MAX 100
 
 static void count_refs(const struct btrfs_key *k, const uint8_t *d, uint32_t size, struct inode_counts *c)
 {
-	uint32_t hdr = k->type == BTRFS_INODE_REF_KEY ? sizeof(struct btrfs_inode_ref)
-						       : sizeof(struct btrfs_inode_extref);
+	struct item_view v = item_view_of(d, size);
+	struct item_entry e;
+	uint32_t off = 0;
 
-	for (uint32_t off = 0; size - off >= hdr;) {
-		uint16_t len = k->type == BTRFS_INODE_REF_KEY ? inode_ref_name_len(d + off)
-							     : inode_extref_name_len(d + off);
-		if (size - off - hdr < len)
-			break;
+	/* (up to the first entry that does not fit) */
+	while (item_entry_next(k->type, &v, &off, &e) == 1)
 		c->names++;
-		off += hdr + len;
-	}
 }
 
 static void count_dir_entries(const uint8_t *d, uint32_t size, struct inode_counts *c)
 {
-	const uint32_t hdr = sizeof(struct btrfs_dir_item);
+	struct item_view v = item_view_of(d, size);
+	struct item_entry e;
+	uint32_t off = 0;
 
-	for (uint32_t off = 0; size - off >= hdr;) {
-		uint32_t len = dir_item_name_len(d + off), data_len = dir_item_data_len(d + off);
-		if (size - off - hdr < len + data_len)
-			break;
-		c->dir_size += len;
-		off += hdr + len + data_len;
-	}
+	/* (up to the first entry that does not fit) */
+	while (item_entry_next(BTRFS_DIR_ITEM_KEY, &v, &off, &e) == 1)
+		c->dir_size += e.name_len;
 }
 
 static void count_extent(uint64_t offset, const uint8_t *d, uint32_t size, struct inode_counts *c)
 {
-	if (size < BTRFS_FILE_EXTENT_INLINE_DATA_START)
+	struct item_view v = item_view_of(d, size);
+	uint8_t type = file_extent_type_in(&v);
+	uint64_t bytenr, num;
+
+	if (v.past_end)
 		return;
-	if (file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE) {
+	if (type == BTRFS_FILE_EXTENT_INLINE) {
 		/* uncompressed, the data is what counts (a wrong ram_bytes is made right from it) */
-		uint64_t ram = file_extent_compression(d) == BTRFS_COMPRESS_NONE
-				       ? size - BTRFS_FILE_EXTENT_INLINE_DATA_START : file_extent_ram_bytes(d);
+		uint64_t ram = file_extent_compression_in(&v) == BTRFS_COMPRESS_NONE
+				       ? size - BTRFS_FILE_EXTENT_INLINE_DATA_START : file_extent_ram_bytes_in(&v);
 		c->bytes += ram;
 		c->end = offset + ram;
-	} else if (size >= sizeof(struct btrfs_file_extent_item)) {
-		if (file_extent_disk_bytenr(d))
-			c->bytes += file_extent_num_bytes(d);
-		c->end = offset + file_extent_num_bytes(d);
+		return;
 	}
+	bytenr = file_extent_disk_bytenr_in(&v);
+	num = file_extent_num_bytes_in(&v);
+	if (v.past_end)
+		return;
+	if (bytenr)
+		c->bytes += num;
+	c->end = offset + num;
 }
 
 int inode_count_items(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino,

@@ -15,6 +15,7 @@
 #include "check/repair.h"
 #include <btk/block.h>
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 struct future_roots {
@@ -94,9 +95,10 @@ static int cow_future_tree(struct repair_ctx *r, uint64_t root, uint64_t bytenr,
 static int note_root(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct future_roots *s = arg;
+	struct item_view v = item_view_of(d, size);
 	uint64_t gen;
 
-	if (k->type != BTRFS_ROOT_ITEM_KEY || size < BTRFS_ROOT_ITEM_V1_SIZE)
+	if (k->type != BTRFS_ROOT_ITEM_KEY || !item_view_has_fixed(&v, k->type))
 		return 0;
 	if (root_item_generation(d) > s->r->fs->generation && block_explains(s->r, d, &gen) > 0)
 		return repair_keys_push(&s->l, k);

@@ -17,6 +17,7 @@
 #include "check/key_types.h"
 #include "check/repair.h"
 #include "common/grow.h"
+#include <btk/item_check.h>
 #include <btk/trans.h>
 #include <btk/walk.h>
 
@@ -56,12 +57,13 @@ static bool special_mode(uint32_t mode)
 static int scan_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct stray_scan *s = arg;
+	struct item_view v = item_view_of(d, size);
 
 	if (!key_type_in_subvolume(k->type))
 		return add_stray(s, k, "a key type no subvolume tree holds");
 	if (k->objectid == BTRFS_FREE_INO_OBJECTID || k->objectid == BTRFS_FREE_SPACE_OBJECTID)
 		return add_stray(s, k, "the deprecated free-inode cache");
-	if (k->type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+	if (k->type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k->type)) {
 		s->ino = k->objectid;
 		s->mode = inode_mode(d);
 	} else if (k->type == BTRFS_EXTENT_DATA_KEY && k->objectid == s->ino && special_mode(s->mode)) {

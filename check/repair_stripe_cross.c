@@ -24,9 +24,11 @@ static int note_crossing(void *arg, const struct btrfs_key *k, const uint8_t *d,
 	struct repair_keys *l = ((struct repair_keys **)arg)[1];
 	uint64_t len = k->type == BTRFS_METADATA_ITEM_KEY ? r->fs->nodesize : k->offset;
 
-	if ((k->type != BTRFS_EXTENT_ITEM_KEY && k->type != BTRFS_METADATA_ITEM_KEY) ||
-	    size < sizeof(struct btrfs_extent_item) || !(extent_flags(d) & BTRFS_EXTENT_FLAG_TREE_BLOCK) ||
-	    !tree_block_crosses_stripe(k->objectid, len))
+	struct item_view v = item_view_of(d, size);
+	uint64_t flags = extent_flags_in(&v);
+
+	if ((k->type != BTRFS_EXTENT_ITEM_KEY && k->type != BTRFS_METADATA_ITEM_KEY) || v.past_end ||
+	    !(flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) || !tree_block_crosses_stripe(k->objectid, len))
 		return 0;
 	return repair_keys_push(l, k);
 }

@@ -9,6 +9,7 @@
 
 #include "check/repair.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/key.h>
 #include <btk/tree.h>
 
@@ -20,8 +21,9 @@ struct dead_roots {
 static int note_dead(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct dead_roots *s = arg;
+	struct item_view item = item_view_of(d, size);
 
-	if (k->type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(k->objectid) || size < BTRFS_ROOT_ITEM_V1_SIZE ||
+	if (k->type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(k->objectid) || !item_view_has_fixed(&item, k->type) ||
 	    root_item_refs(d))
 		return 0;
 	if (s->n == s->cap) {

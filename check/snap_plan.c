@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check/snap_plan.h"
+#include <btk/item_check.h>
 #include <btk/walk.h>
 
 struct root_info {
@@ -30,12 +31,13 @@ static int read_root_info(void *arg, const struct tree_root_ptr *root, const uin
 {
 	struct plan_build *b = arg;
 	const struct tree_root_ptr *r = fs_roots_find(b->roots, root->objectid);
+	struct item_view v = item_view_of(item, size);
 	struct root_info *in;
 
 	if (!r || r->bytenr != root->bytenr)
 		return 0;
 	in = &b->info[r - b->roots->v];
-	if (size >= sizeof(struct btrfs_root_item)) {   /* older items have no uuids: a lineage of their own */
+	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item)) {   /* older items have no uuids: a lineage of their own */
 		memcpy(in->uuid, root_item_uuid_ptr(item), 16);
 		memcpy(in->parent, root_item_parent_uuid_ptr(item), 16);
 		in->ctransid = root_item_ctransid(item);

@@ -212,9 +212,9 @@ static int commit_plans(struct fs_info *fs, const struct profile_targets *tg, co
 				}
 		hints.reserved = place;
 		hints.reserved_len = len;
-		fs->alloc_hints = &hints;
+		fs_set_alloc_hints(fs, &hints);
 		ret = commit_plans_trans(fs, plans, n);
-		fs->alloc_hints = NULL;
+		fs_set_alloc_hints(fs, NULL);
 	}
 	free(place);
 	free(len);

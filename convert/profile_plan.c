@@ -10,6 +10,7 @@
 
 #include "common/sizes.h"
 #include "convert/convert.h"
+#include <btk/item_check.h>
 #include <btk/volumes.h>
 
 #define MIRROR_FAMILY                                                                      \
@@ -167,8 +168,9 @@ static unsigned stripes_kept(const struct chunk *c, uint64_t target)
 
 static int add_dev_extent_len(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
-	(void)key;
-	if (size >= sizeof(struct btrfs_dev_extent))
+	struct item_view v = item_view_of(data, size);
+
+	if (item_view_has_fixed(&v, key->type))
 		*(uint64_t *)arg += dev_extent_length(data);
 	return 0;
 }

@@ -310,7 +310,7 @@ int profile_verify_and_copy(struct fs_info *fs, const struct chunk_plan *plans, 
 	}
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (size_t i = 0; i < nplans && !ret; i++) {
-		if (fs->cancelled && fs->cancelled()) {
+		if (fs_cancel_requested(fs)) {
 			ret = -ECANCELED;
 			snprintf(msg, msglen, "cancelled before the commit: the filesystem is unchanged");
 			break;

@@ -69,11 +69,11 @@ static void exercise_validator(const struct btrfs_key *key, const uint8_t *body,
 	int ret = item_check(&g, key, &v, &vd);
 
 	if ((ret != 0 && ret != -EUCLEAN) || (ret == 0) != (vd.fault == ITEM_OK) || (ret && !vd.why) ||
-	    vd.at > size || vd.fault > ITEM_REF_ORDER)
+	    vd.at > size || vd.fault > ITEM_FAULT_LAST)
 		abort();
 	while ((ret = item_entry_next(key->type, &v, &off, &e)) == 1)
 		if (e.off + e.len != off || off > size || e.name + e.name_len > body + size ||
-		    item_entry_check(key->type, &e) > ITEM_REF_ORDER)
+		    item_entry_check(key->type, &e) > ITEM_FAULT_LAST)
 			abort();
 	if (key->type == BTRFS_EXTENT_ITEM_KEY || key->type == BTRFS_METADATA_ITEM_KEY) {
 		off = extent_item_refs_start(key, &v);

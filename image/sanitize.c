@@ -38,6 +38,7 @@
 #include <btk/csum.h>
 #include <btk/endian_access.h>
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/key.h>
 
 #define HDR_SIZE sizeof(struct btrfs_header)
@@ -164,6 +165,9 @@ static int ents_reserve(struct sanitizer *s, size_t n)
 static int parse_names(struct sanitizer *s, const struct btrfs_key *key, uint8_t *data, uint32_t size,
 		       size_t *count)
 {
+	struct item_view v = item_view_of(data, size);
+	uint8_t walk = key->type;
+	struct item_entry ent;
 	uint32_t cur = 0;
 	size_t n = 0;
 	int ret;
@@ -171,53 +175,41 @@ static int parse_names(struct sanitizer *s, const struct btrfs_key *key, uint8_t
 	ret = ents_reserve(s, size / 10 + 1);
 	if (ret)
 		return ret;
-	while (cur < size) {
+	/* (dir items, dir indexes and xattrs share the entry layout; anything
+	 * else that bears names here is a root ref or backref) */
+	if (walk != BTRFS_DIR_ITEM_KEY && walk != BTRFS_DIR_INDEX_KEY && walk != BTRFS_XATTR_ITEM_KEY &&
+	    walk != BTRFS_INODE_REF_KEY && walk != BTRFS_INODE_EXTREF_KEY)
+		walk = BTRFS_ROOT_REF_KEY;
+	while ((ret = item_entry_next(walk, &v, &cur, &ent)) == 1) {
 		struct ent *e = &s->ents[n];
-		uint32_t hdr;
 
 		memset(e, 0, sizeof(*e));
-		switch (key->type) {
+		e->len = ent.name_len;
+		e->value_len = ent.data_len;
+		switch (walk) {
 		case BTRFS_DIR_ITEM_KEY:
 		case BTRFS_DIR_INDEX_KEY:
 		case BTRFS_XATTR_ITEM_KEY:
-			hdr = sizeof(struct btrfs_dir_item);
-			if (size - cur < hdr)
-				return -EUCLEAN;
-			e->len = dir_item_name_len(data + cur);
-			e->value_len = dir_item_data_len(data + cur);
 			e->dir = key->objectid;
 			break;
 		case BTRFS_INODE_REF_KEY:
-			hdr = sizeof(struct btrfs_inode_ref);
-			if (size - cur < hdr)
-				return -EUCLEAN;
-			e->len = inode_ref_name_len(data + cur);
 			e->dir = key->offset;
 			break;
 		case BTRFS_INODE_EXTREF_KEY:
-			hdr = sizeof(struct btrfs_inode_extref);
-			if (size - cur < hdr)
-				return -EUCLEAN;
-			e->len = inode_extref_name_len(data + cur);
-			e->dir = inode_extref_parent_objectid(data + cur);
+			e->dir = inode_extref_parent_objectid(ent.hdr);
 			break;
-		default: /* root ref, root backref */
-			hdr = sizeof(struct btrfs_root_ref);
-			if (size - cur < hdr)
-				return -EUCLEAN;
-			e->len = root_ref_name_len(data + cur);
-			e->dir = root_ref_dirid(data + cur);
+		default:
+			e->dir = root_ref_dirid(ent.hdr);
 			break;
 		}
-		if ((uint64_t)size - cur - hdr < (uint64_t)e->len + e->value_len)
-			return -EUCLEAN;
-		e->name = data + cur + hdr;
+		e->name = data + ent.off + (ent.name - ent.hdr);
 		e->value = e->name + e->len;
-		cur += hdr + e->len + e->value_len;
 		n++;
-		if (key->type == BTRFS_ROOT_REF_KEY || key->type == BTRFS_ROOT_BACKREF_KEY)
+		if (walk == BTRFS_ROOT_REF_KEY)
 			break;
 	}
+	if (ret < 0)
+		return -EUCLEAN;
 	*count = n;
 	return 0;
 }
@@ -645,10 +637,11 @@ static int sanitize_item(struct sanitizer *s, struct leaf *lf, unsigned slot)
 	uint8_t *it = leaf_item(lf->block, slot), *data = leaf_item_data(lf->block, slot);
 	struct btrfs_key *key = &lf->keys[slot];
 	uint32_t size = item_size(it);
+	struct item_view v = item_view_of(data, size);
 	size_t n;
 	int ret;
 
-	if (key->type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item)) {
+	if (key->type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, key->type)) {
 		s->ino_owner = lf->owner;
 		s->ino_objectid = key->objectid;
 		s->ino_mode = inode_mode(data);

@@ -13,6 +13,7 @@
 
 #include "inspect/item_json.h"
 #include <btk/format.h>
+#include <btk/item_check.h>
 #include <btk/names.h>
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -40,6 +41,19 @@ struct item_ctx {
 static void set_malformed(const struct item_ctx *c)
 {
 	*c->malformed = 1;
+}
+
+/* Malformed when the validator (btk/item_check.h) says the item does not
+ * have its type's length: the rule btk-check reports by. The geometry is
+ * what this file knows; the types asked here need no more. */
+static void check_sizes(const struct item_ctx *c)
+{
+	struct item_geometry g = { .csum_size = (uint16_t)c->csum_size };
+	struct item_view v = item_view_of(c->data, c->size);
+	struct item_verdict vd;
+
+	if (item_check_sizes(&g, c->key, &v, &vd))
+		set_malformed(c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -895,15 +909,9 @@ static const struct field_desc root_item_v2_fields[] = {
  * Any size in between, or beyond, is malformed. */
 static void decode_root_item(struct json_object *out, const struct item_ctx *c)
 {
-	if (decode_fields(out, c->data, c->size, root_item_v1_fields, ARRAY_LEN(root_item_v1_fields)) < 0) {
-		set_malformed(c);
-		return;
-	}
-	if (c->size == BTRFS_ROOT_ITEM_V1_SIZE)
-		return;
-	if (decode_fields(out, c->data, c->size, root_item_v2_fields, ARRAY_LEN(root_item_v2_fields)) < 0 ||
-	    c->size != sizeof(struct btrfs_root_item))
-		set_malformed(c);
+	if (decode_fields(out, c->data, c->size, root_item_v1_fields, ARRAY_LEN(root_item_v1_fields)) == 0)
+		decode_fields(out, c->data, c->size, root_item_v2_fields, ARRAY_LEN(root_item_v2_fields));
+	check_sizes(c);
 }
 
 static const struct field_desc balance_fields[] = {
@@ -934,13 +942,9 @@ static const struct field_desc qgroup_status_fields[] = {
 /* QGROUP_STATUS: without enable_gen before simple quotas, with it after. */
 static void decode_qgroup_status(struct json_object *out, const struct item_ctx *c)
 {
-	size_t n = ARRAY_LEN(qgroup_status_fields);
-
-	if (c->size < sizeof(struct btrfs_qgroup_status_item))
-		n--;
-	if (decode_fields(out, c->data, c->size, qgroup_status_fields, n) < 0 ||
-	    (c->size != BTRFS_QGROUP_STATUS_V1_SIZE && c->size != sizeof(struct btrfs_qgroup_status_item)))
-		set_malformed(c);
+	/* (the members that fit: a v1 item stops before enable_gen) */
+	decode_fields(out, c->data, c->size, qgroup_status_fields, ARRAY_LEN(qgroup_status_fields));
+	check_sizes(c);
 }
 
 static const struct field_desc qgroup_info_fields[] = {
@@ -973,8 +977,7 @@ static void decode_qgroup_limit(struct json_object *out, const struct item_ctx *
 static void decode_uuid_item(struct json_object *out, const struct item_ctx *c)
 {
 	add(out, "subvol_ids", u64_array_json(c));
-	if (c->size == 0 || c->size % sizeof(uint64_t))
-		set_malformed(c);
+	check_sizes(c);
 }
 
 static const struct field_desc verity_desc_fields[] = {

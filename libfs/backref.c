@@ -14,6 +14,7 @@
 #include <btk/csum.h>
 #include <btk/ctree_ops.h>
 #include "libfs/trans_internal.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 #define EXTENT_DATA_REF_PROBES 64
@@ -414,10 +415,10 @@ int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t o
 				 : (struct backref){ BTRFS_TREE_BLOCK_REF_KEY, owner, 0, 0 };
 		} else {
 			struct btrfs_key key;
-			const uint8_t *fe = leaf_item_data(b->data, i);
+			struct item_view v = leaf_item_view(b->data, i);
+			const uint8_t *fe = ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item);
 			block_key(b, i, &key);
-			if (key.type != BTRFS_EXTENT_DATA_KEY ||
-			    item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_file_extent_item))
+			if (key.type != BTRFS_EXTENT_DATA_KEY || !fe)
 				continue;
 			if (file_extent_type(fe) != BTRFS_FILE_EXTENT_REG &&
 			    file_extent_type(fe) != BTRFS_FILE_EXTENT_PREALLOC)

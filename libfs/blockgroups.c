@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <btk/blockgroups.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 #include "libfs/volumes_internal.h"
@@ -34,6 +35,7 @@ int fs_read_block_groups(struct fs_info *fs, struct block_group_list *out)
 		uint8_t item[sizeof(struct btrfs_block_group_item)];
 		uint32_t size = sizeof(item);
 		struct block_group *bg = &out->groups[out->count++];
+		struct item_view v;
 		int ret;
 
 		bg->start = c->logical;
@@ -41,7 +43,8 @@ int fs_read_block_groups(struct fs_info *fs, struct block_group_list *out)
 		bg->flags = c->type;
 		bg->chunk_objectid = BTRFS_FIRST_CHUNK_TREE_OBJECTID;
 		ret = tree_lookup(fs, root, &key, item, &size);
-		if (ret == -ENOENT || (ret == 0 && size < sizeof(item))) {
+		v = item_view_copied(item, sizeof(item), size);
+		if (ret == -ENOENT || (ret == 0 && !item_view_has_fixed(&v, key.type))) {
 			bg->missing = 1;
 			continue;
 		}

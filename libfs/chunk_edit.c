@@ -6,6 +6,7 @@
 
 #include <btk/blockgroups.h>
 #include <btk/chunk_edit.h>
+#include <btk/item_check.h>
 #include "libfs/trans_internal.h"
 #include "libfs/volumes_internal.h"
 
@@ -28,7 +29,7 @@ static int set_block_group_flags(struct trans *t, uint64_t logical, uint64_t len
 
 	tree_path_init(&path);
 	ret = trans_item_for_update(t, tree, &key, &item, &size, &path);
-	if (ret == 0 && size < sizeof(struct btrfs_block_group_item))
+	if (ret == 0 && !item_has_fixed(key.type, size))
 		ret = -EUCLEAN;
 	if (ret == 0)
 		block_group_set_flags(item, flags);

@@ -10,6 +10,7 @@
 #include <btk/blockgroups.h>
 #include <btk/csum.h>
 #include <btk/ebitmap.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include "libfs/trans_internal.h"
 #include <btk/tree.h>
@@ -99,7 +100,7 @@ static int update_block_group_items(struct trans *t)
 									    : BTRFS_EXTENT_TREE_OBJECTID,
 						    &key, &item, &size, &path);
 		}
-		if (ret == 0 && size < sizeof(struct btrfs_block_group_item))
+		if (ret == 0 && !item_has_fixed(key.type, size))
 			ret = -EUCLEAN;
 		if (ret == 0) {
 			block_group_set_used(item, block_group_used(item) + (uint64_t)(g->used_delta - g->written_delta));
@@ -136,9 +137,11 @@ static int fst_collect(struct trans *t, struct alloc_group *g, struct fst_items 
 	tree_iter_init(&it, t->fs, &root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		if (key.type == BTRFS_FREE_SPACE_INFO_KEY) {
+			struct item_view v = item_view_of(data, size);
+
 			out->have_info = true;
-			if (size >= sizeof(struct btrfs_free_space_info) &&
-			    (free_space_info_flags(data) & BTRFS_FREE_SPACE_USING_BITMAPS))
+			/* (flags ends the struct: a short item reads as 0) */
+			if (free_space_info_flags_in(&v) & BTRFS_FREE_SPACE_USING_BITMAPS)
 				out->bitmaps = true;
 			continue;
 		}
@@ -485,7 +488,7 @@ static int commit_keep_qgroup_status(struct trans *t)
 		return ret;
 	tree_path_init(&path);
 	ret = trans_item_for_update(t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE && qgroup_status_generation(item) == t->fs->generation)
+	if (ret == 0 && item_has_fixed(key.type, size) && qgroup_status_generation(item) == t->fs->generation)
 		qgroup_status_set_generation(item, trans_transid(t));
 	tree_path_release(t->fs, &path);
 	return ret == -ENOENT ? 0 : ret;
@@ -496,7 +499,7 @@ int trans_commit(struct trans *t)
 	struct fs_info *fs = t->fs;
 	int ret;
 
-	if (fs->cancelled && fs->cancelled()) {
+	if (fs_cancel_requested(fs)) {
 		trans_abort(t);
 		return fs_error(fs, -ECANCELED, "cancelled before the commit: the transaction was dropped whole");
 	}

@@ -44,10 +44,12 @@ static uint64_t file_offset(struct users *u, uint64_t root_id, uint64_t ino, uin
 	for (unsigned steps = 0; ret == 0 && steps < EXTENT_STEPS; steps++) {
 		uint32_t size;
 		const uint8_t *d = tree_item_data(&path, &size);
+		struct item_view v = item_view_of(d, size);
+
 		tree_item_key(&path, &key);
 		if (key.objectid != ino || key.type != BTRFS_EXTENT_DATA_KEY)
 			break;
-		if (size >= sizeof(struct btrfs_file_extent_item) && file_extent_type(d) != BTRFS_FILE_EXTENT_INLINE &&
+		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) && file_extent_type(d) != BTRFS_FILE_EXTENT_INLINE &&
 		    file_extent_disk_bytenr(d) == u->bytenr && key.offset - file_extent_offset(d) == ref_offset) {
 			from = key.offset;
 			break;
@@ -100,10 +102,11 @@ static void add_shared(struct users *u, uint64_t parent)
 		return;
 	}
 	for (unsigned i = 0; i < block_nritems(b); i++) {
-		const uint8_t *d = leaf_item_data(b->data, i);
+		struct item_view v = leaf_item_view(b->data, i);
+		const uint8_t *d = ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item);
 		struct btrfs_key k;
 		block_key(b, i, &k);
-		if (k.type != BTRFS_EXTENT_DATA_KEY || item_size(leaf_item(b->data, i)) < sizeof(struct btrfs_file_extent_item) ||
+		if (k.type != BTRFS_EXTENT_DATA_KEY || !d ||
 		    file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE || file_extent_disk_bytenr(d) != u->bytenr)
 			continue;
 		add(u, block_owner(b), k.objectid, k.offset);
@@ -138,8 +141,10 @@ static int find_extent(struct fs_info *fs, uint64_t logical, struct tree_path *p
 		if (ek->type == BTRFS_EXTENT_ITEM_KEY || ek->type == BTRFS_METADATA_ITEM_KEY) {
 			uint32_t size;
 			const uint8_t *d = tree_item_data(path, &size);
+			struct item_view v = item_view_of(d, size);
+
 			if (ek->type != BTRFS_EXTENT_ITEM_KEY || logical - ek->objectid >= ek->offset ||
-			    size < sizeof(struct btrfs_extent_item) || !(extent_flags(d) & BTRFS_EXTENT_FLAG_DATA))
+			    !(extent_flags_in(&v) & BTRFS_EXTENT_FLAG_DATA) || v.past_end)
 				return -ENOENT;
 			return 0;
 		}
@@ -155,6 +160,7 @@ int data_users_find(struct fs_info *fs, uint64_t logical, struct data_user *out,
 	struct tree_path path;
 	struct btrfs_key key;
 	const uint8_t *d;
+	struct item_view v;
 	uint32_t size;
 	int ret;
 
@@ -174,7 +180,8 @@ int data_users_find(struct fs_info *fs, uint64_t logical, struct data_user *out,
 		if (key.objectid != u.bytenr)
 			break;
 		d = tree_item_data(&path, &size);
-		if (key.type == BTRFS_EXTENT_DATA_REF_KEY && size >= sizeof(struct btrfs_extent_data_ref))
+		v = item_view_of(d, size);
+		if (key.type == BTRFS_EXTENT_DATA_REF_KEY && item_view_has_fixed(&v, key.type))
 			add_ref(&u, d);
 		else if (key.type == BTRFS_SHARED_DATA_REF_KEY)
 			add_shared(&u, key.offset);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <btk/chunk_edit.h>
+#include <btk/item_check.h>
 #include "libfs/trans_internal.h"
 
 int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta)
@@ -19,7 +20,7 @@ int device_add_bytes_used(struct trans *t, uint64_t devid, int64_t delta)
 
 	tree_path_init(&path);
 	ret = trans_item_for_update(t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0 && size < sizeof(struct btrfs_dev_item))
+	if (ret == 0 && !item_has_fixed(key.type, size))
 		ret = -EUCLEAN;
 	if (ret == 0)
 		dev_item_set_bytes_used(item, dev_item_bytes_used(item) + (uint64_t)delta);
@@ -80,9 +81,10 @@ static bool free_gap_fits(struct free_search *f, uint64_t next_start)
 static int free_before_extent(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct free_search *f = arg;
+	struct item_view v = item_view_of(data, size);
 	uint64_t next_start = f->dev_size, next_end = f->dev_size;
 
-	if (size >= sizeof(struct btrfs_dev_extent)) {
+	if (item_view_has_fixed(&v, key->type)) {
 		next_start = key->offset;
 		next_end = key->offset + dev_extent_length(data);
 	}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "libfs/trans_internal.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 /* Copying shared blocks changes how much of each subvolume is exclusive:
@@ -32,7 +33,7 @@ int trans_mark_qgroups_inconsistent(struct trans *t)
 	t->qgroups_marked = true;
 	tree_path_init(&path);
 	ret = trans_item_for_update(t, BTRFS_QUOTA_TREE_OBJECTID, &key, &item, &size, &path);
-	if (ret == 0 && size >= BTRFS_QGROUP_STATUS_V1_SIZE &&
+	if (ret == 0 && item_has_fixed(key.type, size) &&
 	    (qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_ON) &&
 	    !(qgroup_status_flags(item) & BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE)) {
 		qgroup_status_set_flags(item, qgroup_status_flags(item) | BTRFS_QGROUP_STATUS_FLAG_INCONSISTENT);

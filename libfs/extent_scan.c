@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* Extent items decoded once for every reader of the extent tree. */
 #include <btk/extent_scan.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 struct extent_scan {
@@ -12,13 +13,13 @@ struct extent_scan {
 static int scan_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	const struct extent_scan *s = arg;
-	const uint32_t info = sizeof(struct btrfs_extent_item);
 	struct extent_rec e = { key->objectid, key->offset, 0, false, false, -1, data, size };
+	struct item_view v = item_view_of(data, size);
+	const void *info;
 
 	if (key->type != BTRFS_EXTENT_ITEM_KEY && key->type != BTRFS_METADATA_ITEM_KEY)
 		return 0;
-	if (size >= info)
-		e.flags = extent_flags(data);
+	e.flags = extent_flags_in(&v); /* 0 when the item is too short to say */
 	if (key->type == BTRFS_METADATA_ITEM_KEY) {
 		e.len = s->nodesize;
 		e.tree_block = true;
@@ -27,8 +28,9 @@ static int scan_item(void *arg, const struct btrfs_key *key, const uint8_t *data
 	}
 	e.data = e.flags & BTRFS_EXTENT_FLAG_DATA;
 	e.tree_block = e.flags & BTRFS_EXTENT_FLAG_TREE_BLOCK;
-	if (e.tree_block && size >= info + sizeof(struct btrfs_tree_block_info))
-		e.level = tree_block_info_level(data + info);
+	if (e.tree_block &&
+	    (info = ITEM_VIEW_STRUCT(&v, sizeof(struct btrfs_extent_item), struct btrfs_tree_block_info)))
+		e.level = tree_block_info_level(info);
 	return s->fn(s->arg, &e);
 }
 

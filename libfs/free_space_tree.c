@@ -32,6 +32,7 @@
 #include <btk/blockgroups.h>
 #include <btk/ebitmap.h>
 #include <btk/free_space_tree.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
@@ -138,20 +139,23 @@ static int plan_inode(struct fs_info *fs, struct trans *t, const struct tree_roo
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
 		if ((ret = push_key(p, &key)))
 			break;
+		struct item_view v = item_view_of(data, size);
+
 		if (key.type == BTRFS_INODE_ITEM_KEY) {
 			have_inode = true;
-			if (size < sizeof(struct btrfs_inode_item) || !(inode_flags(data) & BTRFS_INODE_NODATASUM)) {
+			if (!item_view_has_fixed(&v, key.type) || !(inode_flags(data) & BTRFS_INODE_NODATASUM)) {
 				p->removable = false;
 				p->why = "a cache inode has data checksums";
 			}
 		} else if (key.type == BTRFS_EXTENT_DATA_KEY) {
-			uint8_t type = size > BTRFS_FILE_EXTENT_INLINE_DATA_START ? file_extent_type(data) : 0xff;
+			/* (an item of the bare header is an empty inline extent) */
+			uint8_t type = size > BTRFS_FILE_EXTENT_INLINE_DATA_START ? file_extent_type_in(&v) : 0xff;
 			if (type != BTRFS_FILE_EXTENT_REG && type != BTRFS_FILE_EXTENT_PREALLOC) {
 				p->removable = false;
 				p->why = "a cache inode has an inline extent";
 				continue;
 			}
-			if (size < sizeof(struct btrfs_file_extent_item) || !file_extent_disk_bytenr(data))
+			if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) || !file_extent_disk_bytenr(data))
 				continue;
 			for (size_t i = first_extent; i < p->nextents; i++)
 				if (p->extents[i].bytenr == file_extent_disk_bytenr(data)) {
@@ -191,8 +195,10 @@ static int plan_v1_removal(struct fs_info *fs, struct trans *t, struct v1_plan *
 		return ret;
 	tree_iter_init(&it, fs, &root, &min, &max);
 	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		struct item_view v = item_view_of(data, size);
 		struct btrfs_key loc;
-		if (size < sizeof(struct btrfs_disk_key)) {
+
+		if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_disk_key)) {
 			p->removable = false;
 			p->why = "a cache header is too small";
 			continue;

@@ -12,6 +12,7 @@
 #include "libfs/devscan.h"
 #include <btk/features.h>
 #include "libfs/mounted.h"
+#include <btk/item_check.h>
 #include <btk/target.h>
 #include <btk/super.h>
 #include <btk/tree.h>
@@ -448,9 +449,10 @@ static int note_missing_device(void *arg, const struct btrfs_key *key, const uin
 	struct missing_scan *m = arg;
 	struct fs_info *fs = m->fs;
 	const struct fs_device *known;
+	struct item_view v = item_view_of(data, size);
 	char u[37];
 
-	if (size < sizeof(struct btrfs_dev_item))
+	if (!item_view_has_fixed(&v, key->type))
 		return 0;
 	if ((known = fs_device_by_devid(fs, key->offset)) != NULL)
 		return known->seed && known->io ? check_seed_device(m, known, data) : 0;
@@ -478,10 +480,11 @@ struct seed_fsid_list {
 static int note_seed_fsid_to_scan(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	struct seed_fsid_list *l = arg;
-	const uint8_t *fsid = dev_item_fsid_ptr(data);
+	struct item_view item = item_view_of(data, size);
+	const uint8_t *fsid = dev_item_fsid_ptr_in(&item);
 	uint8_t (*v)[BTRFS_FSID_SIZE];
 
-	if (size < sizeof(struct btrfs_dev_item) || fs_device_by_devid(l->fs, key->offset) ||
+	if (!item_view_has_fixed(&item, key->type) || fs_device_by_devid(l->fs, key->offset) ||
 	    memcmp(fsid, l->fs->metadata_uuid, BTRFS_FSID_SIZE) == 0)
 		return 0;
 	for (unsigned i = 0; i < l->n; i++)

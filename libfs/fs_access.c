@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The read-only views programs get of struct fs_info's private members:
- * devices, chunks and the superblock (btk/fs.h, btk/volumes.h); the last
- * error message is kept by fs_info.c. */
+ * devices, chunks and the superblock (btk/fs.h, btk/volumes.h), and the
+ * few settings programs change on an open filesystem; the last error message
+ * is kept by fs_info.c. */
 #include <stdio.h>
 
 #include <btk/fs.h>
@@ -21,6 +22,24 @@ const struct fs_device *fs_device(const struct fs_info *fs, unsigned i)
 const uint8_t *fs_super(const struct fs_info *fs)
 {
 	return fs->super;
+}
+
+bool fs_cancel_requested(const struct fs_info *fs)
+{
+	return fs->cancelled && fs->cancelled();
+}
+
+void fs_set_alloc_hints(struct fs_info *fs, const struct chunk_alloc_hints *hints)
+{
+	fs->alloc_hints = hints;
+}
+
+bool fs_set_salvage(struct fs_info *fs, bool on)
+{
+	bool was = fs->salvage;
+
+	fs->salvage = on;
+	return was;
 }
 
 size_t fs_chunk_count(const struct fs_info *fs)

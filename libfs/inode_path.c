@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <btk/inode_path.h>
+#include <btk/item_check.h>
 #include <btk/tree.h>
 
 /* The first name of ino: its parent directory and name (pointing into the
@@ -13,7 +14,9 @@ static int first_name(struct fs_info *fs, const struct tree_root_ptr *root, uint
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, 0 };
 	const uint8_t *d;
-	uint32_t size, hdr;
+	struct item_view v;
+	struct item_entry e;
+	uint32_t size, off = 0;
 	int ret = tree_search(fs, root, &key, path);
 
 	if (ret)
@@ -22,20 +25,12 @@ static int first_name(struct fs_info *fs, const struct tree_root_ptr *root, uint
 	if (key.objectid != ino || (key.type != BTRFS_INODE_REF_KEY && key.type != BTRFS_INODE_EXTREF_KEY))
 		return -ENOENT;
 	d = tree_item_data(path, &size);
-	if (key.type == BTRFS_INODE_REF_KEY) {
-		hdr = sizeof(struct btrfs_inode_ref);
-		if (size < hdr || inode_ref_name_len(d) > size - hdr)
-			return -ENOENT;
-		*parent = key.offset;
-		*name_len = inode_ref_name_len(d);
-	} else {
-		hdr = sizeof(struct btrfs_inode_extref);
-		if (size < hdr || inode_extref_name_len(d) > size - hdr)
-			return -ENOENT;
-		*parent = inode_extref_parent_objectid(d);
-		*name_len = inode_extref_name_len(d);
-	}
-	*name = (const char *)d + hdr;
+	v = item_view_of(d, size);
+	if (item_entry_next(key.type, &v, &off, &e) != 1)
+		return -ENOENT;   /* empty, or its first name runs past the item */
+	*parent = key.type == BTRFS_INODE_REF_KEY ? key.offset : inode_extref_parent_objectid(e.hdr);
+	*name_len = e.name_len;
+	*name = (const char *)e.name;
 	return 0;
 }
 

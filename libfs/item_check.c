@@ -421,7 +421,7 @@ static int check_chunk(const struct item_geometry *g, const struct btrfs_key *k,
 	const uint8_t *c = v->data;
 	uint16_t n, min, max;
 	const char *why;
-	uint64_t type;
+	uint64_t type, known;
 
 	if (v->size < sizeof(struct btrfs_chunk))
 		FAULT(out, ITEM_TOO_SMALL, 0, "chunk item too small");
@@ -434,14 +434,23 @@ static int check_chunk(const struct item_geometry *g, const struct btrfs_key *k,
 		FAULT(out, ITEM_BAD_KEY, 0, "chunk key objectid or offset");
 	if (!chunk_length(c) || !aligned(chunk_length(c), g->sectorsize))
 		FAULT(out, ITEM_BAD_FIELD, 0, "chunk length zero or not sector aligned");
+	if (k->offset + chunk_length(c) < k->offset)
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk range wraps around the address space");
 	if (chunk_stripe_len(c) != BTRFS_STRIPE_LEN)
-		FAULT(out, ITEM_BAD_FIELD, 0, "chunk stripe length is not 64KiB");
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk stripe_len is not 64KiB");
+	if (g->sectorsize && chunk_sector_size(c) != g->sectorsize)
+		FAULT(out, ITEM_BAD_FIELD, 0, "chunk sector_size is not the filesystem's sector size");
 	type = chunk_type(c);
-	if ((why = bg_type_bad(g, type)))
+	known = BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	if ((why = bg_type_bad(g, type & known)))
 		FAULT(out, ITEM_BAD_FIELD, 0, why);
 	profile_stripes(type, &min, &max);
 	if (n < min || n > max || ((type & BTRFS_BLOCK_GROUP_RAID10) && (chunk_sub_stripes(c) != 2 || n % 2)))
 		FAULT(out, ITEM_BAD_FIELD, 0, "stripe count does not fit the profile");
+	/* last, so that a reader mapping chunks of a newer format can tell
+	 * "valid but for bits it does not know" from a broken item */
+	if (type & ~known)
+		FAULT(out, ITEM_UNKNOWN_BITS, 0, "unknown type bits");
 	return 0;
 }
 
@@ -553,6 +562,16 @@ int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const v
 
 	item_geometry_of(fs, &g);
 	return item_check(&g, key, &v, out);
+}
+
+bool item_is_whole(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size)
+{
+	struct item_geometry g;
+	struct item_view v = item_view_of(data, size);
+	struct item_verdict vd;
+
+	item_geometry_of(fs, &g);
+	return item_check_sizes(&g, key, &v, &vd) == 0;
 }
 
 static int item_rules(const struct item_geometry *g, const struct btrfs_key *k, const struct item_view *v,

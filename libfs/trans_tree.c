@@ -8,6 +8,7 @@
 #include <btk/ctree_ops.h>
 #include <btk/ebitmap.h>
 #include "libfs/trans_internal.h"
+#include <btk/item_check.h>
 #include <btk/walk.h>
 
 #define SEARCH_MAX_RESTARTS 64
@@ -759,26 +760,25 @@ int trans_restart_tree(struct trans *t, uint64_t objectid)
 static bool item_names_tree(const struct btrfs_key *k, const uint8_t *d, uint32_t size, uint64_t objectid,
 			    uint8_t *level)
 {
-	uint32_t off = sizeof(struct btrfs_extent_item);
+	struct item_view v = item_view_of(d, size);
+	struct inline_ref_view r;
+	const void *info;
+	uint32_t off;
 
-	if (size < off || !(extent_flags(d) & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+	if (!(extent_flags_in(&v) & BTRFS_EXTENT_FLAG_TREE_BLOCK) || v.past_end)
 		return false;
 	if (k->type == BTRFS_METADATA_ITEM_KEY) {
 		*level = (uint8_t)k->offset;
 	} else {
-		if (size < off + sizeof(struct btrfs_tree_block_info))
+		if (!(info = ITEM_VIEW_STRUCT(&v, sizeof(struct btrfs_extent_item), struct btrfs_tree_block_info)))
 			return false;
-		*level = tree_block_info_level(d + off);
-		off += sizeof(struct btrfs_tree_block_info);
+		*level = tree_block_info_level(info);
 	}
-	while (off + sizeof(struct btrfs_extent_inline_ref) <= size) {
-		uint32_t len = extent_inline_ref_size(inline_ref_type(d + off));
-		if (!len || off + len > size)
-			return false;
-		if (inline_ref_type(d + off) == BTRFS_TREE_BLOCK_REF_KEY && inline_ref_offset(d + off) == objectid)
+	/* (up to a reference the walker cannot read: the kernel cannot either) */
+	off = extent_item_refs_start(k, &v);
+	while (inline_ref_next(&v, &off, &r) == 1)
+		if (r.type == BTRFS_TREE_BLOCK_REF_KEY && inline_ref_offset(d + r.off) == objectid)
 			return true;
-		off += len;
-	}
 	return false;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "libfs/volumes_internal.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 
@@ -49,23 +50,6 @@ uint64_t chunk_stripe_size(uint64_t length, uint64_t type, unsigned num, unsigne
 	if (p == BTRFS_BLOCK_GROUP_RAID6 && num > 2)
 		return length / (num - 2);
 	return length;
-}
-
-/* Stripe-count rules per profile; 0 when the geometry is possible. */
-static int chunk_geometry_valid(uint64_t type, unsigned num, unsigned sub)
-{
-	switch (type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
-	case 0: return num == 1;
-	case BTRFS_BLOCK_GROUP_DUP: return num == 2;
-	case BTRFS_BLOCK_GROUP_RAID1: return num == 2;
-	case BTRFS_BLOCK_GROUP_RAID1C3: return num == 3;
-	case BTRFS_BLOCK_GROUP_RAID1C4: return num == 4;
-	case BTRFS_BLOCK_GROUP_RAID0: return num >= 1;
-	case BTRFS_BLOCK_GROUP_RAID10: return sub == 2 && num >= 2 && num % 2 == 0;
-	case BTRFS_BLOCK_GROUP_RAID5: return num >= 2;
-	case BTRFS_BLOCK_GROUP_RAID6: return num >= 3;
-	default: return 0;
-	}
 }
 
 static struct fs_device *device_by_devid(struct fs_info *fs, uint64_t devid)
@@ -139,38 +123,17 @@ static int chunk_map_insert(struct fs_info *fs, struct chunk *c)
 
 int chunk_item_validate(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)
 {
-	unsigned num, sub;
-	uint64_t type, length, stripe_len;
+	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, logical };
+	struct item_verdict vd;
 
-	if (size < chunk_item_size(1))
-		return fs_error(fs, -EUCLEAN, "chunk item at %llu too small (%u bytes)",
-				(unsigned long long)logical, size);
-	num = chunk_num_stripes(item);
-	sub = chunk_sub_stripes(item);
-	type = chunk_type(item);
-	length = chunk_length(item);
-	stripe_len = chunk_stripe_len(item);
-	if (num == 0 || chunk_item_size(num) != size)
-		return fs_error(fs, -EUCLEAN, "chunk at %llu: %u stripes do not fit its %u-byte item",
-				(unsigned long long)logical, num, size);
-	if (!length || length % fs->sectorsize || logical % fs->sectorsize)
-		return fs_error(fs, -EUCLEAN, "chunk at %llu: bad length %llu",
-				(unsigned long long)logical, (unsigned long long)length);
-	if (logical + length < logical)
-		return fs_error(fs, -EUCLEAN, "chunk at %llu: length overflows", (unsigned long long)logical);
-	/* the kernel wants exactly 64KiB stripes and the filesystem's sector size */
-	if (stripe_len != BTRFS_STRIPE_LEN)
-		return fs_error(fs, -EUCLEAN, "chunk at %llu: bad stripe_len %llu",
-				(unsigned long long)logical, (unsigned long long)stripe_len);
-	if (chunk_sector_size(item) != fs->sectorsize)
-		return fs_error(fs, -EUCLEAN, "chunk at %llu: sector_size %u, the filesystem's is %u",
-				(unsigned long long)logical, chunk_sector_size(item), fs->sectorsize);
-	if (!(type & BTRFS_BLOCK_GROUP_TYPE_MASK) ||
-	    __builtin_popcountll(type & BTRFS_BLOCK_GROUP_PROFILE_MASK) > 1 ||
-	    !chunk_geometry_valid(type, num, sub))
-		return fs_error(fs, -EUCLEAN, "chunk at %llu: type 0x%llx with %u stripes is not valid",
-				(unsigned long long)logical, (unsigned long long)type, num);
-	return 0;
+	/* the validator's chunk rules; type bits a newer format added do not
+	 * keep a chunk out of the map (the feature gate decides about writing) */
+	if (item_check_fs(fs, &key, item, size, &vd) == 0 || vd.fault == ITEM_UNKNOWN_BITS)
+		return 0;
+	return fs_error(fs, -EUCLEAN, "chunk at %llu (type 0x%llx, %u stripes in %u bytes): %s",
+			(unsigned long long)logical,
+			size >= sizeof(struct btrfs_chunk) ? (unsigned long long)chunk_type(item) : 0ULL,
+			size >= sizeof(struct btrfs_chunk) ? chunk_num_stripes(item) : 0, size, vd.why);
 }
 
 int chunk_map_add_item(struct fs_info *fs, uint64_t logical, const uint8_t *item, uint32_t size)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "libfs/prefetch.h"
+#include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/walk.h>
 
@@ -111,8 +112,9 @@ int tree_walk_prefetching(struct fs_info *fs, const struct tree_root_ptr *root, 
 struct tree_drop_progress root_item_drop_progress(const uint8_t *item, uint32_t size)
 {
 	struct tree_drop_progress d = { { 0, 0, 0 }, 0 };
+	struct item_view v = item_view_of(item, size);
 
-	if (size < BTRFS_ROOT_ITEM_V1_SIZE || root_item_refs(item) != 0)
+	if (!item_view_has_fixed(&v, BTRFS_ROOT_ITEM_KEY) || root_item_refs(item) != 0)
 		return d;   /* the kernel drops deleted subvolumes only */
 	key_from_disk(&d.key, root_item_drop_progress_ptr(item));
 	/* dropping resumes at a node (level >= 1) no higher than the root */
@@ -160,10 +162,13 @@ static int tree_list_push(struct fs_tree_list *list, const struct tree_root_ptr 
 
 bool root_ptr_from_item(uint64_t objectid, const uint8_t *data, uint32_t size, struct tree_root_ptr *out)
 {
-	if (size < BTRFS_ROOT_ITEM_V1_SIZE)
+	struct item_view v = item_view_of(data, size);
+	struct tree_root_ptr r = { objectid, root_item_bytenr_in(&v), root_item_generation_in(&v),
+				   root_item_level_in(&v) };   /* level ends the old (v1) item */
+
+	if (v.past_end)
 		return false;
-	*out = (struct tree_root_ptr){ objectid, root_item_bytenr(data), root_item_generation(data),
-				       root_item_level(data) };
+	*out = r;
 	return out->bytenr && out->level < BTRFS_MAX_LEVEL;
 }
 

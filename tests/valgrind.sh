@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only
-# Run the unit tests and a few btk-inspect runs under valgrind memcheck:
+# Run the given unit tests and a few tool runs under valgrind memcheck:
 # zero errors and zero leaks (definite, indirect, possible) required.
 #
 #   tests/valgrind.sh BUILD_DIR UNIT_BIN...

@@ -42,6 +42,7 @@
 #include <btk/csum.h>
 #include <btk/ebitmap.h>
 #include <btk/extent_scan.h>
+#include <btk/item_check.h>
 #include <btk/super.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
@@ -83,8 +84,9 @@ struct fsid_pair {
 static int check_device_item(void *arg, const struct btrfs_key *key, const uint8_t *data, uint32_t size)
 {
 	const struct fsid_pair *f = arg;
+	struct item_view v = item_view_of(data, size);
 
-	if (size < sizeof(struct btrfs_dev_item))
+	if (!item_view_has_fixed(&v, key->type))
 		return 0;
 	if (memcmp(dev_item_fsid_ptr(data), f->old_fsid, 16) && memcmp(dev_item_fsid_ptr(data), f->new_fsid, 16)) {
 		msg_error("device %llu belongs to filesystem %s (a seed device): changing the fsid of a "
@@ -115,10 +117,11 @@ static void make_image(struct rewrite *r, uint8_t *img)
 	if (header_owner(img) == BTRFS_CHUNK_TREE_OBJECTID && header_level(img) == 0) {
 		for (unsigned i = 0; i < header_nritems(img); i++) {
 			struct btrfs_key key;
+			struct item_view v = leaf_item_view(img, i);
 			uint8_t *di = leaf_item_data(img, i);
 			key_from_disk(&key, item_key_ptr(leaf_item(img, i)));
 			if (key.objectid != BTRFS_DEV_ITEMS_OBJECTID || key.type != BTRFS_DEV_ITEM_KEY ||
-			    item_size(leaf_item(img, i)) < sizeof(struct btrfs_dev_item))
+			    !item_view_has_fixed(&v, key.type))
 				continue;
 			if (!memcmp(dev_item_fsid_ptr(di), r->old_fsid, 16))
 				memcpy(dev_item_fsid_ptr(di), r->new_fsid, 16);

@@ -897,5 +897,11 @@ static inline uint8_t *leaf_item_data(const void *block, unsigned slot)
 {
 	return (uint8_t *)block + sizeof(struct btrfs_header) + item_offset(leaf_item(block, slot));
 }
+/* The item at slot of a leaf the block layer verified (its items lie inside
+ * the block), as a view for the bounded getters. */
+static inline struct item_view leaf_item_view(const void *block, unsigned slot)
+{
+	return item_view_of(leaf_item_data(block, slot), item_size(leaf_item(block, slot)));
+}
 
 #endif

@@ -177,7 +177,7 @@ struct fs_info {
 	int FS_PRIVATE(errlock);
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);
 	void *note_arg;
-	bool (*cancelled)(void);    /* fs_open_options.cancelled */
+	bool (*FS_PRIVATE(cancelled))(void); /* fs_open_options.cancelled: fs_cancel_requested() */
 	struct undo_file *undo;     /* with fs_open_options.undo_path */
 	struct wlog_writer *wlog;   /* with a write log */
 	uint64_t trans_dirty_bytes; /* fs_open_options.trans_dirty_bytes */
@@ -188,10 +188,10 @@ struct fs_info {
 	uint64_t chunk_map_epoch;
 	/* Set by a conversion around its transaction (btk/chunk_edit.h): the
 	 * profile and the device space off limits for chunks it allocates. */
-	const struct chunk_alloc_hints *alloc_hints;
+	const struct chunk_alloc_hints *FS_PRIVATE(alloc_hints); /* fs_set_alloc_hints() */
 	/* With tolerate_damage: blocks that verify but are laid out wrong are
 	 * read as their salvaged view (btk/block_salvage.h), logged here. */
-	bool salvage;
+	bool FS_PRIVATE(salvage); /* fs_set_salvage() */
 	struct block_salvage_log *salvage_log;
 };
 
@@ -250,6 +250,15 @@ int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *ou
 unsigned fs_num_devices(const struct fs_info *fs);
 const struct fs_device *fs_device(const struct fs_info *fs, unsigned i);
 const uint8_t *fs_super(const struct fs_info *fs);
+/* Whether the caller's fs_open_options.cancelled callback asks to stop now
+ * (false without one): long loops outside libfs poll it between steps. */
+bool fs_cancel_requested(const struct fs_info *fs);
+/* Set the chunk-allocation hints a conversion passes around its transaction
+ * (btk/chunk_edit.h; NULL: none); the pointer must outlive their use. */
+void fs_set_alloc_hints(struct fs_info *fs, const struct chunk_alloc_hints *hints);
+/* Read blocks that verify but are laid out wrong as their salvaged view (on)
+ * or not at all (off); returns the previous setting, to put back. */
+bool fs_set_salvage(struct fs_info *fs, bool on);
 /* The message of the last error recorded on fs ("" when none). Read it on the
  * thread that opened fs, after any workers are joined; fs_error() itself may
  * be called from worker threads. */

@@ -2,9 +2,9 @@
 /* One validator for the items of a leaf, per key type, after the rules the
  * kernel's tree checker enforces when it reads a leaf (sizes, variable-length
  * entries, inline references, field values the format forbids); and the
- * size-carrying item view through which variable items are walked, so no
- * field is read past the end of its item. The validator reports; what a
- * caller does with a fault (which problem, which message) is its own. */
+ * walkers of variable items over a size-carrying item view (btk/item_view.h),
+ * so no field is read past the end of its item. The validator reports; what
+ * a caller does with a fault (which problem, which message) is its own. */
 #ifndef BTK_ITEM_CHECK_H
 #define BTK_ITEM_CHECK_H
 
@@ -12,28 +12,10 @@
 #include <stdint.h>
 
 #include <btk/format.h>
+#include <btk/item_view.h>
 #include <btk/key.h>
 
 struct fs_info;
-
-/* An item's bytes and their count: what every walker and checked read takes. */
-struct item_view {
-	const uint8_t *data;
-	uint32_t size;
-};
-
-static inline struct item_view item_view_of(const void *data, uint32_t size)
-{
-	return (struct item_view){ data, size };
-}
-
-/* Pointer to len bytes at offset at of the item, NULL when they do not fit. */
-static inline const uint8_t *item_view_ptr(const struct item_view *v, uint32_t at, uint32_t len)
-{
-	if (!v->data || at > v->size || len > v->size - at)
-		return NULL;
-	return v->data + at;
-}
 
 /* The on-disk struct `type` at offset at, or NULL when the item is too short:
  * hand the result to the format.h accessors. */
@@ -67,6 +49,8 @@ enum item_fault {
 	ITEM_BAD_FIELD,    /* a field has a value the format forbids */
 	ITEM_REF_TYPE,     /* an inline reference of a type that cannot be inline */
 	ITEM_REF_ORDER,    /* inline references out of the kernel's order */
+	ITEM_UNKNOWN_BITS, /* otherwise valid, with type bits this format version does not define */
+	ITEM_FAULT_LAST = ITEM_UNKNOWN_BITS
 };
 
 struct item_verdict {
@@ -91,6 +75,12 @@ int item_check_sizes(const struct item_geometry *g, const struct btrfs_key *key,
 int item_check_fs(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size,
 		  struct item_verdict *out);
 
+/* Whether the item has the length (and whole entries) its type demands:
+ * item_check_sizes' verdict from an open filesystem's geometry, for a reader
+ * or an update that acts on the whole item (its fields are then read with
+ * the bare getters). */
+bool item_is_whole(const struct fs_info *fs, const struct btrfs_key *key, const void *data, uint32_t size);
+
 /* The rules of the key alone (alignment, levels, features): 0 or -EUCLEAN
  * with *out; item_check applies them too. */
 int item_key_check(const struct item_geometry *g, const struct btrfs_key *key, struct item_verdict *out);
@@ -103,6 +93,20 @@ static inline bool item_fault_is_size(enum item_fault f)
 
 /* The fixed part of an item type, 0 for types without one (or unknown). */
 uint32_t item_min_size(uint8_t key_type);
+
+/* Whether the view holds the fixed part of an item of this key type (its
+ * item_min_size; always for a type without one); past_end set when not. */
+static inline bool item_view_has_fixed(struct item_view *v, uint8_t key_type)
+{
+	return item_view_has(v, 0, item_min_size(key_type));
+}
+
+/* The same for an item of size bytes about to be updated in place (the
+ * setters then write inside it). */
+static inline bool item_has_fixed(uint8_t key_type, uint32_t size)
+{
+	return size >= item_min_size(key_type);
+}
 
 /* ---- variable-length entries ---- */
 

@@ -17,7 +17,7 @@ import fsbuild
 REF_IDS = {
     "extent-ref-missing", "extent-ref-unused", "extent-ref-count", "extent-refs-total",
     "data-extent-not-allocated", "extent-type", "file-extent-bad-range", "extent-owner-ref",
-    "csum-item-size", "csum-overlap", "csum-outside-extent", "csum-missing",
+    "csum-item-size", "csum-overlap", "csum-outside-extent", "csum-missing", "csum-nodatasum",
     "data-csum-mismatch", "data-unreadable",
 }
 BASE = "s16k-crc32c-zstd"   # single device, snapshots and reflinks: shared and keyed refs
@@ -72,6 +72,19 @@ def tree_block_extent(name=BASE):
     pytest.fail("no fs-tree block in the base image")
 
 
+def plain_file_inode():
+    """The inode item of a root-5 file whose extents are all regular and uncompressed."""
+    kinds = {}
+    for r in records(BASE, 5, "EXTENT_DATA"):
+        f = r["fields"]
+        plain = f["type"] == 1 and not f["compression"] and f["disk_bytenr"]
+        kinds[r["key"][0]] = kinds.get(r["key"][0], True) and plain
+    for r in records(BASE, 5, "INODE_ITEM"):
+        if kinds.get(r["key"][0]) and not r["fields"]["flags"] & 1:
+            return r
+    pytest.fail("no plain checksummed file in the base image")
+
+
 def key_arg(r):
     return ",".join(map(str, r["key"]))
 
@@ -102,6 +115,10 @@ CASES = {
     # the checksums of a regular file's data are gone
     "csum-deleted": (lambda: [["--tree", "csum", "--key", key_arg(records(BASE, 7, "EXTENT_CSUM")[0]),
                                "--delete"]], {"csum-missing"}, ()),
+    # NODATASUM set on a file whose data has checksums (fsck-tests 037's "odd csum item")
+    "nodatasum-with-csums": (lambda: [["--tree", "fs", "--key", key_arg(plain_file_inode()), "--field", "flags",
+                                       "--value", hex(plain_file_inode()["fields"]["flags"] | 1)]],
+                             {"csum-nodatasum"}, ()),
 }
 
 

@@ -604,6 +604,9 @@ def test_fsid_interrupted_does_not_mount(tmp_path):
         if p.returncode == 0:
             run(["umount", tmp_path / "half"], check=False)
         assert p.returncode != 0, "the kernel mounted a filesystem in the middle of an fsid change"
+    # btk-check calls it damage too (btrfs check 7.3 does not open it)
+    c = run_btk("btk-check", "--format", "json", *devs)
+    assert c.returncode == 4 and "super-field-bad" in {x["id"] for x in json.loads(c.stdout)["problems"]}, c.stdout
     q = tune("--fsid=01234567-89ab-4cde-8f01-23456789abcd", *devs, ok=False)
     assert q.returncode == 1 and NEW_UUID in q.stderr, "another target must be refused"
     tune("--fsid", *devs)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <btk/ebitmap.h>
+#include "under_valgrind.h"
 
 #define KiB (1024ULL)
 #define MiB (1024ULL * KiB)
@@ -190,7 +191,7 @@ static void dense_differential(uint64_t unit, uint64_t base, uint64_t seed)
 		/* Scatter: many short sets in one region, then random traffic. */
 		uint64_t reg = rnd_below(5) * REGION;
 
-		for (int i = 0; i < 2500; i++) {
+		for (int i = 0; i < (int)valgrind_reps(2500, 5, 300); i++) {
 			uint64_t u = reg + rnd_below(REGION - 4);
 
 			dense_op(eb, &d, rnd_below(8) ? 0 : 1, u, 1 + rnd_below(3));
@@ -201,7 +202,7 @@ static void dense_differential(uint64_t unit, uint64_t base, uint64_t seed)
 
 			dense_op(eb, &d, 1, reg + keep, REGION - 2 * keep);
 		}
-		for (int i = 0; i < 3000; i++) {
+		for (int i = 0; i < (int)valgrind_reps(3000, 5, 300); i++) {
 			uint64_t u, k;
 
 			pick_range(d.n, &u, &k);
@@ -378,7 +379,7 @@ Test(ebitmap, differential_huge_sparse_space)
 	struct sparse_ref r = { 0 };
 
 	rng_state = 42;
-	for (int i = 0; i < 20000; i++) {
+	for (int i = 0; i < (int)valgrind_reps(20000, 5, 2000); i++) {
 		uint64_t a, b;
 		int op = (int)rnd_below(5), want, got;
 

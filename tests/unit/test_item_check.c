@@ -354,6 +354,7 @@ static uint32_t put_chunk(uint8_t *b, uint64_t type, uint16_t n)
 	chunk_set_length(b, 1 << 30);
 	chunk_set_owner(b, BTRFS_EXTENT_TREE_OBJECTID);
 	chunk_set_stripe_len(b, BTRFS_STRIPE_LEN);
+	chunk_set_sector_size(b, geo.sectorsize);
 	chunk_set_type(b, type);
 	chunk_set_num_stripes(b, n);
 	chunk_set_sub_stripes(b, type & BTRFS_BLOCK_GROUP_RAID10 ? 2 : 1);
@@ -378,7 +379,15 @@ Test(item_check, chunk_items)
 	n = put_chunk(b, BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID1 | BTRFS_BLOCK_GROUP_DUP, 2);
 	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, 1 << 20, b, n), ITEM_BAD_FIELD, "two profiles");
 	n = put_chunk(b, BTRFS_BLOCK_GROUP_DATA | (1ULL << 20), 1);
-	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, 1 << 20, b, n), ITEM_BAD_FIELD, "unknown bit");
+	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, 1 << 20, b, n), ITEM_UNKNOWN_BITS, "unknown bit");
+	/* an unknown bit is reported only when nothing else is wrong */
+	chunk_set_num_stripes(b, 2);
+	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, 1 << 20, b, n + 32), ITEM_BAD_FIELD, "single has 1 stripe");
+	n = put_chunk(b, BTRFS_BLOCK_GROUP_DATA, 1);
+	chunk_set_sector_size(b, 512);
+	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, 1 << 20, b, n), ITEM_BAD_FIELD, "sector size");
+	n = put_chunk(b, BTRFS_BLOCK_GROUP_DATA, 1);
+	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, UINT64_MAX - 4095 - (1 << 20), b, n), ITEM_BAD_FIELD, "wraps");
 	n = put_chunk(b, BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_METADATA, 1);
 	cr_assert_eq(check(256, BTRFS_CHUNK_ITEM_KEY, 1 << 20, b, n), ITEM_BAD_FIELD, "mixed without the feature");
 	n = put_chunk(b, BTRFS_BLOCK_GROUP_DATA | BTRFS_BLOCK_GROUP_RAID10, 4);
