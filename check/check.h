@@ -208,4 +208,7 @@ int check_list_problems(enum cli_format format);
 double check_phase_cost(const struct check_ctx *ctx, const char *phase, uint64_t data_bytes);
 uint64_t check_data_bytes_estimate(struct fs_info *fs);
 
+/* Backup slot i of superblock sb is one the check reports (check/phase_super.c). */
+bool backup_root_slot_bad(const struct fs_info *fs, const uint8_t *sb, int i);
+
 #endif

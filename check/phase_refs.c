@@ -980,7 +980,7 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 	}
 	/* users of the other kind than the item's flags say; flags of no (or both)
 	 * kinds the repair replaces from the users (check/refs_repair.c) */
-	if ((extent_kind_known(j->flags) &&
+	if ((extent_kind_known(j->flags) && !(data && extent_flags_lie(j->flags, j->len, j->ctx->fs->nodesize)) &&
 	     ((data && !(j->flags & BTRFS_EXTENT_FLAG_DATA)) || (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)))) ||
 	    (data && e->len != clamp32(j->len)))
 		refs_repair_unfixable(j->ctx, j->unit);

@@ -107,50 +107,58 @@ static void check_device_copies(struct check_ctx *ctx, const struct fs_device *d
 	}
 }
 
-/* A backup root must lie in a chunk of the right type, node-aligned. */
-static void check_backup_root_ptr(struct check_ctx *ctx, int slot, const char *tree, uint64_t bytenr,
-				  uint64_t type)
+/* A backup root must lie in a chunk of the right type, node-aligned: 0, or
+ * 1 after reporting it (ctx NULL: only said by the return). */
+static unsigned check_backup_root_ptr(struct check_ctx *ctx, const struct fs_info *fs, int slot, const char *tree,
+				      uint64_t bytenr, uint64_t type)
 {
-	struct fs_info *fs = ctx->fs;
 	const struct chunk *c;
 
 	if (!bytenr)
-		return;
+		return 0;
 	c = fs_chunk_lookup(fs, bytenr);
-	if (!c || !(c->type & type) || bytenr % fs->sectorsize || bytenr + fs->nodesize > c->logical + c->length)
+	if (c && (c->type & type) && !(bytenr % fs->sectorsize) && bytenr + fs->nodesize <= c->logical + c->length)
+		return 0;
+	if (ctx)
 		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: the %s root %" PRIu64 " is not in a %s "
 			       "chunk", slot, tree, bytenr, type == BTRFS_BLOCK_GROUP_SYSTEM ? "system" : "metadata");
+	return 1;
 }
 
-/* The backup roots (what mounting with usebackuproot falls back to). A used
- * slot names generations no newer than the superblock's and roots inside
- * metadata (chunk root: system) chunks; a slot of the current generation
- * names the superblock's own roots. Older slots may point at blocks reused
- * since, so their blocks are not read. */
-static void check_backup_roots(struct check_ctx *ctx)
+/* Which backup slots of superblock sb are bad (bad[i]), each fault reported
+ * when ctx is set. A used slot names generations no newer than the
+ * superblock's and roots inside metadata (chunk root: system) chunks; a slot
+ * of the current generation names the superblock's own roots. Older slots
+ * may point at blocks reused since, so their blocks are not read. */
+static void backup_slots_bad(struct check_ctx *ctx, const struct fs_info *fs, const uint8_t *sb,
+			     bool bad[BTRFS_NUM_BACKUP_ROOTS])
 {
-	const uint8_t *sb = fs_super(ctx->fs);
 	uint64_t gen = super_generation(sb);
 	int current_slots = 0, current_other = 0;
 	bool current_match = false;
 
 	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
 		const uint8_t *b = super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup);
+		unsigned n = 0;
 
+		bad[i] = false;
 		if (!backup_tree_root(b) && !backup_tree_root_gen(b))
 			continue; /* never used */
 		if (backup_tree_root_gen(b) > gen || backup_chunk_root_gen(b) > gen) {
-			report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " (chunk root %"
-				       PRIu64 ") is newer than the superblock's %" PRIu64, i, backup_tree_root_gen(b),
-				       backup_chunk_root_gen(b), gen);
+			if (ctx)
+				report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64
+					       " (chunk root %" PRIu64 ") is newer than the superblock's %" PRIu64, i,
+					       backup_tree_root_gen(b), backup_chunk_root_gen(b), gen);
+			bad[i] = true;
 			continue;
 		}
-		check_backup_root_ptr(ctx, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
-		check_backup_root_ptr(ctx, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
-		check_backup_root_ptr(ctx, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "root tree", backup_tree_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "chunk tree", backup_chunk_root(b), BTRFS_BLOCK_GROUP_SYSTEM);
+		n += check_backup_root_ptr(ctx, fs, i, "extent tree", backup_extent_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "fs tree", backup_fs_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "dev tree", backup_dev_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		n += check_backup_root_ptr(ctx, fs, i, "csum tree", backup_csum_root(b), BTRFS_BLOCK_GROUP_METADATA);
+		bad[i] = n > 0;
 		if (backup_tree_root_gen(b) == gen) {
 			current_slots++;
 			if (backup_tree_root(b) == super_root(sb) && backup_tree_root_level(b) == super_root_level(sb) &&
@@ -162,9 +170,22 @@ static void check_backup_roots(struct check_ctx *ctx)
 	}
 	/* two commits can share a generation (the kernel creating the free-space
 	 * tree at mount does): one of them, the last, names the superblock's roots */
-	if (current_slots && !current_match)
+	if (!current_slots || current_match)
+		return;
+	if (ctx)
 		report_problem(ctx, PR_SUPER_BACKUP_ROOT_BAD, "backup root %d: generation %" PRIu64 " is the "
 			       "current one but names other roots than the superblock", current_other, gen);
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++)
+		bad[i] |= backup_tree_root_gen(super_super_roots_ptr(sb) + (size_t)i * sizeof(struct btrfs_root_backup))
+			  == gen;
+}
+
+/* The backup roots (what mounting with usebackuproot falls back to). */
+static void check_backup_roots(struct check_ctx *ctx)
+{
+	bool bad[BTRFS_NUM_BACKUP_ROOTS];
+
+	backup_slots_bad(ctx, ctx->fs, fs_super(ctx->fs), bad);
 }
 
 /* Superblock fields the kernel refuses to mount with: flags it does not know
@@ -227,4 +248,13 @@ int check_superblocks(struct check_ctx *ctx)
 		check_device_copies(ctx, fs_device(fs, i));
 	}
 	return 0;
+}
+
+/* Whether backup slot i of superblock sb is one check_backup_roots reports. */
+bool backup_root_slot_bad(const struct fs_info *fs, const uint8_t *sb, int i)
+{
+	bool bad[BTRFS_NUM_BACKUP_ROOTS];
+
+	backup_slots_bad(NULL, fs, sb, bad);
+	return bad[i];
 }

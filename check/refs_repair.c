@@ -72,12 +72,12 @@ static int unit_note_rebuild(struct check_ctx *ctx, struct refs_unit *u)
 static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 {
 	struct extent_fix hdr = { .bytenr = u->bytenr };
+	bool lie = u->has_item && extent_flags_lie(u->flags, u->len, ctx->fs->nodesize);
 	int ret;
 
 	if (ctx->infer_full_backref)
 		return unit_note_rebuild(ctx, u);
-
-	if (u->has_item && (u->refs != u->declared || !u->nexp))
+	if (u->has_item && (u->refs != u->declared || !u->nexp || lie))
 		u->bad = true;
 	if (!u->has_item && u->nexp)
 		u->bad = true; /* an extent item to create */
@@ -93,7 +93,7 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		hdr.a = ctx->fs->nodesize;
 		hdr.b = BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0);
 		hdr.c |= EXTENT_FIX_REPLACE | EXTENT_FIX_TREE;
-	} else if (u->has_item && u->nexp && !extent_kind_known(u->flags) && u->tree != u->data &&
+	} else if (u->has_item && u->nexp && (!extent_kind_known(u->flags) || (lie && u->data)) && u->tree != u->data &&
 	    u->len == (u->tree ? ctx->fs->nodesize : u->data_len)) {
 		/* flags of neither (or both) kinds, users of one, the length theirs: made again whole */
 		hdr.a = u->len;

@@ -39,6 +39,13 @@ static inline bool extent_kind_known(uint64_t flags)
 	return !(flags & 1) != !(flags & 2); /* BTRFS_EXTENT_FLAG_DATA, BTRFS_EXTENT_FLAG_TREE_BLOCK */
 }
 
+/* An extent item flagged a tree block that is not one node long: data whose
+ * flags lie (check/phase_refs.c reads its references as data). */
+static inline bool extent_flags_lie(uint64_t flags, uint64_t len, uint64_t nodesize)
+{
+	return (flags & 2) && !(flags & 1) && len != nodesize; /* BTRFS_EXTENT_FLAG_TREE_BLOCK, _DATA */
+}
+
 /* Follow the join, group by group, in key order. 0 or -errno. */
 int refs_repair_group(struct check_ctx *ctx, struct refs_unit **u, const struct refs_group_view *v);
 /* The current bytenr is damaged in a way the repair does not fix. */

@@ -68,6 +68,9 @@ static const struct repair_class classes[] = {
 	  "entries that cannot be made valid dropped, level, pointer generation and parent key fixed)",
 	  { PR_LEAF_ITEM_OFFSETS, PR_KEY_ORDER, PR_TREE_BLOCK_LEVEL, PR_TREE_BLOCK_TRANSID, PR_TREE_BLOCK_FIRST_KEY,
 	    PR_TREE_BLOCK_NRITEMS }, true, NULL, repair_salvaged_blocks, { 0 }, false },
+	{ "tree-block-owner", "Copy tree blocks whose header names another tree as owner (trees other than "
+	  "subvolume trees: the tree that reaches a block owns it)", { PR_TREE_BLOCK_OWNER }, true, NULL,
+	  repair_tree_block_owners, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes; and items of a key type foreign to their tree",
@@ -95,20 +98,32 @@ static const struct repair_class classes[] = {
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
-	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL }, true, NULL,
-	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED }, false },
+	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL, PR_EXTENT_TYPE }, true, NULL,
+	  /* a subvolume-tree block's owner says which root its data refs name: a wrong one misleads */
+	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED, PR_TREE_BLOCK_OWNER }, false },
 	{ "stripe-crossing", "Copy tree blocks that cross a 64 KiB stripe boundary to aligned places",
 	  { PR_TREE_BLOCK_CROSSES_STRIPE }, true, NULL, repair_stripe_crossing, { 0 }, false },
 	/* its trees unreadable for that alone do not stop it (it checks); the check runs again after it */
 	{ "root-generations", "Give root items from the future their root block's generation (a root block from the "
 	  "future too: copied on write)",
 	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, true, NULL, repair_root_generations, { 0 }, false },
+	/* the commit writes the superblock with the array */
+	{ "sys-chunk-array", "Rebuild the superblock's system chunk array from the chunk tree's system chunks",
+	  { PR_SYS_CHUNK_NOT_IN_TREE, PR_SYS_CHUNK_MISSING }, true, NULL, repair_sys_chunk_array, { 0 }, true },
+	/* the commit fills the next slot with the current roots */
+	{ "backup-roots", "Clear superblock backup roots that name no roots", { PR_SUPER_BACKUP_ROOT_BAD }, true,
+	  NULL, repair_backup_roots, { 0 }, true },
 	/* the commit writes the superblock with the count */
 	{ "num-devices", "Set the superblock's num_devices to the number of dev items", { PR_SUPER_NUM_DEVICES }, true,
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },
 	/* before space-counters, which then counts the devices' bytes without them */
-	{ "dev-extents", "Remove dev extents that no chunk accounts for", { PR_DEV_EXTENT_NO_CHUNK }, true, NULL,
-	  repair_dev_extents, { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, false },
+	{ "dev-extents", "Remove dev extents that no chunk accounts for, give chunk stripes without one a dev "
+	  "extent (or, when a dev extent elsewhere is plainly the one it lost, the stripe that place), and dev "
+	  "extents that disagree with the stripe starting there its chunk and length",
+	  { PR_DEV_EXTENT_NO_CHUNK, PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, true, NULL,
+	  repair_dev_extents, { 0 }, false },
+	{ "block-group-flags", "Set block group flags that differ from their chunk's type to the type",
+	  { PR_BLOCK_GROUP_FLAGS }, true, NULL, repair_block_group_flags, { 0 }, true },
 	{ "space-counters", "Recompute block group used bytes, superblock bytes_used and total_bytes, and "
 	  "device bytes_used (a dev item larger than its device: the device's size)",
 	  { PR_BLOCK_GROUP_USED, PR_SUPER_BYTES_USED, PR_SUPER_TOTAL_BYTES, PR_DEV_BYTES_USED, PR_DEV_TOTAL_BYTES,

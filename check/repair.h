@@ -96,6 +96,14 @@ int repair_root_generations(struct repair_ctx *r); /* check/repair_root_gens.c *
 int repair_stripe_crossing(struct repair_ctx *r); /* check/repair_stripe_cross.c */
 int repair_compressed_nodatasum(struct repair_ctx *r); /* check/repair_compressed.c */
 int repair_dir_links(struct repair_ctx *r); /* check/repair_dir_links.c */
+int repair_backup_roots(struct repair_ctx *r); /* check/repair_backup_roots.c */
+int repair_block_group_flags(struct repair_ctx *r); /* check/repair_bg_flags.c */
+int repair_sys_chunk_array(struct repair_ctx *r); /* check/repair_sys_chunks.c */
+int repair_tree_block_owners(struct repair_ctx *r); /* check/repair_owners.c */
+struct tree_block;
+/* check/repair_salvage.c: copy the blocks of tree that want() picks to fresh blocks */
+int repair_rewrite_tree_blocks(struct repair_ctx *r, uint64_t tree,
+			       bool (*want)(uint64_t tree, const struct tree_block *b));
 /* A tree block of len bytes at bytenr lies across a 64 KiB stripe boundary. */
 bool tree_block_crosses_stripe(uint64_t bytenr, uint64_t len);
 /* check/repair_lost.c: drops unreadable subvolume-tree blocks; _covers: every

@@ -1,21 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* The dev-extents class: a dev extent that no chunk accounts for (no chunk at
- * its chunk offset, no stripe of any chunk starting where it starts) only
- * keeps device space from being allocated; it is removed (the space-counters
- * class then recomputes the device's bytes_used). */
+/* The dev-extents class: the dev tree made to agree with the chunks.
+ * - A dev extent that no chunk accounts for (no chunk at its chunk offset, no
+ *   stripe of any chunk starting where it starts) only keeps device space
+ *   from being allocated: it is removed.
+ * - A dev extent where a chunk stripe starts that names another chunk, or
+ *   another length, gets the chunk's offset and stripe length (unless the
+ *   longer extent would run into the next one).
+ * - A chunk stripe without a dev extent, when it is the chunk's only one on
+ *   its device without one and exactly one dev extent of the device names
+ *   the chunk where no stripe starts, with the stripe's length: the stripe
+ *   offset is what is wrong, and the chunk item takes the dev extent's place
+ *   (not for system chunks, whose array copy the kernel reads first).
+ * - Another chunk stripe without a dev extent gets one, unless the place
+ *   overlaps another dev extent or a dev extent elsewhere names the chunk
+ *   (then which side is wrong is not known: left as it is).
+ * The space-counters class then recomputes the devices' bytes_used. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 
 #include "check/repair.h"
+#include <btk/chunk_edit.h>
 #include <btk/format.h>
 #include <btk/item_check.h>
 #include <btk/tree.h>
 #include <btk/volumes.h>
 
-struct strays {
+struct dev_ext {
+	uint64_t devid, physical, length, chunk_offset;
+};
+
+struct dev_exts {
 	struct fs_info *fs;
-	struct repair_keys l;
+	struct dev_ext *v;
+	size_t n, cap;
+	struct repair_keys strays;
 };
 
 static bool stripe_starts_at(const struct fs_info *fs, uint64_t devid, uint64_t physical)
@@ -27,38 +46,213 @@ static bool stripe_starts_at(const struct fs_info *fs, uint64_t devid, uint64_t 
 	return false;
 }
 
-static int note_stray(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+static int note_dev_extent(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	struct strays *s = arg;
+	struct dev_exts *s = arg;
 	struct item_view v = item_view_of(d, size);
 	const struct chunk *c;
 
 	if (k->type != BTRFS_DEV_EXTENT_KEY || !item_view_has_fixed(&v, k->type))
 		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		struct dev_ext *grown = realloc(s->v, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		s->v = grown;
+		s->cap = cap;
+	}
+	s->v[s->n++] = (struct dev_ext){ k->objectid, k->offset, dev_extent_length(d), dev_extent_chunk_offset(d) };
 	c = fs_chunk_lookup(s->fs, dev_extent_chunk_offset(d));
 	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs, k->objectid, k->offset))
 		return 0;
-	return repair_keys_push(&s->l, k);
+	return repair_keys_push(&s->strays, k);
+}
+
+static int remove_strays(struct repair_ctx *r, struct dev_exts *s)
+{
+	int ret = 0;
+
+	for (size_t i = 0; ret >= 0 && i < s->strays.n; i++) {
+		ret = trans_delete_item(r->t, BTRFS_DEV_TREE_OBJECTID, &s->strays.keys[i]);
+		if (!ret) {
+			r->changes++;
+			repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " belongs to no chunk: removed",
+				   s->strays.keys[i].objectid, s->strays.keys[i].offset);
+		}
+	}
+	return ret < 0 ? ret : 0;
+}
+
+static bool is_stray(const struct dev_exts *s, uint64_t devid, uint64_t physical)
+{
+	for (size_t i = 0; i < s->strays.n; i++)
+		if (s->strays.keys[i].objectid == devid && s->strays.keys[i].offset == physical)
+			return true;
+	return false;
+}
+
+/* The dev extent of device devid at physical, or NULL. */
+static const struct dev_ext *dev_ext_at(const struct dev_exts *s, uint64_t devid, uint64_t physical)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].devid == devid && s->v[i].physical == physical)
+			return &s->v[i];
+	return NULL;
+}
+
+/* Another dev extent of devid than `self` overlaps [physical, physical+len). */
+static bool dev_range_taken(const struct dev_exts *s, const struct dev_ext *self, uint64_t devid, uint64_t physical,
+			    uint64_t len)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (&s->v[i] != self && s->v[i].devid == devid && s->v[i].physical < physical + len &&
+		    physical < s->v[i].physical + s->v[i].length)
+			return true;
+	return false;
+}
+
+/* A dev extent of devid not where any stripe starts names chunk `logical`. */
+static bool chunk_named_elsewhere(const struct dev_exts *s, uint64_t devid, uint64_t logical)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].devid == devid && s->v[i].chunk_offset == logical &&
+		    !stripe_starts_at(s->fs, devid, s->v[i].physical))
+			return true;
+	return false;
+}
+
+static int fix_dev_extent(struct repair_ctx *r, const struct dev_ext *e, uint64_t logical, uint64_t len)
+{
+	struct btrfs_key key = { e->devid, BTRFS_DEV_EXTENT_KEY, e->physical };
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t isize;
+	int ret;
+
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, BTRFS_DEV_TREE_OBJECTID, &key, &item, &isize, &path);
+	if (ret == 0) {
+		dev_extent_set_chunk_offset(item, logical);
+		dev_extent_set_length(item, len);
+		r->changes++;
+		repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " (chunk %" PRIu64 ", length %" PRIu64
+			   ") -> chunk %" PRIu64 ", length %" PRIu64 " (the chunk stripe starting there)", e->devid,
+			   e->physical, e->chunk_offset, e->length, logical, len);
+	}
+	tree_path_release(r->fs, &path);
+	return ret;
+}
+
+/* The dev extent that stripe i of chunk c lost (see the top of the file), or NULL. */
+static const struct dev_ext *stripe_moved_from(const struct dev_exts *s, const struct chunk *c, unsigned i)
+{
+	uint64_t devid = c->stripes[i].devid, len = chunk_stripe_size(c->length, c->type, c->num_stripes,
+								    c->sub_stripes);
+	const struct dev_ext *found = NULL;
+
+	if (c->type & BTRFS_BLOCK_GROUP_SYSTEM)
+		return NULL;
+	for (unsigned k = 0; k < c->num_stripes; k++)
+		if (k != i && c->stripes[k].devid == devid && !dev_ext_at(s, devid, c->stripes[k].physical))
+			return NULL;
+	for (size_t k = 0; k < s->n; k++) {
+		if (s->v[k].devid != devid || s->v[k].chunk_offset != c->logical ||
+		    stripe_starts_at(s->fs, devid, s->v[k].physical))
+			continue;
+		if (found)
+			return NULL;
+		found = &s->v[k];
+	}
+	return found && found->length == len ? found : NULL;
+}
+
+/* Stripe i of chunk c (which this frees) takes the place of dev extent e. */
+static int move_stripe(struct repair_ctx *r, const struct chunk *c, unsigned i, const struct dev_ext *e)
+{
+	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, c->logical };
+	struct chunk_stripe stripes[MAX_COPIES];
+	uint64_t logical = c->logical, was = c->stripes[i].physical;
+	unsigned n = c->num_stripes;
+	struct tree_path path;
+	uint8_t *item;
+	uint32_t isize;
+	int ret;
+
+	if (n > MAX_COPIES) { /* the in-memory map holds no more */
+		r->left++;
+		return 0;
+	}
+	for (unsigned k = 0; k < n; k++)
+		stripes[k] = c->stripes[k];
+	stripes[i].physical = e->physical;
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, BTRFS_CHUNK_TREE_OBJECTID, &key, &item, &isize, &path);
+	if (ret == 0 && (isize < chunk_item_size(n) || chunk_num_stripes(item) != n))
+		ret = fs_error(r->fs, -EUCLEAN, "chunk item %" PRIu64 " differs from the chunk map", logical);
+	if (ret == 0)
+		stripe_set_offset(chunk_stripe(item, i), e->physical);
+	tree_path_release(r->fs, &path);
+	/* reads of the chunk go where its data is, in this transaction and the check after it */
+	if (ret == 0)
+		ret = chunk_map_set_stripes(r->fs, logical, stripes, n);
+	if (ret == 0) {
+		r->changes++;
+		repair_say(r, "chunk %" PRIu64 " stripe %u: devid %" PRIu64 " at %" PRIu64 " -> %" PRIu64 " (its dev "
+			   "extent)", logical, i, e->devid, was, e->physical);
+	}
+	return ret;
+}
+
+/* One chunk stripe: its dev extent made to match, or added. */
+static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const struct chunk *c, unsigned i)
+{
+	uint64_t len = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
+	struct stripe_place p = { .devid = c->stripes[i].devid, .physical = c->stripes[i].physical };
+	const struct dev_ext *e = dev_ext_at(s, p.devid, p.physical);
+	int ret;
+
+	if (e && e->chunk_offset == c->logical && e->length == len)
+		return 0;
+	if (!e && stripe_moved_from(s, c, i))
+		return move_stripe(r, c, i, stripe_moved_from(s, c, i));
+	if (e ? dev_range_taken(s, e, p.devid, p.physical, len)
+	      : dev_range_taken(s, NULL, p.devid, p.physical, len) || chunk_named_elsewhere(s, p.devid, c->logical)) {
+		r->left++;
+		repair_say(r, "chunk %" PRIu64 " stripe %u (devid %" PRIu64 " at %" PRIu64 "): its dev extent cannot "
+			   "be made to match (the place is taken, or another dev extent names the chunk): left as it is",
+			   c->logical, i, p.devid, p.physical);
+		return 0;
+	}
+	if (e)
+		return fix_dev_extent(r, e, c->logical, len);
+	ret = chunk_add_dev_extent(r->t, c->logical, &p, len);
+	if (ret == 0) {
+		r->changes++;
+		repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " length %" PRIu64 " added (chunk %" PRIu64
+			   " stripe %u had none)", p.devid, p.physical, len, c->logical, i);
+	}
+	return ret;
 }
 
 int repair_dev_extents(struct repair_ctx *r)
 {
-	struct strays s = { .fs = r->fs };
+	struct dev_exts s = { .fs = r->fs };
 	struct tree_root_ptr rp;
 	int ret = trans_get_root(r->t, BTRFS_DEV_TREE_OBJECTID, &rp);
 
 	if (!ret)
-		ret = tree_each_item(r->fs, &rp, note_stray, &s);
-	for (size_t i = 0; ret >= 0 && i < s.l.n; i++) {
-		ret = trans_delete_item(r->t, BTRFS_DEV_TREE_OBJECTID, &s.l.keys[i]);
-		if (!ret) {
-			r->changes++;
-			repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " belongs to no chunk: removed",
-				   s.l.keys[i].objectid, s.l.keys[i].offset);
-		}
-	}
-	if (ret >= 0 && s.l.n < r->found->counts[PR_DEV_EXTENT_NO_CHUNK])
-		r->left += r->found->counts[PR_DEV_EXTENT_NO_CHUNK] - s.l.n;
-	free(s.l.keys);
+		ret = tree_each_item(r->fs, &rp, note_dev_extent, &s);
+	if (ret >= 0)
+		ret = remove_strays(r, &s);
+	for (size_t i = 0; ret >= 0 && i < fs_chunk_count(r->fs); i++)
+		for (unsigned k = 0; ret >= 0 && k < fs_chunk(r->fs, i)->num_stripes; k++)
+			ret = fix_stripe(r, &s, fs_chunk(r->fs, i), k);
+	/* what is still where no stripe starts, after the removals and the moves */
+	for (size_t i = 0; ret >= 0 && i < s.n; i++)
+		r->left += !stripe_starts_at(r->fs, s.v[i].devid, s.v[i].physical) &&
+			   !is_stray(&s, s.v[i].devid, s.v[i].physical);
+	free(s.strays.keys);
+	free(s.v);
 	return ret < 0 ? ret : 0;
 }

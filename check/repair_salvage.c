@@ -28,6 +28,8 @@ struct salvaged_block {
 /* The salvaged blocks of one tree in walk order (a parent before its
  * children), and the node last visited at each level. */
 struct salvage_find {
+	uint64_t tree;
+	bool (*want)(uint64_t tree, const struct tree_block *b); /* the blocks to rewrite */
 	const struct tree_block *node[BTRFS_MAX_LEVEL];
 	struct salvaged_block *v;
 	size_t n, cap;
@@ -45,7 +47,7 @@ static int find_visit(void *arg, const struct tree_block *b)
 	f->node[level] = b;
 	for (unsigned l = 0; l < level; l++)
 		f->node[l] = NULL;
-	if (!b->salvaged)
+	if (!f->want(f->tree, b))
 		return 0;
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 8;
@@ -84,9 +86,18 @@ static int keep_reached_blocks(struct repair_ctx *r)
 	return seen ? ret : 0;
 }
 
-static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
+static bool is_salvaged(uint64_t tree, const struct tree_block *b)
 {
-	struct salvage_find f = { 0 };
+	(void)tree;
+	return b->salvaged;
+}
+
+/* Copy the blocks of tree that want() picks to fresh blocks (their salvaged
+ * view, their header made the tree's): the parent before its children. */
+int repair_rewrite_tree_blocks(struct repair_ctx *r, uint64_t tree,
+			       bool (*want)(uint64_t tree, const struct tree_block *b))
+{
+	struct salvage_find f = { .tree = tree, .want = want };
 	struct tree_walk_ops ops = { find_visit, NULL, &f };
 	struct tree_root_ptr ptr;
 	int ret = trans_get_root(r->t, tree, &ptr);
@@ -110,8 +121,8 @@ static int rewrite_tree(struct repair_ctx *r, uint64_t tree)
 			repair_say(r, "tree %" PRIu64 ": block %" PRIu64 " (level %u) kept nothing: its pointer dropped",
 				   tree, f.v[i].bytenr, f.v[i].level);
 		else
-			repair_say(r, "tree %" PRIu64 ": block %" PRIu64 " (level %u) rewritten from its salvaged view",
-				   tree, f.v[i].bytenr, f.v[i].level);
+			repair_say(r, "tree %" PRIu64 ": block %" PRIu64 " (level %u) rewritten %s", tree, f.v[i].bytenr,
+				   f.v[i].level, want == is_salvaged ? "from its salvaged view" : "with the tree as owner");
 		r->changes++;
 	}
 	free(f.v);
@@ -145,7 +156,7 @@ static int rewrite_unless_outdated(struct repair_ctx *r, const struct outdated_i
 			repair_say(r, "tree %" PRIu64 ": its root item is outdated, left to the root-items class", tree);
 			return 0;
 		}
-	return rewrite_tree(r, tree);
+	return repair_rewrite_tree_blocks(r, tree, is_salvaged);
 }
 
 int repair_salvaged_blocks(struct repair_ctx *r)

@@ -56,11 +56,16 @@ static int cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 		return fs_error(t->fs, -EOPNOTSUPP, "tree block %llu belongs to a relocation tree",
 				(unsigned long long)b->bytenr);
 	if (key_tree_never_shared(root)) {
-		if (owner != root)
-			return fs_error(t->fs, -EUCLEAN, "tree block %llu of tree %llu has owner %llu",
-					(unsigned long long)b->bytenr, (unsigned long long)root,
-					(unsigned long long)owner);
-		return 0;
+		if (owner == root)
+			return 0;
+		/* a header naming another owner: the tree still owns a block only it references
+		 * (the copy takes the tree's id); a block referenced twice may be cross-linked */
+		ret = backref_lookup(t, &x, &refs, &flags);
+		if (!ret && refs != 1)
+			ret = fs_error(t->fs, -EUCLEAN, "tree block %llu of tree %llu has owner %llu",
+				       (unsigned long long)b->bytenr, (unsigned long long)root,
+				       (unsigned long long)owner);
+		return ret;
 	}
 	/* the transaction's view: earlier copies in it changed references */
 	ret = backref_lookup(t, &x, &refs, &flags);

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* The sys-chunk-array class: the superblock's system chunk array is a copy
+ * of the chunk tree's SYSTEM chunk items (the kernel reads the chunk tree
+ * through it). It is rebuilt from those items when each chunk of the array
+ * is in the tree at the same place (length, type, stripe length, stripes' devices
+ * and offsets): the items may differ only in fields that move no data. A chunk
+ * the tree places elsewhere is left as it is (which side is right is not
+ * known). */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "check/repair.h"
+#include <btk/format.h>
+#include <btk/super.h>
+#include <btk/tree.h>
+
+/* The tree's chunk item t places chunk data where the array's a does. */
+static bool same_place(const uint8_t *t, uint32_t tsize, const uint8_t *a, uint32_t asize)
+{
+	if (tsize != asize || chunk_length(t) != chunk_length(a) || chunk_type(t) != chunk_type(a) ||
+	    chunk_num_stripes(t) != chunk_num_stripes(a) || chunk_stripe_len(t) != chunk_stripe_len(a) ||
+	    chunk_sub_stripes(t) != chunk_sub_stripes(a))
+		return false;
+	for (unsigned i = 0; i < chunk_num_stripes(a); i++)
+		if (stripe_devid(chunk_stripe(t, i)) != stripe_devid(chunk_stripe(a, i)) ||
+		    stripe_offset(chunk_stripe(t, i)) != stripe_offset(chunk_stripe(a, i)))
+			return false;
+	return true;
+}
+
+/* Every chunk of the array sb holds is at the same place in the chunk tree:
+ * 0, or 1 (said) when one is not. */
+static int array_chunks_placed(struct repair_ctx *r, const uint8_t *sb)
+{
+	const uint8_t *array = super_sys_chunk_array_ptr(sb);
+	uint32_t size = super_sys_chunk_array_size(sb), pos = 0;
+
+	while (pos + sizeof(struct btrfs_disk_key) + sizeof(struct btrfs_chunk) <= size) {
+		struct btrfs_key key;
+		uint8_t item[BTRFS_SYSTEM_CHUNK_ARRAY_SIZE];
+		uint32_t isize, tsize = sizeof(item);
+
+		key_from_disk(&key, array + pos);
+		key.objectid = BTRFS_FIRST_CHUNK_TREE_OBJECTID;
+		pos += sizeof(struct btrfs_disk_key);
+		isize = (uint32_t)chunk_item_size(chunk_num_stripes(array + pos));
+		if (isize > size - pos || tree_lookup(r->fs, &r->fs->chunk_root, &key, item, &tsize) != 0 ||
+		    !same_place(item, tsize, array + pos, isize)) {
+			repair_say(r, "system chunk %" PRIu64 ": the chunk tree places it elsewhere, or not at all: the "
+				   "system chunk array is left as it is", key.offset);
+			return 1;
+		}
+		pos += isize;
+	}
+	return 0;
+}
+
+/* The SYSTEM chunk items of the chunk tree, as a system chunk array. */
+static int build_array(struct repair_ctx *r, uint8_t *out, uint32_t *used)
+{
+	struct btrfs_key min = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, (uint64_t)-1 }, key;
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	*used = 0;
+	tree_iter_init(&it, r->fs, &r->fs->chunk_root, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (key.type != BTRFS_CHUNK_ITEM_KEY || size < sizeof(struct btrfs_chunk) ||
+		    !(chunk_type(data) & BTRFS_BLOCK_GROUP_SYSTEM))
+			continue;
+		if (*used + sizeof(struct btrfs_disk_key) + size > BTRFS_SYSTEM_CHUNK_ARRAY_SIZE) {
+			ret = fs_error(r->fs, -ENOSPC, "the system chunks of the chunk tree overflow the array");
+			break;
+		}
+		key_to_disk(out + *used, &key);
+		memcpy(out + *used + sizeof(struct btrfs_disk_key), data, size);
+		*used += (uint32_t)sizeof(struct btrfs_disk_key) + size;
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : 0;
+}
+
+int repair_sys_chunk_array(struct repair_ctx *r)
+{
+	uint8_t *sb = trans_super(r->t);
+	uint8_t fresh[BTRFS_SYSTEM_CHUNK_ARRAY_SIZE] = { 0 };
+	uint32_t used;
+	int ret;
+
+	if (array_chunks_placed(r, sb)) {
+		r->left++;
+		return 0;
+	}
+	ret = build_array(r, fresh, &used);
+	if (ret)
+		return ret;
+	if (!used) {
+		r->left++;
+		repair_say(r, "the chunk tree has no system chunk: the system chunk array is left as it is");
+		return 0;
+	}
+	if (used == super_sys_chunk_array_size(sb) && !memcmp(fresh, super_sys_chunk_array_ptr(sb), used))
+		return 0;
+	memcpy(super_sys_chunk_array_ptr(sb), fresh, BTRFS_SYSTEM_CHUNK_ARRAY_SIZE);
+	super_set_sys_chunk_array_size(sb, used);
+	r->changes++;
+	repair_say(r, "system chunk array rebuilt from the chunk tree's system chunks (%u bytes)", used);
+	return 0;
+}
