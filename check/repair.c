@@ -51,8 +51,11 @@ static const struct repair_class classes[] = {
 	{ "superblock-copies", "Rewrite bad or stale superblock copies from the good copy of their device",
 	  { PR_SUPER_COPY_INVALID, PR_SUPER_COPY_STALE, PR_SUPER_COPY_DIFFERS, PR_SUPER_COPY_MISSING }, false, NULL,
 	  repair_super_copies, { 0 }, true },
+	/* it writes through the chunk map: not while a dev extent disagrees with
+	 * the chunks (a stripe moved by damage would send the copy elsewhere) */
 	{ "tree-block-copies", "Rewrite bad copies of tree blocks from a good copy",
-	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies, { 0 }, true },
+	  { PR_TREE_BLOCK_BAD_COPY }, false, NULL, repair_tree_block_copies,
+	  { PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH }, true },
 	/* its own transaction (check/repair_log.c): the others cannot start one while a log exists */
 	{ "clear-log", "Clear the log tree (what was fsynced since the last commit is lost)",
 	  /* a log whose replay would leave data without checksums: dropped, as btrfs check --repair does */
@@ -372,9 +375,8 @@ static bool salvage_tolerates(const struct repair_class *c, enum problem_code co
 static const struct problem_def *class_blocker(const struct repair_class *c, const struct check_ctx *ctx,
 					       const bool *fixed)
 {
-	if (!c->transaction)
-		return NULL;
-	for (size_t i = 0; !class_on_request_only(c) && i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]);
+	for (size_t i = 0; c->transaction && !class_on_request_only(c) &&
+			   i < sizeof(transaction_blockers) / sizeof(transaction_blockers[0]);
 	     i++)
 		if (ctx->counts[transaction_blockers[i]] && !fixed[transaction_blockers[i]] &&
 		    !salvage_tolerates(c, transaction_blockers[i]) &&
@@ -554,8 +556,8 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		}
 		blocker = class_blocker(c, ctx, fixed);
 		if (blocker) {
-			msg_warning("not repairing %s: a transaction is unsafe while problems like [%s] remain",
-				    c->name, blocker->id);
+			msg_warning("not repairing %s: %s is unsafe while problems like [%s] remain",
+				    c->name, c->transaction ? "a transaction" : "it", blocker->id);
 			continue;
 		}
 		if (!o->yes && !o->dry_run && !ask(c->question, problems)) {
