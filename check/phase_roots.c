@@ -531,8 +531,8 @@ int check_subvolumes(struct check_ctx *ctx)
 	int ret;
 
 	if (fs->uuid_root.bytenr && stale)
-		msg_info("the uuid tree's generation %" PRIu64 " is not the filesystem's %" PRIu64 ": not checked (the "
-			 "kernel checks and mends it at the next mount)", super_uuid_tree_generation(fs_super(fs)),
+		msg_verbose("the uuid tree's generation %" PRIu64 " is not the filesystem's %" PRIu64 ": not checked (the "
+			    "kernel checks and mends it at the next mount)", super_uuid_tree_generation(fs_super(fs)),
 			 super_generation(fs_super(fs)));
 
 	s.have_entries = ctx->subvol_entries != NULL;
