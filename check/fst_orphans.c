@@ -44,6 +44,8 @@ int check_fst_orphans(struct check_ctx *ctx, const struct block_group_list *bgs)
 			continue;
 		if (inside_a_group(bgs, key.objectid, key.offset))
 			continue;
+		/* mkfs' leftovers below the lowest group: harmless, dropped by any
+		 * commit (libfs/commit.c), not worth a report on every new filesystem */
 		if (key.offset && key.objectid + key.offset <= first && key.objectid + key.offset > key.objectid)
 			continue;
 		report_problem(ctx, PR_FREE_SPACE_ORPHAN, "free-space tree: item (%" PRIu64 " %u %" PRIu64

@@ -215,6 +215,49 @@ out:
 	return ret;
 }
 
+/* Free-space items wholly below the lowest chunk: mkfs leaves them of its
+ * temporary chunks (6.14 with DUP metadata, and older versions). No block
+ * group owns them, the kernel never reads them, and btrfs check 7.x reports
+ * them; every commit drops them, as it keeps the rest of the tree exact. */
+static int drop_fst_below_chunks(struct trans *t, const struct tree_root_ptr *fst)
+{
+	const struct chunk *lowest = fs_chunk(t->fs, 0);
+	struct btrfs_key min = { 0, 0, 0 }, max, key, *keys = NULL;
+	struct tree_iter it;
+	const uint8_t *data;
+	size_t n = 0, cap = 0;
+	uint32_t size;
+	int ret;
+
+	if (!lowest || !lowest->logical)
+		return 0;
+	max = (struct btrfs_key){ lowest->logical - 1, 255, (uint64_t)-1 };
+	tree_iter_init(&it, t->fs, fst, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1) {
+		if (key.type != BTRFS_FREE_SPACE_INFO_KEY && key.type != BTRFS_FREE_SPACE_EXTENT_KEY &&
+		    key.type != BTRFS_FREE_SPACE_BITMAP_KEY)
+			continue;
+		if (!key.offset || key.objectid + key.offset < key.objectid || key.objectid + key.offset > lowest->logical)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct btrfs_key *v = realloc(keys, ncap * sizeof(*v));
+			if (!v) {
+				ret = -ENOMEM;
+				break;
+			}
+			keys = v;
+			cap = ncap;
+		}
+		keys[n++] = key;
+	}
+	tree_iter_release(&it);
+	for (size_t i = 0; ret >= 0 && i < n; i++)
+		ret = trans_delete_item(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &keys[i]);
+	free(keys);
+	return ret < 0 ? ret : 0;
+}
+
 /* The flag and the tree as this transaction will commit them: a transaction
  * may create the free-space tree (btk-tune) or delete it. A group whose blocks
  * were only freed was never loaded by the allocator: load it now. */
@@ -228,7 +271,7 @@ static int update_free_space_tree(struct trans *t)
 	ret = trans_get_root(t, BTRFS_FREE_SPACE_TREE_OBJECTID, &fst);
 	if (ret == -ENOENT)
 		return 0;
-	if (ret)
+	if (ret || (ret = drop_fst_below_chunks(t, &fst)))
 		return ret;
 	for (size_t i = 0; i < alloc_group_count(t); i++) {
 		struct alloc_group *g = alloc_group_at(t, i);
