@@ -13,6 +13,7 @@
 #include "check/check.h"
 #include "check/copy_verify.h"
 #include "check/key_types.h"
+#include "check/owner_refs.h"
 #include "check/phase_fs.h"
 #include "check/seen_headers.h"
 #include "check/shared_reports.h"
@@ -112,6 +113,25 @@ static bool owner_tree_missing(struct tree_visit *v, const struct tree_block *b)
 	return true;
 }
 
+/* A subvolume-tree block without full backrefs, reached first from a tree
+ * other than its owner: the owner must hold it by a reference of its own
+ * (the reference's rule; a block snapshots share is reached first from the
+ * tree that made it, whose id is lower than theirs). An extent tree that
+ * does not say is not taken for an answer. */
+static bool owner_holds_no_ref(struct tree_visit *v, const struct tree_block *b)
+{
+	struct check_ctx *ctx = v->ctx;
+	struct owner_refs refs;
+
+	if (!key_is_subvolume_id(v->root->objectid) || block_owner(b) == v->root->objectid || ctx->infer_full_backref)
+		return false;
+	if (owner_refs_read(ctx->fs, &ctx->fs->extent_root, b->bytenr, &refs)) {
+		btk_error_clear();
+		return false;
+	}
+	return refs.found && !refs.full && !owner_refs_hold(&refs, block_owner(b));
+}
+
 /* A node pointer names its child's generation, which is never 0: the kernel
  * reads a pointer of generation 0 without checking the child's (the
  * reference calls it a wrong generation). */
@@ -199,6 +219,10 @@ static int visit_block(void *arg, const struct tree_block *b)
 	else if (owner_tree_missing(v, b))
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64
 			       ", a tree that does not exist, and no full backrefs", v->root->objectid, b->bytenr,
+			       block_owner(b));
+	else if (owner_holds_no_ref(v, b))
+		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64
+			       ", which holds no reference to it, and no full backrefs", v->root->objectid, b->bytenr,
 			       block_owner(b));
 	check_ptr_generations(ctx, v->root, b);
 	check_key_types(ctx, v->root, b);

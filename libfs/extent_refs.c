@@ -45,10 +45,10 @@ int trans_mark_qgroups_inconsistent(struct trans *t)
 	return t->qgroups_inconsistent;
 }
 
-static int cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
+static int cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, uint64_t owner, bool *shared)
 {
 	struct extent_target x = { .bytenr = b->bytenr, .tree = true, .level = (uint8_t)block_level(b) };
-	uint64_t refs = 0, flags = 0, owner = block_owner(b);
+	uint64_t refs = 0, flags = 0;
 	int ret;
 
 	*shared = false;
@@ -103,12 +103,12 @@ static int cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 
 /* The extent edits of copying a shared block are libfs's own: they neither
  * hold the queue back (refs_keep) nor apply it in the middle. */
-int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, bool *shared)
+int extent_cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, uint64_t owner, bool *shared)
 {
 	int ret;
 
 	trans_refs_busy_begin(t);
-	ret = cow_refs(t, b, root, shared);
+	ret = cow_refs(t, b, root, owner, shared);
 	trans_refs_busy_end(t);
 	return ret;
 }

@@ -635,22 +635,45 @@ static int fs_load_roots(struct fs_info *fs)
 	return 0;
 }
 
+/* A root tree root read back: its header names the root tree, or it names
+ * another owner but holds root items (a block of another tree written in the
+ * same transaction holds none): then it stays, and the check reports the
+ * owner. */
+static bool root_tree_block_usable(struct fs_info *fs, const struct tree_block *b)
+{
+	if (block_owner(b) == BTRFS_ROOT_TREE_OBJECTID)
+		return true;
+	for (unsigned i = 0; i < block_nritems(b); i++) {
+		struct btrfs_key key;
+		block_key(b, i, &key);
+		if (key.type == BTRFS_ROOT_ITEM_KEY) {
+			fs_note(fs, FS_NOTE_WARNING, "root tree root %llu has owner %llu",
+				(unsigned long long)b->bytenr, (unsigned long long)block_owner(b));
+			return true;
+		}
+	}
+	fs_error(fs, -EUCLEAN, "tree block %llu: owner mismatch", (unsigned long long)b->bytenr);
+	return false;
+}
+
 /* With tolerate_damage: when the superblock's root tree root cannot be read,
  * use the newest backup root whose root tree root can (what mounting with
  * rescue=usebackuproot does). -EUCLEAN when none does (the unreadable one
  * stays). */
 static int fs_try_backup_tree_root(struct fs_info *fs)
 {
-	struct block_expect ex = { .generation = fs->tree_root.generation, .level = fs->tree_root.level,
-				   .owner = BTRFS_ROOT_TREE_OBJECTID };
+	/* the owner is weighed apart: a wrong one alone is the check's to report */
+	struct block_expect ex = { .generation = fs->tree_root.generation, .level = fs->tree_root.level };
 	const uint8_t *bk[BTRFS_NUM_BACKUP_ROOTS];
 	char why[BTK_ERR_MSG_MAX];
 	struct tree_block *b;
 	int slot[BTRFS_NUM_BACKUP_ROOTS], n = 0;
 
 	if (block_read(fs, fs->tree_root.bytenr, &ex, &b) == 0) {
+		bool usable = root_tree_block_usable(fs, b);
 		block_put(fs, b);
-		return 0;
+		if (usable)
+			return 0;
 	}
 	snprintf(why, sizeof(why), "%s", btk_error_msg());
 	/* the usable slots, newest first */

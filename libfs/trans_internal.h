@@ -196,10 +196,11 @@ int chunk_alloc_write_items(struct trans *t);
 /* extent_refs.c */
 int extent_refs_run(struct trans *t);
 /* Before block `old` of tree `root` is copied: move the references of its
- * children the way the kernel does when snapshots share it. *shared: other
+ * children the way the kernel does when snapshots share it (owner: the tree
+ * that made old, its header's owner unless known wrong). *shared: other
  * trees keep referencing old, so the caller drops only root's reference to
  * it (extent_drop_shared) instead of freeing it. */
-int extent_cow_refs(struct trans *t, const struct tree_block *old, uint64_t root, bool *shared);
+int extent_cow_refs(struct trans *t, const struct tree_block *old, uint64_t root, uint64_t owner, bool *shared);
 /* Drop tree `root`'s reference to a shared block it no longer uses. */
 int extent_drop_shared(struct trans *t, const struct tree_block *old, uint64_t root);
 

@@ -101,9 +101,10 @@ static void link_to_parent(struct trans *t, struct trans_root *root, struct tree
 			       t->transid);
 }
 
-/* Copy path->nodes[level] unless this transaction already owns it. The
- * parent must already be a block of this transaction. */
-static int cow_block(struct trans *t, struct trans_root *root, struct tree_path *path, int level)
+/* Copy path->nodes[level] unless this transaction already owns it, its
+ * references weighed as those of a block owner made (0: the one its header
+ * names). The parent must already be a block of this transaction. */
+static int cow_block_as(struct trans *t, struct trans_root *root, struct tree_path *path, int level, uint64_t owner)
 {
 	struct tree_block *old = path->nodes[level], *nb;
 	uint64_t flags;
@@ -113,7 +114,7 @@ static int cow_block(struct trans *t, struct trans_root *root, struct tree_path 
 	ret = trans_adopt_block(t, old);
 	if (ret)
 		return ret < 0 ? ret : 0;
-	ret = extent_cow_refs(t, old, root->ptr.objectid, &shared);
+	ret = extent_cow_refs(t, old, root->ptr.objectid, owner ? owner : block_owner(old), &shared);
 	if (ret)
 		return ret;
 	ret = new_tree_block(t, root, (unsigned)level, &nb);
@@ -134,6 +135,11 @@ static int cow_block(struct trans *t, struct trans_root *root, struct tree_path 
 		return ret;
 	}
 	return free_tree_block(t, root, old);
+}
+
+static int cow_block(struct trans *t, struct trans_root *root, struct tree_path *path, int level)
+{
+	return cow_block_as(t, root, path, level, 0);
 }
 
 /* Binary search in a block: first slot with key >= key; *exact if equal. */
@@ -905,10 +911,16 @@ int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const
 int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key, uint64_t bytenr,
 			bool *emptied)
 {
+	return trans_rewrite_block_owned(t, tree, level, key, bytenr, 0, emptied);
+}
+
+int trans_rewrite_block_owned(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key,
+			      uint64_t bytenr, uint64_t owner, bool *emptied)
+{
 	struct trans_root *root = trans_root_entry(t, tree);
 	struct tree_path path;
 	struct btrfs_key first;
-	int ret, root_level;
+	int ret;
 
 	*emptied = false;
 	if (!root)
@@ -917,7 +929,12 @@ int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const st
 		return fs_error(t->fs, -EINVAL, "no tree block has level %u", level);
 	tree_path_init(&path);
 	if (root->ptr.bytenr == bytenr) {
-		ret = path_start(t, root, &path, &root_level);   /* the root's copy points the root item at it */
+		/* the root's copy points the root item at it */
+		ret = read_root_block(t, root, &path.nodes[root->ptr.level]);
+		if (!ret) {
+			path.root_level = root->ptr.level;
+			ret = cow_block_as(t, root, &path, root->ptr.level, owner);
+		}
 		tree_path_release(t->fs, &path);
 		return ret;
 	}
@@ -930,7 +947,7 @@ int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const st
 		return trans_drop_child(t, tree, level, key, bytenr);
 	}
 	if (!ret)
-		ret = cow_block(t, root, &path, (int)level);
+		ret = cow_block_as(t, root, &path, (int)level, owner);
 	if (!ret) {
 		block_key(path.nodes[level], 0, &first);
 		if (key_compare(&first, key))

@@ -105,6 +105,11 @@ int trans_drop_child(struct trans *t, uint64_t tree, unsigned child_level, const
  * block left with no entries is dropped from its parent instead (*emptied). */
 int trans_rewrite_block(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key, uint64_t bytenr,
 			bool *emptied);
+/* The same for a block whose header names a wrong owner: its references are
+ * weighed as those of a block that tree `owner` made (the copy in tree is
+ * tree's, as every copy is). */
+int trans_rewrite_block_owned(struct trans *t, uint64_t tree, unsigned level, const struct btrfs_key *key,
+			      uint64_t bytenr, uint64_t owner, bool *emptied);
 
 /* The tree that holds block group items as this transaction will commit it:
  * the block-group tree when the superblock it will write says so, else the
