@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "check/owner_refs.h"
+#include <btk/block.h>
 #include <btk/format.h>
 #include <btk/item_view.h>
 #include <btk/tree.h>
@@ -77,4 +78,39 @@ bool owner_refs_hold(const struct owner_refs *r, uint64_t root)
 		if (r->roots[i] == root)
 			return true;
 	return r->more;   /* not known: taken as held */
+}
+
+int tree_reaches_block(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,
+		       unsigned level, uint64_t bytenr)
+{
+	struct block_expect e = { .generation = root->generation, .level = root->level };
+	struct tree_block *b, *child;
+	unsigned slot = 0;
+	int ret;
+
+	if (root->bytenr == bytenr)
+		return 1;
+	if (root->level <= level)
+		return 0;
+	if ((ret = block_read(fs, root->bytenr, &e, &b)))
+		return ret;
+	for (;;) {
+		struct btrfs_key k;
+		/* the last child whose key is <= key */
+		for (slot = 0; slot + 1 < block_nritems(b); slot++) {
+			block_key(b, slot + 1, &k);
+			if (key_compare(&k, key) > 0)
+				break;
+		}
+		if (!block_nritems(b) || block_level(b) == level + 1)
+			break;
+		ret = block_read_child(fs, b, slot, &child);
+		block_put(fs, b);
+		if (ret)
+			return ret;
+		b = child;
+	}
+	ret = block_nritems(b) && key_ptr_blockptr(node_key_ptr(b->data, slot)) == bytenr;
+	block_put(fs, b);
+	return ret;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <btk/fs.h>
+#include <btk/key.h>
 
 #define OWNER_REFS_MAX 64
 
@@ -29,5 +30,11 @@ int owner_refs_read(struct fs_info *fs, const struct tree_root_ptr *extent_root,
 /* Whether tree `root` holds the block by a reference of its own (with more
  * roots than read: yes). */
 bool owner_refs_hold(const struct owner_refs *r, uint64_t root);
+
+/* Tree root reaches block bytenr of level by a search for key (the block's
+ * first key, its parent's key for it): it is the root, or the node at level
+ * + 1 the search ends in points at it. 1, 0, or -errno. */
+int tree_reaches_block(struct fs_info *fs, const struct tree_root_ptr *root, const struct btrfs_key *key,
+		       unsigned level, uint64_t bytenr);
 
 #endif

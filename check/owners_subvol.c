@@ -48,6 +48,24 @@ static bool is_live_tree(const struct owner_find *f, uint64_t id)
 	return false;
 }
 
+/* Tree owner (live) reaches block b: 1; 0 when not, or not known. */
+static bool owner_tree_reaches(struct owner_find *f, uint64_t owner, const struct tree_block *b)
+{
+	struct btrfs_key first = { 0, 0, 0 };
+	int ret;
+
+	if (block_nritems(b))
+		block_key(b, 0, &first);
+	for (size_t i = 0; i < f->ntrees; i++)
+		if (f->trees[i].objectid == owner) {
+			ret = tree_reaches_block(f->r->fs, &f->trees[i], &first, block_level(b), b->bytenr);
+			if (ret < 0)
+				btk_error_clear();
+			return ret > 0;
+		}
+	return false;
+}
+
 /* The check's rules for a block reached first from tree (phase_trees.c). */
 static bool owner_wrong(struct owner_find *f, const struct tree_block *b)
 {
@@ -62,7 +80,9 @@ static bool owner_wrong(struct owner_find *f, const struct tree_block *b)
 		btk_error_clear();
 		return !is_live_tree(f, owner);
 	}
-	return !refs.full && (!is_live_tree(f, owner) || (refs.found && !owner_refs_hold(&refs, owner)));
+	if (refs.full || !refs.found)
+		return false;
+	return !is_live_tree(f, owner) || (!owner_refs_hold(&refs, owner) && !owner_tree_reaches(f, owner, b));
 }
 
 static int find_visit(void *arg, const struct tree_block *b)
@@ -112,41 +132,6 @@ static int list_tree(void *arg, const struct tree_root_ptr *root, const uint8_t 
 	return 0;
 }
 
-/* Tree root points at block bytenr (at level, under key) from one of its
- * nodes, or is it: 1, 0, or -errno. */
-static int tree_reaches(struct fs_info *fs, const struct tree_root_ptr *root, const struct bad_block *x)
-{
-	struct block_expect e = { .generation = root->generation, .level = root->level };
-	struct tree_block *b, *child;
-	unsigned slot;
-	int ret;
-
-	if (root->bytenr == x->bytenr)
-		return 1;
-	if (root->level <= x->level)
-		return 0;
-	if ((ret = block_read(fs, root->bytenr, &e, &b)))
-		return ret;
-	for (;;) {
-		struct btrfs_key k;
-		for (slot = 0; slot + 1 < block_nritems(b); slot++) {
-			block_key(b, slot + 1, &k);
-			if (key_compare(&k, &x->key) > 0)
-				break;
-		}
-		if (!block_nritems(b) || block_level(b) == x->level + 1)
-			break;
-		ret = block_read_child(fs, b, slot, &child);
-		block_put(fs, b);
-		if (ret)
-			return ret;
-		b = child;
-	}
-	ret = block_nritems(b) && key_ptr_blockptr(node_key_ptr(b->data, slot)) == x->bytenr;
-	block_put(fs, b);
-	return ret;
-}
-
 /* Copy block x in every live tree that reaches it, the maker first. */
 static int unshare(struct owner_find *f, const struct bad_block *x)
 {
@@ -162,7 +147,7 @@ static int unshare(struct owner_find *f, const struct bad_block *x)
 		goto out;
 	for (size_t i = 0; i < f->ntrees; i++) {
 		struct tree_root_ptr now;
-		if ((ret = trans_get_root(r->t, f->trees[i].objectid, &now)) || (ret = tree_reaches(r->fs, &now, x)) < 0)
+		if ((ret = trans_get_root(r->t, f->trees[i].objectid, &now)) || (ret = tree_reaches_block(r->fs, &now, &x->key, x->level, x->bytenr)) < 0)
 			goto out;
 		reach[i] = ret;
 		if (ret && !maker && !refs.full && owner_refs_hold(&refs, f->trees[i].objectid))

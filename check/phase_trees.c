@@ -114,22 +114,35 @@ static bool owner_tree_missing(struct tree_visit *v, const struct tree_block *b)
 }
 
 /* A subvolume-tree block without full backrefs, reached first from a tree
- * other than its owner: the owner must hold it by a reference of its own
- * (the reference's rule; a block snapshots share is reached first from the
- * tree that made it, whose id is lower than theirs). An extent tree that
- * does not say is not taken for an answer. */
+ * other than its owner: the owner must hold it, by a reference of its own or
+ * by reaching it (the reference's rule; a block snapshots share is reached
+ * first from the tree that made it, whose id is lower than theirs). An
+ * extent tree that does not say is not taken for an answer. */
 static bool owner_holds_no_ref(struct tree_visit *v, const struct tree_block *b)
 {
 	struct check_ctx *ctx = v->ctx;
+	uint64_t owner = block_owner(b);
+	struct btrfs_key first = { 0, 0, 0 };
 	struct owner_refs refs;
+	int reach = 0;
 
-	if (!key_is_subvolume_id(v->root->objectid) || block_owner(b) == v->root->objectid || ctx->infer_full_backref)
+	if (!key_is_subvolume_id(v->root->objectid) || owner == v->root->objectid || ctx->infer_full_backref ||
+	    !v->trees)
 		return false;
 	if (owner_refs_read(ctx->fs, &ctx->fs->extent_root, b->bytenr, &refs)) {
 		btk_error_clear();
 		return false;
 	}
-	return refs.found && !refs.full && !owner_refs_hold(&refs, block_owner(b));
+	if (!refs.found || refs.full || owner_refs_hold(&refs, owner))
+		return false;
+	if (block_nritems(b))
+		block_key(b, 0, &first);
+	for (size_t i = 0; i < v->trees->count && !reach; i++)
+		if (v->trees->roots[i].objectid == owner)
+			reach = tree_reaches_block(ctx->fs, &v->trees->roots[i], &first, block_level(b), b->bytenr);
+	if (reach < 0)
+		btk_error_clear();
+	return reach == 0;
 }
 
 /* A node pointer names its child's generation, which is never 0: the kernel
@@ -222,7 +235,8 @@ static int visit_block(void *arg, const struct tree_block *b)
 			       block_owner(b));
 	else if (owner_holds_no_ref(v, b))
 		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has owner %" PRIu64
-			       ", which holds no reference to it, and no full backrefs", v->root->objectid, b->bytenr,
+			       ", which neither reaches it nor holds a reference to it, and no full backrefs",
+			       v->root->objectid, b->bytenr,
 			       block_owner(b));
 	check_ptr_generations(ctx, v->root, b);
 	check_key_types(ctx, v->root, b);

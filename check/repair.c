@@ -326,7 +326,7 @@ static bool class_checks_again(const struct repair_class *c)
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
-	       c->run == repair_tree_block_owners;
+	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
