@@ -121,9 +121,10 @@ static const struct repair_class classes[] = {
 	  NULL, repair_num_devices, { PR_DEVICE_MISSING }, false },
 	/* before space-counters, which then counts the devices' bytes without them */
 	{ "dev-extents", "Remove dev extents that no chunk accounts for, give chunk stripes without one a dev "
-	  "extent (or, when a dev extent elsewhere is plainly the one it lost, the stripe that place), and dev "
-	  "extents that disagree with the stripe starting there its chunk and length",
-	  { PR_DEV_EXTENT_NO_CHUNK, PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH }, true, NULL,
+	  "extent (or, when a dev extent elsewhere is plainly the one it lost, the stripe that place), dev "
+	  "extents that disagree with the stripe starting there its chunk and length, and of two overlapping dev "
+	  "extents the one no stripe names its stripe's length or place (or remove it when its chunk has all its own)",
+	  { PR_DEV_EXTENT_NO_CHUNK, PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_OVERLAP }, true, NULL,
 	  repair_dev_extents, { 0 }, false },
 	{ "block-group-flags", "Set block group flags that differ from their chunk's type to the type",
 	  { PR_BLOCK_GROUP_FLAGS }, true, NULL, repair_block_group_flags, { 0 }, true },

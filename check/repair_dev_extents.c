@@ -14,6 +14,12 @@
  * - Another chunk stripe without a dev extent gets one, unless the place
  *   overlaps another dev extent or a dev extent elsewhere names the chunk
  *   (then which side is wrong is not known: left as it is).
+ * - Of two dev extents that overlap, the one a chunk stripe names exactly
+ *   (its chunk, its device and offset, its length) is right; the other is
+ *   first given its stripe's length (it starts where a stripe of its chunk
+ *   starts: it grew), or moved to the one stripe of its chunk on its device
+ *   that has no dev extent (it moved), or removed (its chunk's stripes there
+ *   all have theirs). Two that both match, or neither, are left as they are.
  * The space-counters class then recomputes the devices' bytes_used. */
 #include <errno.h>
 #include <inttypes.h>
@@ -235,6 +241,107 @@ static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const stru
 	return ret;
 }
 
+/* Dev extent e is the one a chunk stripe names: its chunk, place and length. */
+static bool matches_stripe(const struct fs_info *fs, const struct dev_ext *e)
+{
+	const struct chunk *c = fs_chunk_lookup(fs, e->chunk_offset);
+
+	if (!c || c->logical != e->chunk_offset ||
+	    e->length != chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes))
+		return false;
+	for (unsigned i = 0; i < c->num_stripes; i++)
+		if (c->stripes[i].devid == e->devid && c->stripes[i].physical == e->physical)
+			return true;
+	return false;
+}
+
+/* The one stripe of chunk c on devid without a dev extent at its place: its
+ * index, or -1 (none: -2 when there are several). */
+static int stripe_without_extent(const struct dev_exts *s, const struct chunk *c, uint64_t devid)
+{
+	int found = -1;
+
+	for (unsigned i = 0; i < c->num_stripes; i++) {
+		if (c->stripes[i].devid != devid || dev_ext_at(s, devid, c->stripes[i].physical))
+			continue;
+		if (found >= 0)
+			return -2;
+		found = (int)i;
+	}
+	return found;
+}
+
+/* Dev extent e overlaps another and no stripe names it (see the top of the
+ * file): its length set, or it moved to its stripe, or removed. */
+static int fix_overlapping(struct repair_ctx *r, struct dev_exts *s, struct dev_ext *e)
+{
+	const struct chunk *c = fs_chunk_lookup(r->fs, e->chunk_offset);
+	struct btrfs_key key = { e->devid, BTRFS_DEV_EXTENT_KEY, e->physical };
+	uint64_t len;
+	int k, ret;
+
+	if (c && c->logical != e->chunk_offset)
+		c = NULL;
+	if (!c)
+		return 0;   /* belongs to no chunk: removed as a stray */
+	len = chunk_stripe_size(c->length, c->type, c->num_stripes, c->sub_stripes);
+	if (stripe_starts_at(r->fs, e->devid, e->physical)) {
+		if (e->length == len || dev_range_taken(s, e, e->devid, e->physical, len))
+			goto left;
+		ret = fix_dev_extent(r, e, c->logical, len);
+		e->length = len;
+		return ret;
+	}
+	k = stripe_without_extent(s, c, e->devid);
+	if (k == -2 || (k >= 0 && (e->length != len || dev_range_taken(s, e, e->devid, c->stripes[k].physical, len))))
+		goto left;
+	if ((ret = trans_delete_item(r->t, BTRFS_DEV_TREE_OBJECTID, &key)))
+		return ret;
+	r->changes++;
+	if (k < 0) {
+		repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " overlaps another and chunk %" PRIu64
+			   " has its dev extents there already: removed", e->devid, e->physical, c->logical);
+		e->devid = 0;   /* gone */
+		return 0;
+	}
+	ret = chunk_add_dev_extent(r->t, c->logical,
+				   &(struct stripe_place){ e->devid, c->stripes[k].physical }, len);
+	repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " overlaps another: moved to %" PRIu64
+		   " (chunk %" PRIu64 " stripe %d)", e->devid, e->physical, c->stripes[k].physical, c->logical, k);
+	e->physical = c->stripes[k].physical;
+	return ret;
+left:
+	r->left++;
+	repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " overlaps another and cannot be put where its "
+		   "chunk says: left as it is", e->devid, e->physical);
+	return 0;
+}
+
+/* Each pair of overlapping dev extents: the one no stripe names is fixed. */
+static int fix_overlaps(struct repair_ctx *r, struct dev_exts *s)
+{
+	int ret = 0;
+
+	for (size_t i = 0; ret >= 0 && i < s->n; i++)
+		for (size_t j = 0; ret >= 0 && j < i; j++) {
+			struct dev_ext *a = &s->v[j], *b = &s->v[i], *bad;
+			if (!a->devid || a->devid != b->devid || a->physical >= b->physical + b->length ||
+			    b->physical >= a->physical + a->length)
+				continue;
+			if (matches_stripe(r->fs, a) == matches_stripe(r->fs, b)) {
+				r->left++;
+				repair_say(r, "devid %" PRIu64 ": dev extents at %" PRIu64 " and %" PRIu64 " overlap and "
+					   "%s: left as they are", a->devid, a->physical, b->physical,
+					   matches_stripe(r->fs, a) ? "chunk stripes name both" : "no chunk stripe names either");
+				continue;
+			}
+			bad = matches_stripe(r->fs, a) ? b : a;
+			if (!is_stray(s, bad->devid, bad->physical))
+				ret = fix_overlapping(r, s, bad);
+		}
+	return ret;
+}
+
 int repair_dev_extents(struct repair_ctx *r)
 {
 	struct dev_exts s = { .fs = r->fs };
@@ -244,13 +351,15 @@ int repair_dev_extents(struct repair_ctx *r)
 	if (!ret)
 		ret = tree_each_item(r->fs, &rp, note_dev_extent, &s);
 	if (ret >= 0)
+		ret = fix_overlaps(r, &s);
+	if (ret >= 0)
 		ret = remove_strays(r, &s);
 	for (size_t i = 0; ret >= 0 && i < fs_chunk_count(r->fs); i++)
 		for (unsigned k = 0; ret >= 0 && k < fs_chunk(r->fs, i)->num_stripes; k++)
 			ret = fix_stripe(r, &s, fs_chunk(r->fs, i), k);
 	/* what is still where no stripe starts, after the removals and the moves */
 	for (size_t i = 0; ret >= 0 && i < s.n; i++)
-		r->left += !stripe_starts_at(r->fs, s.v[i].devid, s.v[i].physical) &&
+		r->left += s.v[i].devid && !stripe_starts_at(r->fs, s.v[i].devid, s.v[i].physical) &&
 			   !is_stray(&s, s.v[i].devid, s.v[i].physical);
 	free(s.strays.keys);
 	free(s.v);

@@ -175,7 +175,7 @@ def test_list_problems(tmp_path):
     by_id = {r["id"]: r for r in rows}
     assert by_id["super-copy-invalid"]["repair_class"] == "superblock-copies" and by_id["super-copy-invalid"]["preen"]
     assert by_id["inode-nlink"]["repair_class"] == "inodes" and not by_id["inode-nlink"]["preen"]
-    assert by_id["dev-extent-overlap"]["repair_class"] is None
+    assert by_id["dev-extent-beyond-device"]["repair_class"] is None
     text = run_btk("btk-check", "--list-problems").stdout.splitlines()
     assert len(text) == len(rows)
 

@@ -612,6 +612,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "dev-extent-chunk-offset": ('dev-extents',),
     "dev-extent-missing": ('dev-extents', 'space-counters'),
     "dev-extent-length": ('dev-extents', 'space-counters'),
+    "dev-extent-overlap": ('dev-extents', 'space-counters'),
     "symlink-immutable": ('inodes',),
     "symlink-append": ('inodes',),
     "inline-ref-order": ('extent-refs',),
