@@ -127,7 +127,7 @@ static bool owner_holds_no_ref(struct tree_visit *v, const struct tree_block *b)
 	int reach = 0;
 
 	if (!key_is_subvolume_id(v->root->objectid) || owner == v->root->objectid || ctx->infer_full_backref ||
-	    !v->trees)
+	    !v->trees || refs_block_full_backref(ctx, b->bytenr))
 		return false;
 	if (owner_refs_read(ctx->fs, &ctx->fs->extent_root, b->bytenr, &refs)) {
 		btk_error_clear();
