@@ -8,9 +8,10 @@
  *   longer extent would run into the next one).
  * - A chunk stripe without a dev extent, when it is the chunk's only one on
  *   its device without one and exactly one dev extent of the device names
- *   the chunk where no stripe starts, with the stripe's length: the stripe
- *   offset is what is wrong, and the chunk item takes the dev extent's place
- *   (not for system chunks, whose array copy the kernel reads first).
+ *   the chunk where no stripe starts, with the stripe's length: one of the
+ *   two moved, and where the chunk's contents are tells which: the chunk
+ *   item takes the dev extent's place, or the dev extent the stripe's (not
+ *   for system chunks, whose array copy the kernel reads first).
  * - Another chunk stripe without a dev extent gets one, unless the place
  *   overlaps another dev extent or a dev extent elsewhere names the chunk
  *   (then which side is wrong is not known: left as it is).
@@ -25,6 +26,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "check/chunk_place_data.h"
 #include "check/repair.h"
 #include <btk/chunk_edit.h>
 #include <btk/format.h>
@@ -210,6 +212,38 @@ static int move_stripe(struct repair_ctx *r, const struct chunk *c, unsigned i, 
 	return ret;
 }
 
+/* Stripe i of chunk c and the dev extent m that names the chunk elsewhere:
+ * which one moved is told by where the chunk's contents are
+ * (check/chunk_place_data.c). The stripe takes the dev extent's place, or
+ * the dev extent the stripe's; neither when that is not clear. */
+static int stripe_or_extent_moved(struct repair_ctx *r, const struct dev_exts *s, const struct chunk *c, unsigned i,
+				  struct dev_ext *m)
+{
+	uint64_t devid = c->stripes[i].devid, physical = c->stripes[i].physical;
+	int at_stripe = chunk_place_holds_data(r->fs, c, devid, physical);
+	int at_extent = chunk_place_holds_data(r->fs, c, m->devid, m->physical);
+	struct btrfs_key key = { m->devid, BTRFS_DEV_EXTENT_KEY, m->physical };
+	int ret;
+
+	if (at_extent == 1 && at_stripe != 1)
+		return move_stripe(r, c, i, m);
+	if (at_stripe != 1 || at_extent == 1 || dev_range_taken(s, m, devid, physical, m->length)) {
+		r->left++;
+		repair_say(r, "chunk %" PRIu64 " stripe %u (devid %" PRIu64 " at %" PRIu64 ") and its dev extent at %"
+			   PRIu64 " disagree, and where the chunk's contents are does not tell which moved: left as "
+			   "they are", c->logical, i, devid, physical, m->physical);
+		return 0;
+	}
+	if ((ret = trans_delete_item(r->t, BTRFS_DEV_TREE_OBJECTID, &key)) ||
+	    (ret = chunk_add_dev_extent(r->t, c->logical, &(struct stripe_place){ devid, physical }, m->length)))
+		return ret;
+	r->changes++;
+	repair_say(r, "devid %" PRIu64 ": dev extent at %" PRIu64 " -> %" PRIu64 " (chunk %" PRIu64 " stripe %u is "
+		   "there: its contents are)", devid, m->physical, physical, c->logical, i);
+	m->physical = physical;
+	return 0;
+}
+
 /* One chunk stripe: its dev extent made to match, or added. */
 static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const struct chunk *c, unsigned i)
 {
@@ -221,7 +255,7 @@ static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const stru
 	if (e && e->chunk_offset == c->logical && e->length == len)
 		return 0;
 	if (!e && stripe_moved_from(s, c, i))
-		return move_stripe(r, c, i, stripe_moved_from(s, c, i));
+		return stripe_or_extent_moved(r, s, c, i, (struct dev_ext *)stripe_moved_from(s, c, i));
 	if (e ? dev_range_taken(s, e, p.devid, p.physical, len)
 	      : dev_range_taken(s, NULL, p.devid, p.physical, len) || chunk_named_elsewhere(s, p.devid, c->logical)) {
 		r->left++;

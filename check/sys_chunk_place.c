@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check/chunk_place_data.h"
 #include "check/sys_chunk_place.h"
 #include "common/grow.h"
 #include <btk/block.h>
@@ -56,19 +57,11 @@ static bool has_dev_extent(struct fs_info *fs, uint64_t devid, uint64_t offset, 
 	return size == sizeof(item) && dev_extent_chunk_offset(item) == logical && dev_extent_length(item) == len;
 }
 
-static struct io_dev *device_io(struct fs_info *fs, uint64_t devid)
-{
-	for (unsigned i = 0; i < fs_num_devices(fs); i++)
-		if (fs_device(fs, i)->devid == devid)
-			return fs_device(fs, i)->io;
-	return NULL;
-}
-
 /* How many of the chunk's tree blocks verify when read at (devid, offset). */
 static size_t blocks_verifying(struct fs_info *fs, const struct chunk_blocks *c, uint64_t devid, uint64_t offset,
 			       uint8_t *buf)
 {
-	struct io_dev *io = device_io(fs, devid);
+	struct io_dev *io = device_io_by_id(fs, devid);
 	size_t good = 0;
 
 	for (size_t i = 0; io && i < c->n; i++)

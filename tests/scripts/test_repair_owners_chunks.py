@@ -266,3 +266,29 @@ OVERLAP_CASES = {
 def test_dev_extent_overlap(case, tmp_path):
     recipe, edit = OVERLAP_CASES[case]
     found_and_repaired(tmp_path, recipe, edit(recipe), "dev-extent-overlap", "dev-extents")
+
+
+def moved_to_free_space(recipe: str, i: int) -> tuple:
+    e = dev_extents(recipe)[i]
+    return ("-t", "dev", "-k", ",".join(map(str, e["key"])), "-f", "key.offset", "-v", str(free_offset(recipe, 1)))
+
+
+def chunk_stripe_moved(recipe: str, kind: int) -> tuple:
+    it = next(it for it in dump(recipe, "chunk").items if it["type"] == "CHUNK_ITEM" and it["fields"]["type"] & kind)
+    return ("-t", "chunk", "-k", ",".join(map(str, it["key"])), "-f", "stripe0.offset", "-v", f"+{MiB}")
+
+
+# A dev extent and its chunk stripe apart, nothing overlapping: which one moved is told by where
+# the chunk's contents are (its data's checksums, its tree blocks). Moving the stripe to the dev
+# extent when the dev extent is what moved left the files unreadable.
+MOVED_CASES = {
+    "data-dev-extent-moved": (SIMPLE, lambda r: moved_to_free_space(r, len(dev_extents(r)) - 1)),
+    "metadata-dev-extent-moved": (SIMPLE, lambda r: moved_to_free_space(r, 4)),
+    "data-stripe-moved": (SIMPLE, lambda r: chunk_stripe_moved(r, 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MOVED_CASES))
+def test_dev_extent_or_stripe_moved(case, tmp_path):
+    recipe, edit = MOVED_CASES[case]
+    found_and_repaired(tmp_path, recipe, edit(recipe), "chunk-no-dev-extent", "dev-extents")
