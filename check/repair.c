@@ -71,8 +71,9 @@ static const struct repair_class classes[] = {
 	  "entries that cannot be made valid dropped, level, pointer generation and parent key fixed)",
 	  { PR_LEAF_ITEM_OFFSETS, PR_KEY_ORDER, PR_TREE_BLOCK_LEVEL, PR_TREE_BLOCK_TRANSID, PR_TREE_BLOCK_FIRST_KEY,
 	    PR_TREE_BLOCK_NRITEMS }, true, NULL, repair_salvaged_blocks, { 0 }, false },
-	{ "tree-block-owner", "Copy tree blocks whose header names another tree as owner (trees other than "
-	  "subvolume trees: the tree that reaches a block owns it)", { PR_TREE_BLOCK_OWNER }, true, NULL,
+	{ "tree-block-owner", "Copy tree blocks whose header names another tree as owner (the copy is the tree's; "
+	  "a subvolume-tree block is copied in every tree that reaches it, the one that made it first)",
+	  { PR_TREE_BLOCK_OWNER }, true, NULL,
 	  repair_tree_block_owners, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
