@@ -82,13 +82,7 @@ static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, u
 	return 0;
 }
 
-/* An inode whose items survived its inode item (or a subvolume's top
- * directory that names point into): a new inode item from those items, as
- * btrfs check makes it: the type its directory entry or its items say (the
- * top directory: a directory), mode 0755 or 0644, nlink its names, size its
- * entries' name lengths or the end of its last extent, nbytes its extents,
- * owner root, times now. */
-static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
+int repair_make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, uint8_t hint)
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t item[sizeof(struct btrfs_inode_item)] = { 0 }, ftype = BTRFS_FT_UNKNOWN;
@@ -102,6 +96,8 @@ static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 	if ((ret = trans_get_root(r->t, root, &rp)) || (ret = inode_count_items(r, &rp, ino, &c)) ||
 	    (ret = guess_ftype(r, &rp, ino, &ftype)))
 		return ret;
+	if (ftype_to_mode(hint))
+		ftype = hint;
 	if (ino == BTRFS_FIRST_FREE_OBJECTID)
 		ftype = BTRFS_FT_DIR;
 	else if (ftype == BTRFS_FT_UNKNOWN)
@@ -134,7 +130,8 @@ int repair_inode_items(struct repair_ctx *r)
 	while (r->found->counts[PR_INODE_ITEM_MISSING] &&
 	       (ret = repair_notes_next(r->found, NOTES_INODES, &rec)) == 1) {
 		const struct inode_fix *f = rec;
-		if (f->code == PR_INODE_ITEM_MISSING && (ret = make_inode_item(r, f->root, f->ino)) < 0)
+		if (f->code == PR_INODE_ITEM_MISSING &&
+		    (ret = repair_make_inode_item(r, f->root, f->ino, BTRFS_FT_UNKNOWN)) < 0)
 			return ret;
 	}
 	if (ret < 0)
