@@ -88,7 +88,7 @@ int repair_make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, ui
 	uint8_t item[sizeof(struct btrfs_inode_item)] = { 0 }, ftype = BTRFS_FT_UNKNOWN;
 	struct tree_root_ptr rp;
 	struct inode_counts c;
-	uint32_t mode = 0;
+	uint32_t mode = 0, perm;
 	int ret = link_inode_mode(r, root, ino, &mode);
 
 	if (ret != 0)
@@ -104,7 +104,8 @@ int repair_make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, ui
 		ftype = BTRFS_FT_REG_FILE;
 	if (c.names > UINT32_MAX)
 		return fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", ino);
-	link_init_inode_item(r, item, ftype_to_mode(ftype) | (ftype == BTRFS_FT_DIR ? 0755 : 0644),
+	perm = ftype == BTRFS_FT_DIR ? 0755 : ftype == BTRFS_FT_SYMLINK ? 0777 : 0644;
+	link_init_inode_item(r, item, ftype_to_mode(ftype) | perm,
 			     (uint32_t)(c.names ? c.names : ino == BTRFS_FIRST_FREE_OBJECTID));
 	inode_set_size(item, ftype == BTRFS_FT_DIR ? c.dir_size : c.end);
 	inode_set_nbytes(item, c.bytes);

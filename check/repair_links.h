@@ -107,7 +107,7 @@ int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum
  * names): a new inode item from those items, as btrfs check makes it: the
  * type hint says (a BTRFS_FT_* type from a directory entry; BTRFS_FT_UNKNOWN:
  * none), else the type its directory entry or its items say (the top
- * directory: a directory), mode 0755 or 0644, nlink its names, size its
+ * directory: a directory), mode 0755, 0777 (symlinks) or 0644, nlink its names, size its
  * entries' name lengths or the end of its last extent, nbytes its extents,
  * owner root, times now. Nothing when it has an inode item. check/repair_inodes.c. */
 int repair_make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, uint8_t hint);

@@ -130,15 +130,22 @@ def make_base(img: Path, plain: Path | None) -> tuple[Path, dict]:
 
 
 def leaves(img: Path, tree: int) -> dict[int, list[dict]]:
-    """{leaf bytenr: its item records} of tree, in key order."""
+    """{leaf bytenr: its item records} of tree, in key order; NODES[tree]: {level-1 node: its leaves}."""
     p = run_btk("btk-inspect", "tree", "-t", str(tree), "--format", "jsonl", img)
     assert p.returncode == 0, p.stderr
     out: dict[int, list[dict]] = collections.OrderedDict()
+    nodes: dict[int, list[int]] = collections.OrderedDict()
     for line in p.stdout.splitlines():
         r = json.loads(line)
         if "blockptr" not in r:
             out.setdefault(r["block"], []).append(r)
+        elif r["level"] == 1:
+            nodes.setdefault(r["block"], []).append(r["blockptr"])
+    NODES[tree] = nodes
     return out
+
+
+NODES: dict[int, dict[int, list[int]]] = {}
 
 
 def types(items: list[dict]) -> collections.Counter:
@@ -176,6 +183,12 @@ def nameless(tree: dict[int, list[dict]], files: dict) -> list[int]:
     after = [b for b, items in tree.items() if b != own and any(r["key"][:2] == [ino, EXTENT_DATA] for r in items)]
     assert after, "big1's extents all in the leaf of its inode item"
     return sorted(set(out + [own]))
+
+
+def middle_node(tree: dict[int, list[dict]], files: dict) -> list[int]:
+    """A level-1 node in the middle of the tree (its leaves are lost with it)."""
+    nodes = list(NODES[TOP])
+    return [nodes[len(nodes) // 2]]
 
 
 def shared_leaf(tree: dict[int, list[dict]], files: dict, snap: dict[int, list[dict]]) -> list[int]:
@@ -266,6 +279,7 @@ CASES = {
     "extents-only": (False, extents_leaf),
     "nameless": (False, nameless),
     "snapshot-shared": (True, shared_leaf),
+    "node": (False, middle_node),
 }
 
 
@@ -294,7 +308,8 @@ def test_lost_leaf_recovered(case, bases, tmp_path):
     reference_checks(img)
     with fsbuild.attached([img]) as loops, mounted_retry(loops, ("ro",)) as mnt:
         got = subvolumes(Path(mnt), snapshot)
-    tally = assert_recovered(files, got, expected(trees, set(lost)))
+    lost_leaves = {c for b in lost for c in NODES[TOP].get(b, [b])}
+    tally = assert_recovered(files, got, expected(trees, lost_leaves))
     assert tally["rebuilt"], tally
     if case == "nameless":   # big1 had only extents left: it is in /lost+found under its number
         assert any(g["path"].startswith("lost+found/") for g in got[TOP].values())
