@@ -226,7 +226,8 @@ def expected(trees: dict[int, dict[int, list[dict]]], lost: set[int]) -> dict[in
     return out
 
 
-def assert_recovered(orig: dict[int, dict[int, dict]], got: dict[int, dict[int, dict]], exp: dict) -> collections.Counter:
+def assert_recovered(orig: dict[int, dict[int, dict]], got: dict[int, dict[int, dict]],
+                     exp: dict) -> collections.Counter:
     """Every inode that kept an item or a name is back with its type; regular files read back
     what their surviving extents hold and zeros elsewhere; untouched inodes read back whole."""
     tally = collections.Counter()
