@@ -82,19 +82,13 @@ static int guess_ftype(struct repair_ctx *r, const struct tree_root_ptr *root, u
 	return 0;
 }
 
-/* An inode whose items survived its inode item (or a subvolume's top
- * directory that names point into): a new inode item from those items, as
- * btrfs check makes it: the type its directory entry or its items say (the
- * top directory: a directory), mode 0755 or 0644, nlink its names, size its
- * entries' name lengths or the end of its last extent, nbytes its extents,
- * owner root, times now. */
-static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
+int repair_make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, uint8_t hint)
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	uint8_t item[sizeof(struct btrfs_inode_item)] = { 0 }, ftype = BTRFS_FT_UNKNOWN;
 	struct tree_root_ptr rp;
 	struct inode_counts c;
-	uint32_t mode = 0;
+	uint32_t mode = 0, perm;
 	int ret = link_inode_mode(r, root, ino, &mode);
 
 	if (ret != 0)
@@ -102,13 +96,16 @@ static int make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino)
 	if ((ret = trans_get_root(r->t, root, &rp)) || (ret = inode_count_items(r, &rp, ino, &c)) ||
 	    (ret = guess_ftype(r, &rp, ino, &ftype)))
 		return ret;
+	if (ftype_to_mode(hint))
+		ftype = hint;
 	if (ino == BTRFS_FIRST_FREE_OBJECTID)
 		ftype = BTRFS_FT_DIR;
 	else if (ftype == BTRFS_FT_UNKNOWN)
 		ftype = BTRFS_FT_REG_FILE;
 	if (c.names > UINT32_MAX)
 		return fs_error(r->fs, -EUCLEAN, "inode %" PRIu64 " has too many names", ino);
-	link_init_inode_item(r, item, ftype_to_mode(ftype) | (ftype == BTRFS_FT_DIR ? 0755 : 0644),
+	perm = ftype == BTRFS_FT_DIR ? 0755 : ftype == BTRFS_FT_SYMLINK ? 0777 : 0644;
+	link_init_inode_item(r, item, ftype_to_mode(ftype) | perm,
 			     (uint32_t)(c.names ? c.names : ino == BTRFS_FIRST_FREE_OBJECTID));
 	inode_set_size(item, ftype == BTRFS_FT_DIR ? c.dir_size : c.end);
 	inode_set_nbytes(item, c.bytes);
@@ -134,7 +131,8 @@ int repair_inode_items(struct repair_ctx *r)
 	while (r->found->counts[PR_INODE_ITEM_MISSING] &&
 	       (ret = repair_notes_next(r->found, NOTES_INODES, &rec)) == 1) {
 		const struct inode_fix *f = rec;
-		if (f->code == PR_INODE_ITEM_MISSING && (ret = make_inode_item(r, f->root, f->ino)) < 0)
+		if (f->code == PR_INODE_ITEM_MISSING &&
+		    (ret = repair_make_inode_item(r, f->root, f->ino, BTRFS_FT_UNKNOWN)) < 0)
 			return ret;
 	}
 	if (ret < 0)

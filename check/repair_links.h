@@ -102,6 +102,21 @@ int inode_count_items(struct repair_ctx *r, const struct tree_root_ptr *root, ui
  * that has no name left is linked into /lost+found. check/repair_recount.c. */
 int repair_inode_recount(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code);
 
+/* An inode whose items survived its inode item (or a subvolume's top
+ * directory that names point into, or an inode only a directory entry still
+ * names): a new inode item from those items, as btrfs check makes it: the
+ * type hint says (a BTRFS_FT_* type from a directory entry; BTRFS_FT_UNKNOWN:
+ * none), else the type its directory entry or its items say (the top
+ * directory: a directory), mode 0755, 0777 (symlinks) or 0644, nlink its names, size its
+ * entries' name lengths or the end of its last extent, nbytes its extents,
+ * owner root, times now. Nothing when it has an inode item. check/repair_inodes.c. */
+int repair_make_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, uint8_t hint);
+/* Inodes of root whose inode item was in a block the lost-blocks class
+ * dropped and that a surviving dir item or dir index names: an inode item
+ * made for each (repair_make_inode_item, the entry's type as hint).
+ * check/repair_lost_inodes.c. */
+int repair_lost_named_inodes(struct repair_ctx *r, uint64_t root);
+
 /* Without the no-holes feature: an explicit hole file extent for each range
  * up to the size (rounded up to a sector) that no file extent covers, as the
  * kernel would have written. check/repair_holes.c. */

@@ -12,6 +12,7 @@
 
 #include "check/fs_lost.h"
 #include "check/repair.h"
+#include "check/repair_links.h"
 #include <btk/block.h>
 #include <btk/walk.h>
 
@@ -117,8 +118,10 @@ static int drop_in_tree(struct repair_ctx *r, uint64_t root)
 	}
 	if (!ret && f.n < bad)
 		r->left += bad - f.n;
-	if (!ret && f.n)
+	if (!ret && f.n) {
 		say_lost_ranges(r, root);
+		ret = repair_lost_named_inodes(r, root);
+	}
 	free(f.v);
 	return ret;
 }
