@@ -161,6 +161,16 @@ def drop_mkfs_leftovers(images) -> int:
     return len(keys)
 
 
+def mkfs(images, *opts, tool="mkfs.btrfs", check=True) -> subprocess.CompletedProcess:
+    """mkfs.btrfs (or tool) OPTS IMAGES, then without what only an old mkfs leaves
+    (drop_mkfs_leftovers): a fixture is what a current mkfs makes."""
+    images = [str(i) for i in images]
+    p = run([tool, *opts, *images], check=check)
+    if p.returncode == 0:
+        drop_mkfs_leftovers(images)
+    return p
+
+
 # ---------------------------------------------------------------- loop devices and mounts
 
 _FSID_LOCKS = threading.local()
@@ -408,7 +418,7 @@ def leave_log_tree(mnt: Path, images: list[Path], dest: list[Path]):
 def recipe_key(r: Recipe) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(dataclasses.asdict(r), sort_keys=True).encode())
-    for fn in (populate, leave_log_tree, _write, _clone_range, _build_into, drop_mkfs_leftovers):
+    for fn in (populate, leave_log_tree, _write, _clone_range, _build_into, mkfs, drop_mkfs_leftovers):
         h.update(inspect.getsource(fn).encode())
     h.update(str(BUILD_FORMAT).encode())
     h.update(mkfs_version().encode())
@@ -420,8 +430,7 @@ def _build_into(r: Recipe, tmp: Path):
     for img in images:
         with open(img, "wb") as f:
             f.truncate(r.dev_size)
-    run(["mkfs.btrfs", "-f", "-q", *r.mkfs, *images])
-    drop_mkfs_leftovers(images)
+    mkfs(images, "-f", "-q", *r.mkfs)
     if not r.populate:
         return
     # a log tree only survives in a copy taken while mounted: then work on other files
