@@ -138,7 +138,8 @@ static const struct repair_class classes[] = {
 	  /* device bytes_used from dev extents that are themselves wrong would be no better */
 	  { PR_CHUNK_NO_DEV_EXTENT, PR_DEV_EXTENT_NO_CHUNK, PR_DEV_EXTENT_MISMATCH, PR_DEV_EXTENT_BEYOND_DEVICE }, true },
 	{ "free-space-tree", "Rebuild the free-space tree from the extent tree (and clear the v1 space cache)",
-	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN, PR_BGT_NO_FST }, true, fst_forced,
+	  { PR_FREE_SPACE_MISMATCH, PR_FREE_SPACE_INFO_COUNT, PR_FREE_SPACE_ORPHAN, PR_BGT_NO_FST,
+	    PR_FREE_SPACE_LEFTOVER }, true, fst_forced,
 	  repair_free_space_tree, { 0 }, true },
 	/* before csums: the check runs again after it and finds the checksums the data now lacks */
 	{ "compressed-nodatasum", "Clear nodatasum on files with compressed extents that decompress whole (their "

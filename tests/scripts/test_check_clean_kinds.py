@@ -36,7 +36,7 @@ def make(tmp: Path, mkfs=(), script: str = "", after=()) -> Path:
     img = tmp / "img"
     with open(img, "wb") as f:
         f.truncate(384 * MiB)
-    fsbuild.run([progs("mkfs.btrfs"), "-q", "-f", *mkfs, img])
+    fsbuild.mkfs([img], "-q", "-f", *mkfs, tool=progs("mkfs.btrfs"))
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
         sh(mnt, script)
         fsbuild.run(["sync", "-f", mnt])
@@ -52,7 +52,7 @@ def make_crash(tmp: Path, mkfs=(), script: str = "", size: int = 384 * MiB, work
     img, copy = (work or tmp) / "img", tmp / "crash.img"
     with open(img, "wb") as f:
         f.truncate(size)
-    fsbuild.run([progs("mkfs.btrfs"), "-q", "-f", *mkfs, img])
+    fsbuild.mkfs([img], "-q", "-f", *mkfs, tool=progs("mkfs.btrfs"))
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops, ("commit=300",)) as mnt:
         sh(mnt, script)
         fsbuild.run(["cp", "--sparse=always", img, copy])

@@ -58,7 +58,7 @@ def test_outdated_root_item(tmp_path, tree, grow, lost):
     img = tmp_path / "img"
     with open(img, "wb") as f:
         f.truncate(256 * MiB)
-    fsbuild.run([progs("mkfs.btrfs"), "-q", "-f", "-n", "4k", img])
+    fsbuild.mkfs([img], "-q", "-f", "-n", "4k", tool=progs("mkfs.btrfs"))
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
         fsbuild.run(["btrfs", "subvolume", "create", mnt / "sv"])
         write_files(mnt / "sv", [f"a{i}" for i in range(4 if grow else 40)])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import fsbuild
 from conftest import btk_path, parse_jsonl, run_btk, skip_or_fail
 
 # vol: 3 directories of 500 files (4 KiB nodes: many leaves), a hard link
@@ -57,6 +58,7 @@ def image(tmp_path_factory):
     p = subprocess.run(["bash", "-c", BUILD, "build", str(img)], capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         skip_or_fail(f"cannot build the snapshot image: {p.stderr[-2000:]}")
+    fsbuild.drop_mkfs_leftovers([img])
     return img
 
 

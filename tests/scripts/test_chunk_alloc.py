@@ -45,7 +45,7 @@ def make_fs(tmp_path, ndev: int, size: int, mkfs) -> list:
         with open(d, "wb") as f:
             f.truncate(size)
         devs.append(d)
-    fsbuild.run(["mkfs.btrfs", "-q", "-f", *mkfs, *devs])
+    fsbuild.mkfs(devs, "-q", "-f", *mkfs)
     return devs
 
 

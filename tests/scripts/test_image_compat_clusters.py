@@ -40,7 +40,7 @@ def test_btk_restores_a_btrfs_image_dump_with_stale_cluster_entries(tmp_path):
         skip_or_fail("btrfs-image (btrfs-progs) is not installed")
     img = tmp_path / "fs.img"
     fsbuild.run(["truncate", "-s", "128M", str(img)])
-    fsbuild.run(["mkfs.btrfs", "-q", "-f", "-n", "4k", str(img)])
+    fsbuild.mkfs([img], "-q", "-f", "-n", "4k")
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
         for r in range(4):      # 4 commits, each rewriting half the directories: scattered blocks
             for d in range(16):

@@ -45,7 +45,7 @@ def test_sanitized_compressed_rootdir_checks_clean(tmp_path, alg):
     _rootdir(root)
     img = tmp_path / "fs.img"
     fsbuild.run(["truncate", "-s", "128M", str(img)])
-    p = fsbuild.run(["mkfs.btrfs", "-q", "-f", "--rootdir", str(root), "--compress", alg, str(img)], check=False)
+    p = fsbuild.mkfs([img], "-q", "-f", "--rootdir", str(root), "--compress", alg, check=False)
     if p.returncode:
         pytest.skip(f"mkfs.btrfs --rootdir --compress {alg} is not supported: {p.stderr.strip()[-200:]}")
     assert _compressed_inline(img) >= 30, "mkfs wrote no compressed inline extents"

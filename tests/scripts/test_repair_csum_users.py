@@ -112,7 +112,7 @@ def test_rebuild_csum_tree_names_the_files_of_unreadable_data(tmp_path):
     for img, size in ((inner, 128 << 20), (outer, 256 << 20)):
         with open(img, "wb") as f:
             f.truncate(size)
-        fsbuild.run(["mkfs.btrfs", "-q", "-f", img])
+        fsbuild.mkfs([img], "-q", "-f")
     with fsbuild.attached([inner]) as loops, mounted_retry(loops) as mnt:
         os.mkdir(os.path.join(mnt, "dir"))
         with open(os.path.join(mnt, "dir", "data"), "wb") as f:

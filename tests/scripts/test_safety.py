@@ -247,7 +247,7 @@ def many_files_image() -> Path:
     built once and cached. Four writers, one per quarter of the directories: the kernel's
     work on two cores instead of one (the set of files is the same; their inode numbers
     are not)."""
-    d = fsbuild.cache_root() / f"many-files-{MANY_FILES}"
+    d = fsbuild.cache_root() / f"many-files-{MANY_FILES}-v2"     # v2: without mkfs' leftovers
     img = d / "dev0.img"
     d.mkdir(parents=True, exist_ok=True)
     with open(d / ".lock", "w") as lock:
@@ -257,7 +257,7 @@ def many_files_image() -> Path:
         tmp = d / "dev0.img.tmp"
         with open(tmp, "wb") as f:
             f.truncate(1024 * MiB)
-        run(["mkfs.btrfs", "-q", "-f", tmp])
+        fsbuild.mkfs([tmp], "-q", "-f")
         with attached([tmp]) as loops, mounted(loops) as mnt:
             with ThreadPoolExecutor(4) as ex:
                 list(ex.map(lambda k: fill_dirs(mnt, range(k, MANY_FILES // 250, 4)), range(4)))

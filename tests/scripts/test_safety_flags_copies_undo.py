@@ -49,7 +49,7 @@ def set_bits(devs, field: str, bits: int):
 
 def mkfs_sparse(img: Path, size: str, *opts) -> subprocess.CompletedProcess:
     subprocess.run(["truncate", "-s", size, str(img)], check=True)
-    return subprocess.run(["mkfs.btrfs", "-q", "-f", *opts, str(img)], capture_output=True, text=True)
+    return fsbuild.mkfs([img], "-q", "-f", *opts, check=False)
 
 
 def copy_of(name: str, tmp_path: Path) -> list[Path]:
@@ -313,7 +313,7 @@ def test_btrfs_image_restore_checks_clean_and_repair_mounts(tmp_path):
     for i in range(20):
         (root / "dir" / f"f{i}").write_bytes(os.urandom(65536))
     subprocess.run(["truncate", "-s", "300M", str(src)], check=True)
-    fsbuild.run(["mkfs.btrfs", "-q", "-f", "--rootdir", str(root), str(src)])
+    fsbuild.mkfs([src], "-q", "-f", "--rootdir", str(root))
     dump, img = tmp_path / "fs.dump", tmp_path / "restored.img"
     fsbuild.run(["btrfs-image", str(src), str(dump)])
     fsbuild.run(["btrfs-image", "-r", str(dump), str(img)])

@@ -24,7 +24,7 @@ def _populate(mnt, prefix: str, count: int, step: int):
 
 def _make_seed(path, files: int):
     fsbuild.run(["truncate", "-s", "512M", str(path)])
-    fsbuild.run(["mkfs.btrfs", "-q", "-f", "-m", "dup", str(path)])
+    fsbuild.mkfs([path], "-q", "-f", "-m", "dup")
     with fsbuild.attached([path]) as loops, fsbuild.mounted(loops) as mnt:
         _populate(mnt, "f", files, 7000)
         fsbuild.run(["btrfs", "subvolume", "create", str(mnt / "sv")])

@@ -26,7 +26,7 @@ import crash
 import oracle
 import xattrs
 from conftest import require_kernel, run_btk
-from fsbuild import MiB, attached, mounted, run
+from fsbuild import MiB, attached, mkfs, mounted, run
 
 VOL, SNAP, SNAP2 = 256, 257, 258
 
@@ -38,7 +38,7 @@ def snapshots_fs(root: str, quota: bool) -> tuple[Path, dict[str, str]]:
     img = Path(root) / ("snapshots-quota.img" if quota else "snapshots.img")
     with open(img, "wb") as f:
         f.truncate(512 * MiB)
-    run(["mkfs.btrfs", "-q", "-f", "-n", "4k", img])
+    mkfs([img], "-q", "-f", "-n", "4k")
     with attached([img]) as loops, mounted(loops) as mnt:
         if quota:
             run(["btrfs", "quota", "enable", mnt])

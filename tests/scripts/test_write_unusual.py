@@ -99,7 +99,7 @@ def _full_fs(tmp_path) -> Path:
     img = tmp_path / "full.img"
     with open(img, "wb") as f:
         f.truncate(256 << 20)
-    fsbuild.run(["mkfs.btrfs", "-f", "-q", "-m", "dup", "-d", "single", "--rootdir", root, "--shrink", img])
+    fsbuild.mkfs([img], "-f", "-q", "-m", "dup", "-d", "single", "--rootdir", root, "--shrink")
     return img
 
 

@@ -27,6 +27,8 @@ from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(REPO / "tests" / "scripts"))
+import fsbuild  # noqa: E402  (the suite's filesystem builder)
 BUILD = Path(os.environ.get("BTK_BUILD_DIR") or REPO / "build")
 CORRUPT = BUILD / "tests" / "tools" / "btk-corrupt"
 MiB = 1 << 20
@@ -68,6 +70,8 @@ def mkfs_base(img: Path, opts: list[str], nfiles: int):
         with open(img, "wb") as f:
             f.truncate(SIZE)
         run(["mkfs.btrfs", "-q", "-f", "-U", FSID, *opts, "--rootdir", d, "--subvol", "rw:sv", img])
+    # what a current mkfs makes: without the free-space items of mkfs' temporary chunks
+    fsbuild.drop_mkfs_leftovers([img])
 
 
 def snap_base(img: Path, opts: list[str], nfiles: int):
