@@ -394,6 +394,28 @@ static unsigned level_fit(struct fs_info *fs, const uint8_t *buf, unsigned level
 	return fit;
 }
 
+/* A node whose header names another node level than its parent: the header
+ * is wrong only if its first child is of the level below the parent's (read
+ * as is: no salvage may bend the child to the question). */
+static bool children_fit_level(struct fs_info *fs, const uint8_t *buf, unsigned want, block_child_key_fn read_child_key)
+{
+	uint32_t n = header_nritems(buf), max = (fs->nodesize - HDR) / KPTR;
+	struct btrfs_key k;
+	bool was, fits;
+
+	for (uint32_t i = 0; read_child_key && i < n && i < max; i++) {
+		if (!ptr_plausible(fs, node_key_ptr(buf, i)))
+			continue;
+		was = fs_set_salvage(fs, false);
+		fits = read_child_key(fs, node_key_ptr(buf, i), want - 1, &k) == 0;
+		fs_set_salvage(fs, was);
+		if (!fits)
+			btk_error_clear();
+		return fits;
+	}
+	return false;
+}
+
 int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
 		       block_child_key_fn read_child_key, struct block_salvage *s)
 {
@@ -422,7 +444,8 @@ int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const 
 		want = (unsigned)e->level;
 		/* a block that is what its header says and not what the parent
 		 * says: the parent would be wrong, and that is not mended here */
-		if (level_fit(fs, buf, want) == 0 || level_fit(fs, buf, want) < level_fit(fs, buf, level))
+		if (level_fit(fs, buf, want) == 0 || level_fit(fs, buf, want) < level_fit(fs, buf, level) ||
+		    (want && level && !children_fit_level(fs, buf, want, read_child_key)))
 			return -EUCLEAN;
 		s->what |= SALVAGE_LEVEL;
 		header_set_level(buf, (uint8_t)want);
