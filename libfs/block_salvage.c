@@ -244,11 +244,56 @@ static unsigned leaf_keep(struct fs_info *fs, const uint8_t *buf, struct entry *
 	return kept;
 }
 
-/* Sort by key; drop duplicates and keys outside (lo, hi). */
-static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, struct block_salvage *s)
+/* Whether the keys of v rise strictly leaving out slot skip. */
+static bool rises_without(const struct entry *v, unsigned n, unsigned skip)
 {
-	unsigned kept = 0;
+	const struct btrfs_key *prev = NULL;
 
+	for (unsigned i = 0; i < n; i++) {
+		if (i == skip)
+			continue;
+		if (prev && key_compare(prev, &v[i].key) >= 0)
+			return false;
+		prev = &v[i].key;
+	}
+	return true;
+}
+
+/* A leaf whose keys rise but at one slot, and only leaving out that slot
+ * (not its neighbour) makes them rise: that key is what was damaged, not
+ * where the item sits (sorting would keep it under a key it never had).
+ * Two neighbours out of order with each other are a swap: sorted. The slot
+ * to drop, or n. */
+static unsigned lone_key_out_of_order(const struct entry *v, unsigned n)
+{
+	unsigned at = n, descents = 0;
+	bool drop_left, drop_right;
+
+	for (unsigned i = 1; i < n; i++)
+		if (key_compare(&v[i - 1].key, &v[i].key) >= 0) {
+			descents++;
+			at = i;
+		}
+	if (descents != 1)
+		return n;
+	drop_left = rises_without(v, n, at - 1);
+	drop_right = rises_without(v, n, at);
+	return drop_left == drop_right ? n : drop_left ? at - 1 : at;
+}
+
+/* Sort by key; drop duplicates and keys outside (lo, hi); in a leaf, drop a
+ * lone key out of order (lone_key_out_of_order). */
+static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, bool leaf,
+			   struct block_salvage *s)
+{
+	unsigned kept = 0, lone = leaf ? lone_key_out_of_order(v, n) : n;
+
+	if (lone < n) {
+		s->what |= SALVAGE_KEY_ORDER;
+		note_drop(s, &v[lone].key, true);
+		memmove(&v[lone], &v[lone + 1], (n - lone - 1) * sizeof(*v));
+		n--;
+	}
 	for (unsigned i = 1; i < n; i++)
 		if (key_compare(&v[i - 1].key, &v[i].key) >= 0)
 			s->what |= SALVAGE_KEY_ORDER;
@@ -292,7 +337,7 @@ static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_exp
 		v[i].slot = i;
 	}
 	n = leaf_keep(fs, buf, v, n, s);
-	n = keys_order(v, n, e, s);
+	n = keys_order(v, n, e, true, s);
 	memcpy(out, buf, HDR);
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t *it = leaf_item(out, i);
@@ -363,7 +408,7 @@ static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_exp
 			s->what |= SALVAGE_KEY_ORDER;
 		}
 	}
-	kept = keys_order(v, kept, e, s);
+	kept = keys_order(v, kept, e, false, s);
 	for (uint32_t i = 0; i < kept; i++)
 		memcpy(node_key_ptr(buf, i), v[i].raw, KPTR);
 	memset(node_key_ptr(buf, kept), 0, (size_t)(max - kept) * KPTR);
