@@ -312,6 +312,31 @@ static unsigned keys_order(struct entry *v, unsigned n, const struct block_expec
 	return kept;
 }
 
+/* Two neighbouring keys out of order with each other while the items' data
+ * lie in slot order (the second item's right below the first's): the keys
+ * were swapped, not the items, so the keys go back (sorting would give each
+ * item the other's data). Only where each then fits its data's size and
+ * both fit between their neighbours. */
+static void swap_keys_back(struct entry *v, unsigned n, const uint8_t *data, uint32_t area, uint16_t csum_size,
+			   struct block_salvage *s)
+{
+	for (unsigned i = 0; i + 1 < n; i++) {
+		struct btrfs_key k = v[i].key;
+		if (key_compare(&v[i].key, &v[i + 1].key) <= 0 || (uint64_t)v[i].off + v[i].size > area ||
+		    v[i + 1].off + (uint64_t)v[i + 1].size != v[i].off)
+			continue;
+		if ((i > 0 && key_compare(&v[i - 1].key, &v[i + 1].key) >= 0) ||
+		    (i + 2 < n && key_compare(&v[i].key, &v[i + 2].key) >= 0))
+			continue;
+		if (!item_fits_type(&v[i + 1].key, data + v[i].off, v[i].size, csum_size) ||
+		    !item_fits_type(&v[i].key, data + v[i + 1].off, v[i + 1].size, csum_size))
+			continue;
+		v[i].key = v[i + 1].key;
+		v[i + 1].key = k;
+		s->what |= SALVAGE_KEY_ORDER;
+	}
+}
+
 static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_expect *e, struct block_salvage *s)
 {
 	uint32_t area = fs->nodesize - HDR, n = header_nritems(buf), end = area;
@@ -336,6 +361,7 @@ static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_exp
 		v[i].size = item_size(it);
 		v[i].slot = i;
 	}
+	swap_keys_back(v, n, buf + HDR, area, fs->csum_size, s);
 	n = leaf_keep(fs, buf, v, n, s);
 	n = keys_order(v, n, e, true, s);
 	memcpy(out, buf, HDR);
