@@ -281,14 +281,54 @@ static unsigned lone_key_out_of_order(const struct entry *v, unsigned n)
 	return drop_left == drop_right ? n : drop_left ? at - 1 : at;
 }
 
-/* Sort by key; drop duplicates and keys outside (lo, hi); in a leaf, drop a
- * lone key out of order (lone_key_out_of_order). */
+/* Whether k fits at slot j of v in place of its key. */
+static bool key_fits_at(const struct entry *v, unsigned n, unsigned j, const struct btrfs_key *k)
+{
+	return (j == 0 || key_compare(&v[j - 1].key, k) < 0) && (j + 1 >= n || key_compare(k, &v[j + 1].key) < 0);
+}
+
+/* A lone key out of order next to keys of its own type: keys of one type
+ * that lie together share their objectid mostly (a directory's entries, a
+ * file's extents, the chunk items), so the objectid a neighbour of that type
+ * has (both, when they agree, also in type) is tried for the damaged one.
+ * true when that puts the key in order. */
+static bool lone_key_from_neighbours(struct entry *v, unsigned n, unsigned j)
+{
+	struct btrfs_key k = v[j].key;
+	const struct entry *nb[2] = { j > 0 ? &v[j - 1] : NULL, j + 1 < n ? &v[j + 1] : NULL };
+
+	if (nb[0] && nb[1] && nb[0]->key.objectid == nb[1]->key.objectid && nb[0]->key.type == nb[1]->key.type) {
+		k.objectid = nb[0]->key.objectid;
+		if (!key_fits_at(v, n, j, &k))
+			k.type = nb[0]->key.type;
+		if (key_fits_at(v, n, j, &k)) {
+			v[j].key = k;
+			return true;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		k = v[j].key;
+		if (!nb[i] || nb[i]->key.type != k.type)
+			continue;
+		k.objectid = nb[i]->key.objectid;
+		if (key_fits_at(v, n, j, &k)) {
+			v[j].key = k;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Sort by key; drop duplicates and keys outside (lo, hi); in a leaf, mend or
+ * drop a lone key out of order (lone_key_out_of_order). */
 static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, bool leaf,
 			   struct block_salvage *s)
 {
 	unsigned kept = 0, lone = leaf ? lone_key_out_of_order(v, n) : n;
 
-	if (lone < n) {
+	if (lone < n && lone_key_from_neighbours(v, n, lone)) {
+		s->what |= SALVAGE_KEY_ORDER;
+	} else if (lone < n) {
 		s->what |= SALVAGE_KEY_ORDER;
 		note_drop(s, &v[lone].key, true);
 		memmove(&v[lone], &v[lone + 1], (n - lone - 1) * sizeof(*v));
