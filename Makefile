@@ -127,7 +127,7 @@ check: all unit
 	scripts/api-check
 	@set -e; [ "$(UNIT_RUN)" = no ] || for t in $(UNIT_BINS); do echo "== $$t"; \
 		timeout $(UNIT_TIMEOUT) $$t --jobs 2 --short-filename; done
-	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) tests/scripts $(PYTEST_SKIP_FUZZ) $(PYTEST_ARGS)
+	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q --durations=15 $(PYTEST_JOBS) tests/scripts $(PYTEST_SKIP_FUZZ) $(PYTEST_ARGS)
 
 # The same suite built with ASan + UBSan in build-asan/, minus the tests marked slow
 # (crash replays, big images, packaging: they exercise the reference tools or the
@@ -136,14 +136,15 @@ check: all unit
 check-asan:
 	$(MAKE) B=build-asan SANITIZE=yes FUZZ_REPLAY=yes check PYTEST_ARGS="-m 'not slow and not no_sanitize' $(PYTEST_ARGS)"
 
-# The unit tests memcheck runs: those of code whose bytes reach a disk, an
-# image or a spill file (tree building, transactions, the I/O stack, undo,
-# write log, image writers, sorting spills). Memcheck's uninitialised-byte
-# tracking, which ASan lacks, guards exactly what is written; each process
-# costs it ~1.5 s of start-up, so the read-only tests are left to the
-# ASan + UBSan pass, which runs every unit test.
+# The unit tests memcheck runs: those of code whose bytes reach a disk or an
+# image (tree building, transactions, the I/O stack, undo,
+# write log, image writers). Memcheck's uninitialised-byte tracking, which
+# ASan lacks, guards exactly what is written; each process costs it ~1.5 s of
+# start-up, so the read-only tests are left to the ASan + UBSan pass, which
+# runs every unit test. The sorter's spill files (recsort) are left there too:
+# only the sorter reads them back, and it cost memcheck two minutes.
 VALGRIND_UNITS := backref block block_salvage chunk_alloc csum_tree ctree_ops ctree_split fmt_btrfs_image \
-	free_space_tree io io_batch leaf_build recsort restore_held sanitize super trans trans_drop undo \
+	free_space_tree io io_batch leaf_build restore_held sanitize super trans trans_drop undo \
 	uuid_tree wlog
 VALGRIND_UNIT_BINS := $(patsubst %,$(B)/tests/unit/test_%,$(VALGRIND_UNITS))
 $(if $(filter-out $(UNIT_SRC),$(patsubst %,tests/unit/test_%.c,$(VALGRIND_UNITS))),\
