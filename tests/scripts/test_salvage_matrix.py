@@ -158,6 +158,8 @@ CELLS = [
     ("fst", "swapkey"), ("fst", "size"), ("uuid", "swap"), ("uuid", "transid"),
     ("fs-first", "raise"), ("fs-later", "offset"), ("fs-node", "swap"), ("fs-shared", "swapkey"),
     ("fs-shared", "nritems"), ("fs-later", "level"),
+    # a lone key mended from its neighbours, keys swapped back to their data
+    ("chunk", "raise"), ("chunk", "swapkey"), ("dev", "raise"), ("root-first", "swapkey"), ("root-last", "swapkey"),
 ]
 FAST = {("extent-second", "swap"), ("root-node", "transid"), ("chunk", "offset")}
 
