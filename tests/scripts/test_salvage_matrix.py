@@ -161,7 +161,7 @@ CELLS = [
     # a lone key mended from its neighbours, keys swapped back to their data
     ("chunk", "raise"), ("chunk", "swapkey"), ("dev", "raise"), ("root-first", "swapkey"), ("root-last", "swapkey"),
 ]
-FAST = {("extent-second", "swap"), ("root-node", "transid"), ("chunk", "offset")}
+FAST = {("extent-second", "swap"), ("chunk", "offset")}
 
 
 def check_ids(devs) -> tuple[int, list[str]]:
