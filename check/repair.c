@@ -358,7 +358,8 @@ static void mark_class_fixed(const struct repair_class *c, const struct check_ct
 
 /* The root-items class keeps every block the check found in use without an
  * extent item from the allocator (they are mostly the stale tree's): those
- * do not make it unsafe. */
+ * do not make it unsafe. Nor do unreadable roots (class_blocker): pointing
+ * a root item at its tree's real root is what makes that tree readable. */
 static bool class_keeps_unallocated(const struct repair_class *c, enum problem_code code)
 {
 	return c->run == repair_root_items && code == PR_TREE_BLOCK_NOT_ALLOCATED;
@@ -386,6 +387,7 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 		    !salvage_tolerates(c, transaction_blockers[i]) &&
 		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
 		    !(c->run == repair_root_generations && transaction_blockers[i] == PR_TREE_ROOT_UNREADABLE) &&
+		    !(c->run == repair_root_items && is_unreadable_code(transaction_blockers[i])) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
 	for (unsigned i = 0; i < MAX_BLOCKERS && c->blockers[i]; i++)

@@ -3,8 +3,11 @@
  * block of its top level whose extent item carries a tree-block reference
  * from the tree: when a root item points elsewhere and that block is newer,
  * the root item is stale (a lost update; btrfs check calls it outdated and
- * its repair points the item at that block). Memory: one entry per live
- * subvolume. */
+ * its repair points the item at that block). A root item whose block does
+ * not read as a root of its tree (zeroed space, another tree's block) is
+ * pointed there too, whatever the generations say: subvolumes and the
+ * global trees other than the three the extent tree itself hangs on.
+ * Memory: one entry per live tree. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -33,13 +36,21 @@ struct scan {
 	int level;                 /* -1: not a tree block */
 };
 
+/* The trees whose root block the extent tree's references tell: not the
+ * root, extent and chunk trees (the extent tree is read through them), nor
+ * the log and relocation trees (not referenced as a tree's own). */
+static bool root_is_found_by_refs(uint64_t id)
+{
+	return key_is_subvolume_id(id) || (id > BTRFS_CHUNK_TREE_OBJECTID && id < BTRFS_FIRST_FREE_OBJECTID);
+}
+
 static int add_root(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct scan *s = arg;
 	struct tree_root_ptr r;
 	struct root_seen *v;
 
-	if (k->type != BTRFS_ROOT_ITEM_KEY || !key_is_subvolume_id(k->objectid) ||
+	if (k->type != BTRFS_ROOT_ITEM_KEY || !root_is_found_by_refs(k->objectid) ||
 	    !root_ptr_from_item(k->objectid, d, size, &r) || root_item_refs(d) == 0 ||
 	    root_item_drop_progress(d, size).key.objectid)
 		return 0;
@@ -159,6 +170,25 @@ static uint64_t stale_generation(struct fs_info *fs, const struct root_fix *f)
 	return gen;
 }
 
+/* Whether the root item's block reads as a root of its tree: the owner,
+ * level and generation the item names, as it is on disk. */
+static bool root_block_reads(struct fs_info *fs, const struct root_fix *f)
+{
+	struct block_expect e = { .generation = f->generation, .level = f->level, .owner = f->key.objectid };
+	struct tree_block *b;
+
+	bool reads;
+
+	if (block_read(fs, f->bytenr, &e, &b)) {
+		btk_error_clear();
+		return false;
+	}
+	/* a salvaged view was weighed against a parent, not against its owner */
+	reads = !b->salvaged && block_owner(b) == f->key.objectid;
+	block_put(fs, b);
+	return reads;
+}
+
 int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct root_fix *f), void *arg)
 {
 	struct scan s = { .level = -1 };
@@ -175,8 +205,10 @@ int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct roo
 	/* only a root block the extent tree no longer holds is taken for stale */
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct root_seen *r = &s.v[i];
-		if (r->at_best == 1 && !r->allocated && r->f.new_bytenr != r->f.bytenr &&
-		    r->f.new_generation > stale_generation(fs, &r->f) && r->f.new_level >= r->f.level)
+		if (r->at_best != 1 || r->f.new_bytenr == r->f.bytenr)
+			continue;
+		if ((!r->allocated && r->f.new_generation > stale_generation(fs, &r->f) &&
+		     r->f.new_level >= r->f.level) || !root_block_reads(fs, &r->f))
 			ret = fn(arg, &r->f);
 	}
 	free(s.by_bytenr);
@@ -195,8 +227,9 @@ static int report_outdated(void *arg, const struct root_fix *f)
 
 int check_root_items(struct check_ctx *ctx)
 {
-	/* a stale root item leaves its tree's newer blocks unreferenced: only then looked for */
-	if (!ctx->counts[PR_TREE_BLOCK_LEAKED])
+	/* a stale or misdirected root item leaves its tree's blocks unreferenced (or
+	 * its root unreadable): only then looked for */
+	if (!ctx->counts[PR_TREE_BLOCK_LEAKED] && !ctx->counts[PR_TREE_ROOT_UNREADABLE])
 		return 0;
 	return root_outdated_each(ctx->fs, report_outdated, ctx);
 }

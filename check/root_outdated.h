@@ -19,8 +19,10 @@ struct root_fix {
 
 /* Call fn for every live subvolume root item whose root block the extent
  * tree no longer holds and is not the one block of the tree's top level the
- * extent tree holds, that block being newer; fn's nonzero value stops. 0,
- * fn's value or -errno. */
+ * extent tree holds, that block being newer; and for every root item (the
+ * global trees' too, but the root, extent and chunk trees') whose block does
+ * not read as its tree's root while the extent tree names one other. fn's
+ * nonzero value stops. 0, fn's value or -errno. */
 int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct root_fix *f), void *arg);
 
 #endif

@@ -244,11 +244,96 @@ static unsigned leaf_keep(struct fs_info *fs, const uint8_t *buf, struct entry *
 	return kept;
 }
 
-/* Sort by key; drop duplicates and keys outside (lo, hi). */
-static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, struct block_salvage *s)
+/* Whether the keys of v rise strictly leaving out slot skip. */
+static bool rises_without(const struct entry *v, unsigned n, unsigned skip)
 {
-	unsigned kept = 0;
+	const struct btrfs_key *prev = NULL;
 
+	for (unsigned i = 0; i < n; i++) {
+		if (i == skip)
+			continue;
+		if (prev && key_compare(prev, &v[i].key) >= 0)
+			return false;
+		prev = &v[i].key;
+	}
+	return true;
+}
+
+/* A leaf whose keys rise but at one slot, and only leaving out that slot
+ * (not its neighbour) makes them rise: that key is what was damaged, not
+ * where the item sits (sorting would keep it under a key it never had).
+ * Two neighbours out of order with each other are a swap: sorted. The slot
+ * to drop, or n. */
+static unsigned lone_key_out_of_order(const struct entry *v, unsigned n)
+{
+	unsigned at = n, descents = 0;
+	bool drop_left, drop_right;
+
+	for (unsigned i = 1; i < n; i++)
+		if (key_compare(&v[i - 1].key, &v[i].key) >= 0) {
+			descents++;
+			at = i;
+		}
+	if (descents != 1)
+		return n;
+	drop_left = rises_without(v, n, at - 1);
+	drop_right = rises_without(v, n, at);
+	return drop_left == drop_right ? n : drop_left ? at - 1 : at;
+}
+
+/* Whether k fits at slot j of v in place of its key. */
+static bool key_fits_at(const struct entry *v, unsigned n, unsigned j, const struct btrfs_key *k)
+{
+	return (j == 0 || key_compare(&v[j - 1].key, k) < 0) && (j + 1 >= n || key_compare(k, &v[j + 1].key) < 0);
+}
+
+/* A lone key out of order next to keys of its own type: keys of one type
+ * that lie together share their objectid mostly (a directory's entries, a
+ * file's extents, the chunk items), so the objectid a neighbour of that type
+ * has (both, when they agree, also in type) is tried for the damaged one.
+ * true when that puts the key in order. */
+static bool lone_key_from_neighbours(struct entry *v, unsigned n, unsigned j)
+{
+	struct btrfs_key k = v[j].key;
+	const struct entry *nb[2] = { j > 0 ? &v[j - 1] : NULL, j + 1 < n ? &v[j + 1] : NULL };
+
+	if (nb[0] && nb[1] && nb[0]->key.objectid == nb[1]->key.objectid && nb[0]->key.type == nb[1]->key.type) {
+		k.objectid = nb[0]->key.objectid;
+		if (!key_fits_at(v, n, j, &k))
+			k.type = nb[0]->key.type;
+		if (key_fits_at(v, n, j, &k)) {
+			v[j].key = k;
+			return true;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		k = v[j].key;
+		if (!nb[i] || nb[i]->key.type != k.type)
+			continue;
+		k.objectid = nb[i]->key.objectid;
+		if (key_fits_at(v, n, j, &k)) {
+			v[j].key = k;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Sort by key; drop duplicates and keys outside (lo, hi); in a leaf, mend or
+ * drop a lone key out of order (lone_key_out_of_order). */
+static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, bool leaf,
+			   struct block_salvage *s)
+{
+	unsigned kept = 0, lone = leaf ? lone_key_out_of_order(v, n) : n;
+
+	if (lone < n && lone_key_from_neighbours(v, n, lone)) {
+		s->what |= SALVAGE_KEY_ORDER;
+	} else if (lone < n) {
+		s->what |= SALVAGE_KEY_ORDER;
+		note_drop(s, &v[lone].key, true);
+		memmove(&v[lone], &v[lone + 1], (n - lone - 1) * sizeof(*v));
+		n--;
+	}
 	for (unsigned i = 1; i < n; i++)
 		if (key_compare(&v[i - 1].key, &v[i].key) >= 0)
 			s->what |= SALVAGE_KEY_ORDER;
@@ -265,6 +350,31 @@ static unsigned keys_order(struct entry *v, unsigned n, const struct block_expec
 		v[kept++] = v[i];
 	}
 	return kept;
+}
+
+/* Two neighbouring keys out of order with each other while the items' data
+ * lie in slot order (the second item's right below the first's): the keys
+ * were swapped, not the items, so the keys go back (sorting would give each
+ * item the other's data). Only where each then fits its data's size and
+ * both fit between their neighbours. */
+static void swap_keys_back(struct entry *v, unsigned n, const uint8_t *data, uint32_t area, uint16_t csum_size,
+			   struct block_salvage *s)
+{
+	for (unsigned i = 0; i + 1 < n; i++) {
+		struct btrfs_key k = v[i].key;
+		if (key_compare(&v[i].key, &v[i + 1].key) <= 0 || (uint64_t)v[i].off + v[i].size > area ||
+		    v[i + 1].off + (uint64_t)v[i + 1].size != v[i].off)
+			continue;
+		if ((i > 0 && key_compare(&v[i - 1].key, &v[i + 1].key) >= 0) ||
+		    (i + 2 < n && key_compare(&v[i].key, &v[i + 2].key) >= 0))
+			continue;
+		if (!item_fits_type(&v[i + 1].key, data + v[i].off, v[i].size, csum_size) ||
+		    !item_fits_type(&v[i].key, data + v[i + 1].off, v[i + 1].size, csum_size))
+			continue;
+		v[i].key = v[i + 1].key;
+		v[i + 1].key = k;
+		s->what |= SALVAGE_KEY_ORDER;
+	}
 }
 
 static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_expect *e, struct block_salvage *s)
@@ -291,8 +401,9 @@ static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_exp
 		v[i].size = item_size(it);
 		v[i].slot = i;
 	}
+	swap_keys_back(v, n, buf + HDR, area, fs->csum_size, s);
 	n = leaf_keep(fs, buf, v, n, s);
-	n = keys_order(v, n, e, s);
+	n = keys_order(v, n, e, true, s);
 	memcpy(out, buf, HDR);
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t *it = leaf_item(out, i);
@@ -363,7 +474,7 @@ static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_exp
 			s->what |= SALVAGE_KEY_ORDER;
 		}
 	}
-	kept = keys_order(v, kept, e, s);
+	kept = keys_order(v, kept, e, false, s);
 	for (uint32_t i = 0; i < kept; i++)
 		memcpy(node_key_ptr(buf, i), v[i].raw, KPTR);
 	memset(node_key_ptr(buf, kept), 0, (size_t)(max - kept) * KPTR);
@@ -394,6 +505,28 @@ static unsigned level_fit(struct fs_info *fs, const uint8_t *buf, unsigned level
 	return fit;
 }
 
+/* A node whose header names another node level than its parent: the header
+ * is wrong only if its first child is of the level below the parent's (read
+ * as is: no salvage may bend the child to the question). */
+static bool children_fit_level(struct fs_info *fs, const uint8_t *buf, unsigned want, block_child_key_fn read_child_key)
+{
+	uint32_t n = header_nritems(buf), max = (fs->nodesize - HDR) / KPTR;
+	struct btrfs_key k;
+	bool was, fits;
+
+	for (uint32_t i = 0; read_child_key && i < n && i < max; i++) {
+		if (!ptr_plausible(fs, node_key_ptr(buf, i)))
+			continue;
+		was = fs_set_salvage(fs, false);
+		fits = read_child_key(fs, node_key_ptr(buf, i), want - 1, &k) == 0;
+		fs_set_salvage(fs, was);
+		if (!fits)
+			btk_error_clear();
+		return fits;
+	}
+	return false;
+}
+
 int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
 		       block_child_key_fn read_child_key, struct block_salvage *s)
 {
@@ -422,7 +555,8 @@ int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const 
 		want = (unsigned)e->level;
 		/* a block that is what its header says and not what the parent
 		 * says: the parent would be wrong, and that is not mended here */
-		if (level_fit(fs, buf, want) == 0 || level_fit(fs, buf, want) < level_fit(fs, buf, level))
+		if (level_fit(fs, buf, want) == 0 || level_fit(fs, buf, want) < level_fit(fs, buf, level) ||
+		    (want && level && !children_fit_level(fs, buf, want, read_child_key)))
 			return -EUCLEAN;
 		s->what |= SALVAGE_LEVEL;
 		header_set_level(buf, (uint8_t)want);

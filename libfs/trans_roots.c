@@ -106,6 +106,21 @@ int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out
 	return 0;
 }
 
+int trans_set_root(struct trans *t, const struct tree_root_ptr *ptr)
+{
+	struct trans_root *r;
+
+	if (ptr->objectid == BTRFS_ROOT_TREE_OBJECTID || ptr->objectid == BTRFS_CHUNK_TREE_OBJECTID)
+		return -EINVAL;   /* the superblock names those */
+	if (!(r = trans_root_entry(t, ptr->objectid)))
+		return trans_root_entry_err();
+	if (r->deleted || r->created)
+		return -EINVAL;
+	r->ptr = *ptr;
+	r->changed = true;
+	return 0;
+}
+
 uint64_t trans_block_group_tree(struct trans *t)
 {
 	struct tree_root_ptr bgt;

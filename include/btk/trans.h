@@ -62,6 +62,10 @@ uint64_t trans_transid(const struct trans *t);
 
 /* The current root of a tree as this transaction sees it. */
 int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out);
+/* Point a tree (not the root or chunk tree) at another root block, one it
+ * already holds (its root item named a wrong one): the transaction reads the
+ * tree from there, and the commit writes the root item. 0 or -errno. */
+int trans_set_root(struct trans *t, const struct tree_root_ptr *ptr);
 
 /* Search for key, copying on write every block on the path, and make room:
  * ins_len > 0 guarantees that many bytes (item header + data) fit in the

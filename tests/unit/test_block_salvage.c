@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Salvage of tree blocks that verify but are laid out wrong (a real leaf of
  * the fixture, damaged in memory): a shifted offset or size is put back, the
- * items come out identical; swapped items are sorted; a huge nritems keeps
+ * items come out identical; swapped items are sorted, swapped keys go back
+ * to their data, a lone raised key is mended; a huge nritems keeps
  * the real items; a wrong level is replaced; two disagreements with the
  * pointer are refused; a block from the future is salvaged only under a
  * pointer of the filesystem's generations; and block_read hands out the salvaged view only when
@@ -106,6 +107,40 @@ Test(block_salvage, swapped_items_are_sorted)
 	memcpy(tmp, leaf_item(c.buf, 1), sizeof(tmp));
 	memcpy(leaf_item(c.buf, 1), leaf_item(c.buf, 2), sizeof(tmp));
 	memcpy(leaf_item(c.buf, 2), tmp, sizeof(tmp));
+	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &BLOCK_EXPECT_ANY, &s), 0);
+	cr_assert(s.what & SALVAGE_KEY_ORDER);
+	cr_assert_eq(s.dropped, 0);
+	assert_same_items(&c, c.orig, c.buf);
+	leaf_case_close(&c);
+}
+
+Test(block_salvage, swapped_keys_go_back_to_their_data)
+{
+	struct leaf_case c;
+	struct block_salvage s;
+	uint8_t tmp[sizeof(struct btrfs_disk_key)];
+
+	leaf_case_open(&c);
+	memcpy(tmp, item_key_ptr(leaf_item(c.buf, 1)), sizeof(tmp));
+	memcpy(item_key_ptr(leaf_item(c.buf, 1)), item_key_ptr(leaf_item(c.buf, 2)), sizeof(tmp));
+	memcpy(item_key_ptr(leaf_item(c.buf, 2)), tmp, sizeof(tmp));
+	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &BLOCK_EXPECT_ANY, &s), 0);
+	cr_assert(s.what & SALVAGE_KEY_ORDER);
+	cr_assert_eq(s.dropped, 0);
+	assert_same_items(&c, c.orig, c.buf);
+	leaf_case_close(&c);
+}
+
+Test(block_salvage, lone_raised_key_is_mended_from_its_neighbours)
+{
+	struct leaf_case c;
+	struct block_salvage s;
+	struct btrfs_key k;
+
+	leaf_case_open(&c);
+	key_from_disk(&k, item_key_ptr(leaf_item(c.buf, 2)));
+	k.objectid += 1ull << 40;
+	key_to_disk(item_key_ptr(leaf_item(c.buf, 2)), &k);
 	cr_assert_eq(block_salvage(c.fs, c.bytenr, c.buf, &BLOCK_EXPECT_ANY, &s), 0);
 	cr_assert(s.what & SALVAGE_KEY_ORDER);
 	cr_assert_eq(s.dropped, 0);
