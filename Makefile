@@ -136,6 +136,11 @@ check: all unit
 check-asan:
 	$(MAKE) B=build-asan SANITIZE=yes FUZZ_REPLAY=yes check PYTEST_ARGS="-m 'not slow and not no_sanitize' $(PYTEST_ARGS)"
 
+# The wider damage matrices (tests marked extended: every tree and position
+# of a damage kind CI tests a few cells of); minutes, so not part of check-all.
+check-extended: all unit test-tools
+	BTK_BUILD_DIR=$(abspath $(B)) $(PYTEST) -q $(PYTEST_JOBS) -m extended tests/scripts $(PYTEST_ARGS)
+
 # The unit tests memcheck runs: those of code whose bytes reach a disk or an
 # image (tree building, transactions, the I/O stack, undo,
 # write log, image writers). Memcheck's uninitialised-byte tracking, which
@@ -171,7 +176,7 @@ sample: $(B)/sample.img
 # valgrind keeps the CPU busy while the suite waits on loop devices and mounts
 # (its output is printed when both are done; either failing fails check-all).
 check-all:
-	$(MAKE) check FUZZ_REPLAY=no UNIT_RUN=no PYTEST_ARGS="-m 'slow or no_sanitize' $(PYTEST_ARGS)"
+	$(MAKE) check FUZZ_REPLAY=no UNIT_RUN=no PYTEST_ARGS="-m '(slow or no_sanitize) and not extended' $(PYTEST_ARGS)"
 	@rm -f $(B)/check-valgrind.log $(B)/check-valgrind.rc; \
 	{ $(MAKE) --no-print-directory check-valgrind >$(B)/check-valgrind.log 2>&1; \
 	  echo $$? >$(B)/check-valgrind.rc; } & \
@@ -186,7 +191,7 @@ include install.mk
 clean:
 	rm -rf $(B) build-asan
 
-.PHONY: all unit check check-asan check-valgrind check-all install clean
+.PHONY: all unit check check-asan check-valgrind check-all check-extended install clean
 .SECONDARY:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 

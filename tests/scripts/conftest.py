@@ -244,6 +244,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: long kernel-oracle runs (crash replays, big images); the ASan rerun skips them")
     config.addinivalue_line(
+        "markers", "extended: a wider matrix of damage CI already covers with a few cases of it; only "
+        "make check-extended runs them")
+    config.addinivalue_line(
         "markers", "no_sanitize: runs no btk code a sanitizer could judge (man pages, the reference "
         "tools' parsers, packaging); the ASan rerun skips them")
     if not os.environ.get("BTK_UNDO_DIR"):

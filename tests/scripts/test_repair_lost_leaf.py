@@ -117,7 +117,7 @@ def make_base(img: Path, plain: Path | None) -> tuple[Path, dict]:
     else:
         with open(img, "wb") as f:
             f.truncate(384 * fsbuild.MiB)
-        fsbuild.run(["mkfs.btrfs", "-q", "-f", "-n", "4k", img])
+        fsbuild.mkfs([img], "-q", "-f", "-n", "4k")
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
         if snapshot:
             fsbuild.run(["btrfs", "subvolume", "snapshot", mnt, Path(mnt) / "snap"])
