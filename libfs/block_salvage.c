@@ -356,12 +356,16 @@ static unsigned keys_order(struct entry *v, unsigned n, const struct block_expec
  * lie in slot order (the second item's right below the first's): the keys
  * were swapped, not the items, so the keys go back (sorting would give each
  * item the other's data). Only where each then fits its data's size and
- * both fit between their neighbours. */
+ * both fit between their neighbours. Not dev extents: one moved past its
+ * neighbour looks the same, and their chunks' stripes tell which it was
+ * (the dev-extents repair), once sorted. */
 static void swap_keys_back(struct entry *v, unsigned n, const uint8_t *data, uint32_t area, uint16_t csum_size,
 			   struct block_salvage *s)
 {
 	for (unsigned i = 0; i + 1 < n; i++) {
 		struct btrfs_key k = v[i].key;
+		if (k.type == BTRFS_DEV_EXTENT_KEY || v[i + 1].key.type == BTRFS_DEV_EXTENT_KEY)
+			continue;
 		if (key_compare(&v[i].key, &v[i + 1].key) <= 0 || (uint64_t)v[i].off + v[i].size > area ||
 		    v[i + 1].off + (uint64_t)v[i + 1].size != v[i].off)
 			continue;
