@@ -205,7 +205,7 @@ int repair_subvolume_block_owners(struct repair_ctx *r, uint64_t *fixed)
 		if (ret)
 			break;
 	}
-	if (!ret)
+	if (!ret && f.n)
 		qsort(f.v, f.n, sizeof(*f.v), by_level_down);
 	for (size_t i = 0; !ret && i < f.n; i++)
 		if ((ret = unshare(&f, &f.v[i])) > 0) {

@@ -85,7 +85,8 @@ static int find_named_lost(struct repair_ctx *r, uint64_t root, struct named_lis
 	tree_iter_release(&it);
 	if (ret < 0)
 		return ret;
-	qsort(l->v, l->n, sizeof(*l->v), named_cmp);
+	if (l->n)
+		qsort(l->v, l->n, sizeof(*l->v), named_cmp);
 	return 0;
 }
 
