@@ -14,6 +14,7 @@
 
 #include "check/fs_lost.h"
 #include "check/repair_links.h"
+#include "common/grow.h"
 #include <btk/tree.h>
 
 /* An inode a surviving directory entry names, and the type it gives it. */
@@ -29,16 +30,13 @@ struct named_list {
 
 static int named_push(struct named_list *l, uint64_t ino, uint8_t ftype)
 {
+	struct named_inode *v;
+
 	if (l->n && l->v[l->n - 1].ino == ino)
 		return 0;   /* a directory's dir item and dir index come one after the other */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct named_inode *v = realloc(l->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		l->v = v;
-		l->cap = cap;
-	}
+	if (!(v = grow_array(l->v, &l->cap, l->n, sizeof(*v), 16)))
+		return -ENOMEM;
+	l->v = v;
 	l->v[l->n++] = (struct named_inode){ ino, ftype };
 	return 0;
 }
