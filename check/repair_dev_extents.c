@@ -28,6 +28,7 @@
 
 #include "check/chunk_place_data.h"
 #include "check/repair.h"
+#include "common/grow.h"
 #include <btk/chunk_edit.h>
 #include <btk/format.h>
 #include <btk/item_check.h>
@@ -59,17 +60,13 @@ static int note_dev_extent(void *arg, const struct btrfs_key *k, const uint8_t *
 	struct dev_exts *s = arg;
 	struct item_view v = item_view_of(d, size);
 	const struct chunk *c;
+	struct dev_ext *grown;
 
 	if (k->type != BTRFS_DEV_EXTENT_KEY || !item_view_has_fixed(&v, k->type))
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		struct dev_ext *grown = realloc(s->v, cap * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		s->v = grown;
-		s->cap = cap;
-	}
+	if (!(grown = grow_array(s->v, &s->cap, s->n, sizeof(*grown), 64)))
+		return -ENOMEM;
+	s->v = grown;
 	s->v[s->n++] = (struct dev_ext){ k->objectid, k->offset, dev_extent_length(d), dev_extent_chunk_offset(d) };
 	c = fs_chunk_lookup(s->fs, dev_extent_chunk_offset(d));
 	if ((c && c->logical == dev_extent_chunk_offset(d)) || stripe_starts_at(s->fs, k->objectid, k->offset))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import functools
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import pytest
 import fsbuild
 from conftest import require_kernel, run_btk, sanitized_build
 from test_repair import corrupt, corrupt_tool
+from test_tree_salvage import raw_bytes
 from test_tune import kernel_verify, mounted_retry, tree_hashes
 
 RECIPE = fsbuild.Recipe("salvage-4k", mkfs=("-n", "4k", "-d", "dup", "-m", "dup"), nfiles=300)
@@ -88,14 +88,6 @@ def block_at(dev: str, where: str) -> dict:
     leaves = [b for b in leaves if len(b["keys"]) >= 4] or leaves
     return {"": leaves[0], "first": leaves[0], "second": leaves[1 % len(leaves)],
             "later": leaves[len(leaves) // 2], "last": leaves[-1], "shared": leaves[len(leaves) // 2]}[which]
-
-
-def raw_bytes(devs, bytenr: int, off: int, n: int) -> bytes:
-    p = run_btk("btk-inspect", "map", "--logical", str(bytenr), *map(str, devs))
-    phys = int(re.search(r"physical (\d+)", p.stdout).group(1))
-    with open(devs[0], "rb") as f:
-        f.seek(phys + off)
-        return f.read(n)
 
 
 def root_item_key(dev: str, tree: int) -> str:
