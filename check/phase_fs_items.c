@@ -344,6 +344,18 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 	return *why == NULL;
 }
 
+/* btrfs-image dumps zero every inline extent's data: no compressed stream is
+ * all zeroes, so such a payload is a restored image, not damage to repair. */
+static bool inline_payload_zeroed(const uint8_t *d, uint32_t size)
+{
+	if (size <= BTRFS_FILE_EXTENT_INLINE_DATA_START)
+		return false;
+	for (uint32_t i = BTRFS_FILE_EXTENT_INLINE_DATA_START; i < size; i++)
+		if (d[i])
+			return false;
+	return true;
+}
+
 /* A compressed inline extent decompresses to exactly its ram_bytes (at most
  * a sector: checked before); lzo is not built in and is not checked. */
 static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
@@ -354,6 +366,13 @@ static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, cons
 
 	if (!out)
 		return;
+	if (inline_payload_zeroed(d, size)) {
+		free(out);
+		report_problem(w->ctx, PR_INLINE_EXTENT_ZEROED, "root %" PRIu64 " inode %" PRIu64 ": compressed "
+			       "inline extent (%s) holds only zeroes: its data was left out of a metadata image",
+			       w->root->objectid, k->objectid, compression_name(file_extent_compression(d)));
+		return;
+	}
 	/* room for a sector and one byte: the stream's own length when it is a sector or less */
 	got = inline_extent_decompress(file_extent_compression(d), d + BTRFS_FILE_EXTENT_INLINE_DATA_START,
 				       size - BTRFS_FILE_EXTENT_INLINE_DATA_START, out, cap);

@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""btk-check on filesystem shapes its own corpus does not use, and on btrfs-image dumps.
+
+The damaged images of other tools' test suites were made years ago: 4K nodes without
+skinny metadata, no-holes or a free-space tree (v1 space cache), mixed block groups, no
+extref, and most are btrfs-image dumps, restored with `btrfs-image -r` (inline data, data
+blocks and data checksums zeroed). Each test makes one such small filesystem (seconds),
+damages it the way those images were damaged, and holds btk-check to what btrfs check 7.3
+says of it: an undamaged one is clean, a damaged one is found and repaired."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import fsbuild
+from conftest import require_kernel, run_btk
+
+OLD_4K = ("-n", "4k", "-O", "^skinny-metadata,^no-holes,^free-space-tree")
+TEXT = b"".join(b"line %06d: the quick brown fox jumps over the lazy dog\n" % i for i in range(2000))
+
+
+def make_fs(img: Path, mkfs_opts, mount_opts, fill) -> Path:
+    """mkfs.btrfs a 256 MiB image, mount it with mount_opts, fill(mountpoint), unmount."""
+    require_kernel()
+    fsbuild.run(["truncate", "-s", "256M", img])
+    fsbuild.mkfs([img], "-f", *mkfs_opts)
+    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops, mount_opts) as mnt:
+        fill(mnt)
+        fsbuild.run(["sync", "-f", mnt])
+    return img
+
+
+def btrfs_image_roundtrip(src: Path, out: Path) -> Path:
+    """What the fsck-tests images are: `btrfs-image SRC` restored with `btrfs-image -r`."""
+    if not shutil.which("btrfs-image"):
+        pytest.skip("btrfs-image is not installed")
+    dump = out.with_suffix(".dump")
+    fsbuild.run(["btrfs-image", src, dump])
+    fsbuild.run(["btrfs-image", "-r", dump, out])
+    return out
+
+
+def fill_compressed_inline(mnt: Path):
+    (mnt / "comp").mkdir()
+    fsbuild.run(["btrfs", "property", "set", mnt / "comp", "compression", "zstd"])
+    (mnt / "comp" / "inline").write_bytes(TEXT[:1500])
+    (mnt / "plain").write_bytes(b"plain inline\n")
+
+
+@pytest.fixture(scope="module")
+def restored_compressed_inline(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("shapes-inline")
+    src = make_fs(d / "src.img", OLD_4K, ("space_cache=v1",), fill_compressed_inline)
+    return btrfs_image_roundtrip(src, d / "restored.img")
+
+
+def test_restored_compressed_inline_is_not_damage(restored_compressed_inline, tmp_path):
+    """btrfs-image zeroes inline data: a compressed inline extent then no longer decompresses.
+    btrfs check 7.3 calls the restored image clean; btk-check warns (inline-extent-zeroed) and
+    exits 0; its repair (which writes the superblock copies the restore left out) keeps the
+    extent as it is."""
+    p = run_btk("btk-check", restored_compressed_inline)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[inline-extent-zeroed]" in p.stdout
+    img = tmp_path / "r.img"
+    shutil.copy(restored_compressed_inline, img)
+    p = run_btk("btk-check", "--repair", "--yes", "--no-undo", img)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    assert "inline-extent" not in p.stdout.split("checking again")[0].split("repair ", 1)[-1]
+    p = run_btk("btk-check", img)
+    assert p.returncode == 0 and "[inline-extent-zeroed]" in p.stdout, p.stdout + p.stderr
+
+
+def test_garbled_compressed_inline_is_still_damage(restored_compressed_inline, tmp_path):
+    """Not every undecompressible inline extent is a dump's: one that is not all zeroes stays
+    the error inline-extent-corrupt."""
+    img = tmp_path / "r.img"
+    shutil.copy(restored_compressed_inline, img)
+    ino = inode_of(img, "comp", "inline")
+    fsbuild.run([corrupt_tool(), "-t", "5", "-k", f"{ino},108,0", "-o", "21", "-B", "28b52ffd", img])
+    p = run_btk("btk-check", img)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "[inline-extent-corrupt]" in p.stdout
+
+
+# ---------------------------------------------------------------- helpers
+
+def corrupt_tool() -> Path:
+    tool = fsbuild.build_dir() / "tests" / "tools" / "btk-corrupt"
+    if not os.access(tool, os.X_OK):
+        pytest.skip(f"{tool} is not built (make test-tools)")
+    return tool
+
+
+def fs_items(img: Path, tree: int = 5) -> list[dict]:
+    import json
+    p = run_btk("btk-inspect", "tree", "--format", "jsonl", "--tree", str(tree), img)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def inode_of(img: Path, *path: str, tree: int = 5) -> int:
+    """The inode number of PATH (names from the top of TREE), from its dir index items."""
+    items = fs_items(img, tree)
+    ino = 256
+    for name in path:
+        for r in items:
+            if r.get("key", [0, 0])[:2] == [ino, 96] and "blockptr" not in r:
+                f = r["fields"]
+                ents = f.get("entries", [f]) if isinstance(f, dict) else f
+                hit = [e for e in ents if e.get("name") == name]
+                if hit:
+                    loc = hit[0]["location"]
+                    ino = loc[0] if isinstance(loc, list) else loc["objectid"]
+                    break
+        else:
+            raise KeyError(name)
+    return ino
