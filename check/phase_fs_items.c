@@ -80,9 +80,11 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 			       inode_generation(d), inode_transid(d), gen_limit);
 		repair_note_inode_problem(w->ctx, PR_INODE_GENERATION, w->root->objectid, k->objectid);
 	}
-	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
+	if (inode_flags(d) & ~INODE_KNOWN_FLAGS) {
 		report_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, "root %" PRIu64 " inode %" PRIu64 ": flags 0x%" PRIx64,
 			       w->root->objectid, k->objectid, inode_flags(d));
+		repair_note_inode_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, w->root->objectid, k->objectid);
+	}
 	/* (chattr refuses them on a symlink: only damage sets them) */
 	if (s->ftype == BTRFS_FT_SYMLINK && (inode_flags(d) & (BTRFS_INODE_IMMUTABLE | BTRFS_INODE_APPEND))) {
 		report_problem(w->ctx, PR_INODE_FLAGS_TYPE, "root %" PRIu64 " symlink %" PRIu64 ": flags 0x%" PRIx64

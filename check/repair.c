@@ -191,11 +191,12 @@ static const struct repair_class classes[] = {
 	    PR_FILE_EXTENT_NOT_FILE, PR_DIR_HARDLINK }, false },
 	{ "inodes", "Recompute wrong inode link counts, directory sizes and nbytes from the inodes' items, give "
 	  "modes their file type, bring generations from the future back, link inodes without names into "
-	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks, make holes explicit where "
+	  "/lost+found, remove stray orphan items, clear immutable and append on symlinks and flags the kernel does not know, make holes explicit where "
 	  "files without no-holes lack extents",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
 	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_INODE_FLAGS_TYPE, PR_ROOT_TREE_INODE_MODE,
-	    PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE, PR_INLINE_EXTENT_CORRUPT }, true, NULL,
+	    PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE, PR_INLINE_EXTENT_CORRUPT,
+	    PR_INODE_FLAGS_UNKNOWN }, true, NULL,
 	  repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
