@@ -513,6 +513,13 @@ void fs_inode_finish(struct fs_walk *w)
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
 		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, root, s->ino);
 	}
+	/* a symlink's target is its inline extent: without it, btrfs check counts the
+	 * size as uncovered (a hole cannot stand in for a target) */
+	if (s->ftype == BTRFS_FT_SYMLINK && !w->no_holes && s->extent_end < s->isize) {
+		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " symlink %" PRIu64 ": no extent for [%"
+			       PRIu64 ", %" PRIu64 ") of its target", root, s->ino, s->extent_end, s->isize);
+		repair_note_inode_problem(w->ctx, PR_FILE_EXTENT_HOLE, root, s->ino);
+	}
 	/* (a subvolume's top directory counts its ".." ref: one name; a wrong
 	 * nlink on a directory with one name is inode-nlink, which repairs it) */
 	if (s->ftype == BTRFS_FT_DIR && s->names > 1) {

@@ -111,7 +111,7 @@ def damaged_copy(src: Path, dest: Path, *edits: str) -> Path:
     return dest
 
 
-def assert_repaired(img: Path, problem: str, hashes: dict):
+def assert_repaired(img: Path, problem: str, hashes: dict | None):
     """btk-check finds problem (exit 4); --repair fixes it (exit 1); then btk-check and the
     reference checks are clean and every file reads back as before."""
     p = run_btk("btk-check", img)
@@ -124,7 +124,8 @@ def assert_repaired(img: Path, problem: str, hashes: dict):
     if PROGS_LATEST.exists():
         q = fsbuild.run([PROGS_LATEST, "check", "--readonly", img], check=False)
         assert q.returncode == 0, q.stdout + q.stderr
-    assert oracle.snapshot_hashes([img]) == hashes
+    if hashes is not None:
+        assert oracle.snapshot_hashes([img]) == hashes
 
 
 def test_unknown_inode_flags_are_cleared(old_raw, tmp_path):
@@ -133,6 +134,20 @@ def test_unknown_inode_flags_are_cleared(old_raw, tmp_path):
     src, hashes = old_raw
     img = damaged_copy(src, tmp_path / "f.img", f"-t 5 -k {inode_of(src, 'small')},1,0 -f flags -v ^0x40000000")
     assert_repaired(img, "inode-flags-unknown", hashes)
+
+
+def test_symlink_without_its_target_extent(old_raw, tmp_path):
+    """Without no-holes, btrfs check 7.3 wants a symlink's size covered by extents; a leaf
+    salvage that drops its inline extent, or a deleted one, leaves it uncovered. btk-check
+    reports it (file-extent-hole) and the repair, which cannot invent the target (a hole is
+    no target: 7.3 refuses one), sets the size to 0: an empty link that mounts and reads."""
+    src, hashes = old_raw
+    ino = inode_of(src, "symlink")
+    img = damaged_copy(src, tmp_path / "s.img", f"-t 5 -k {ino},108,0 -d")
+    # (os.walk takes a link to "" for a directory: the other files are compared)
+    assert_repaired(img, "file-extent-hole", {k: v for k, v in hashes.items() if k != "symlink"})
+    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops, ("ro",)) as mnt:
+        assert os.readlink(mnt / "symlink") == ""
 
 
 # ---------------------------------------------------------------- helpers
