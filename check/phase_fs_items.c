@@ -322,6 +322,15 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
+static const char RANGE_BEYOND_RAM[] = "range beyond the decompressed size";
+static const char RANGE_BEYOND_DISK[] = "range beyond the disk extent";
+
+/* A fault the file-extent-ranges class can take back from the extent's references. */
+static bool range_fault(const char *why)
+{
+	return why == RANGE_BEYOND_RAM || why == RANGE_BEYOND_DISK;
+}
+
 /* A regular or prealloc extent's own fields; returns false when malformed. */
 static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, const char **why)
 {
@@ -340,9 +349,9 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 		 file_extent_disk_bytenr(d) % ss)
 		*why = "disk range not sector aligned";
 	else if (comp != BTRFS_COMPRESS_NONE && (file_extent_ram_bytes(d) == 0 || off + num > file_extent_ram_bytes(d)))
-		*why = "range beyond the decompressed size";
+		*why = RANGE_BEYOND_RAM;
 	else if (comp == BTRFS_COMPRESS_NONE && off + num > file_extent_disk_num_bytes(d))
-		*why = "range beyond the disk extent";
+		*why = RANGE_BEYOND_DISK;
 	return *why == NULL;
 }
 
@@ -465,9 +474,12 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 	/* written in a transaction after the last committed one: `btrfs check` says invalid generation */
 	if (!why && file_extent_generation(d) > w->ctx->fs->generation)
 		why = "generation newer than the filesystem's";
-	if (why)
+	if (why) {
 		report_problem(w->ctx, PR_FILE_EXTENT_BAD, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64
 			       ": %s", w->root->objectid, k->objectid, k->offset, why);
+		if (range_fault(why))
+			repair_note_file_extent(w->ctx, w->root->objectid, k->objectid);
+	}
 	if (k->offset < s->extent_end)
 		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,

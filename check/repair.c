@@ -98,6 +98,9 @@ static const struct repair_class classes[] = {
 	 * the check runs again after it */
 	{ "file-extent-bytenr", "Point file extents whose disk bytenr lost its extent back at the extent that "
 	  "names them", { PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL, repair_file_extent_bytenrs, { 0 }, false },
+	/* before extent-refs: a file extent's offset names the reference it needs; the check runs again after it */
+	{ "file-extent-ranges", "Set back the offset or length of file extents that reach past their extent, from "
+	  "the extent's references", { PR_FILE_EXTENT_BAD }, true, NULL, repair_file_extent_ranges, { 0 }, false },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
@@ -328,6 +331,7 @@ static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
+	       c->run == repair_file_extent_ranges ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array;

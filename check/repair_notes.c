@@ -94,6 +94,7 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_BYTENRS] = { sizeof(struct bytenr_fix), bytenr_fix_cmp },
 		[NOTES_NODATASUM] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_DIR_LINKS] = { sizeof(struct inode_fix), inode_fix_cmp },
+		[NOTES_FILE_EXTENTS] = { sizeof(struct inode_fix), inode_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
 	size_t budget = check_sort_budget(ctx, 16);
@@ -184,6 +185,11 @@ static void note_inode_list(struct check_ctx *ctx, enum repair_note_list which, 
 void repair_note_nodatasum(struct check_ctx *ctx, uint64_t root, uint64_t ino)
 {
 	note_inode_list(ctx, NOTES_NODATASUM, PR_FILE_EXTENT_COMPRESSED_NODATASUM, root, ino);
+}
+
+void repair_note_file_extent(struct check_ctx *ctx, uint64_t root, uint64_t ino)
+{
+	note_inode_list(ctx, NOTES_FILE_EXTENTS, PR_FILE_EXTENT_BAD, root, ino);
 }
 
 void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino)

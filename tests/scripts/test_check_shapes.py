@@ -94,6 +94,14 @@ def fill_files(mnt: Path):
     (mnt / "dir").mkdir()
     (mnt / "dir" / "text").write_bytes(TEXT[:40000])
     os.symlink("small", mnt / "symlink")
+    with open(mnt / "multi", "wb") as f:     # three extents, one per commit
+        for _ in range(3):
+            f.write(os.urandom(65536))
+            f.flush()
+            fsbuild.run(["sync", "-f", mnt])
+    fsbuild.run(["btrfs", "subvolume", "create", mnt / "sub"])
+    (mnt / "sub" / "data").write_bytes(os.urandom(40000))
+    fsbuild.run(["btrfs", "subvolume", "snapshot", mnt / "sub", mnt / "snap"])
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +156,31 @@ def test_symlink_without_its_target_extent(old_raw, tmp_path):
     assert_repaired(img, "file-extent-hole", {k: v for k, v in hashes.items() if k != "symlink"})
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops, ("ro",)) as mnt:
         assert os.readlink(mnt / "symlink") == ""
+
+
+def file_extent_keys(img: Path, ino: int, tree: int = 5) -> list[list[int]]:
+    return [r["key"] for r in fs_items(img, tree) if r.get("key", [0, 0])[:2] == [ino, 108] and "blockptr" not in r]
+
+
+def test_file_extent_length_past_its_extent(old_raw, tmp_path):
+    """A file extent's length grown past its extent (and into the next one: an overlap):
+    the file's reference to the extent is there, so the length is what is wrong; the repair
+    cuts it to what the extent holds (btrfs check 7.3 reports it and cannot repair it)."""
+    src, hashes = old_raw
+    ino = inode_of(src, "multi")
+    key = file_extent_keys(src, ino)[1]
+    img = damaged_copy(src, tmp_path / "n.img", f"-t 5 -k {key[0]},{key[1]},{key[2]} -f num_bytes -v +4096")
+    assert_repaired(img, "file-extent-bad", hashes)
+
+
+def test_file_extent_offset_in_a_shared_leaf(old_raw, tmp_path):
+    """A file extent's offset damaged in a leaf a subvolume and its snapshot share: the
+    reference the offset implies is missing and the file's one reference names the offset
+    that fits; the repair takes it back from there (7.3 cannot repair it)."""
+    src, hashes = old_raw
+    key = file_extent_keys(src, 257, tree=256)[0]
+    img = damaged_copy(src, tmp_path / "o.img", f"-t 256 -k {key[0]},{key[1]},{key[2]} -f offset -v +4096")
+    assert_repaired(img, "file-extent-bad", hashes)
 
 
 # ---------------------------------------------------------------- helpers
