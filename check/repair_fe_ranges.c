@@ -17,7 +17,6 @@
 #include <btk/item_check.h>
 #include <btk/tree.h>
 
-#define SAY_MAX 50
 #define MAX_REFS 32
 
 /* The data reference offsets by which (root, ino) uses the extent at bytenr. */
@@ -115,7 +114,7 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 		goto out;
 	if (!offsets_have(&refs, key->offset - off) && offset_that_fits(&refs, key->offset, num, limit, ss, &want)) {
 		file_extent_set_offset(item, want);
-		if (r->changes++ < SAY_MAX)
+		if (r->changes++ < REPAIR_SAY_MAX)
 			repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": offset %" PRIu64
 				   " -> %" PRIu64 " (its extent's reference)", root, key->objectid, key->offset, off, want);
 		goto out;
@@ -128,7 +127,7 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 		goto out;
 	}
 	file_extent_set_num_bytes(item, want);
-	if (r->changes++ < SAY_MAX)
+	if (r->changes++ < REPAIR_SAY_MAX)
 		repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": length %" PRIu64 " -> %" PRIu64
 			   " (what its extent holds)", root, key->objectid, key->offset, num, want);
 out:
@@ -162,18 +161,5 @@ static int fix_inode(struct repair_ctx *r, uint64_t root, uint64_t ino)
 
 int repair_file_extent_ranges(struct repair_ctx *r)
 {
-	uint64_t root = 0, ino = 0;
-	const void *rec;
-	int ret;
-
-	while ((ret = repair_notes_next(r->found, NOTES_FILE_EXTENTS, &rec)) == 1) {
-		const struct inode_fix *f = rec;
-		if (f->root == root && f->ino == ino)
-			continue;
-		root = f->root;
-		ino = f->ino;
-		if ((ret = fix_inode(r, root, ino)) < 0)
-			return ret;
-	}
-	return ret;
+	return repair_each_noted_inode(r, NOTES_FILE_EXTENTS, fix_inode);
 }
