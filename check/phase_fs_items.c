@@ -307,10 +307,16 @@ void fs_item_dir_entries(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (k->type == BTRFS_DIR_INDEX_KEY && n > 0)
 			malformed(w, k, "dir index holds more than one entry", size);
-		if (k->type == BTRFS_DIR_ITEM_KEY && n > 0 && name_earlier(d, off, e + hdr, len))
+		if (k->type == BTRFS_DIR_ITEM_KEY && n > 0 && name_earlier(d, off, e + hdr, len)) {
+			struct btrfs_key loc;
 			report_problem(w->ctx, PR_NAME_DUPLICATE, "root %" PRIu64 " dir %" PRIu64 ": dir item (key %"
 				       PRIu64 ") holds the name '%.*s' twice", w->root->objectid, k->objectid, k->offset,
 				       (int)(len < 64 ? len : 64), (const char *)(e + hdr));
+			/* the later entry's inode: the names class renames it */
+			key_from_disk(&loc, dir_item_location_ptr(e));
+			if (loc.type == BTRFS_INODE_ITEM_KEY)
+				repair_note_name(w->ctx, PR_NAME_DUPLICATE, w->root->objectid, k->objectid, loc.objectid);
+		}
 		dir_entry(w, k, e, e + hdr, (uint16_t)len);
 	}
 	if (ret < 0)

@@ -4,9 +4,10 @@
  * the index) and the inode's ref or extref (which carries the index). For
  * each (directory, inode) the check found at odds, the names of both sides
  * are gathered and each name is decided by what survives:
- *   - first, a name holding '/' or NUL is a damaged copy when its inode has
- *     another name there (removed), else it is written again cleaned
- *     (fix_bad_names);
+ *   - first, a name holding '/' or NUL, or one an inode listed before it in
+ *     the dir item already has (name-duplicate), is a damaged copy when its
+ *     inode has another name there (removed), else it is written again
+ *     cleaned, with "_INODE" added where the name is taken (fix_bad_names);
  *   - a name an inode ref claims, or that a dir item and a dir index agree
  *     on, is real: the missing or wrong one of its three is re-created (a
  *     dir item or extref under a wrong hash is re-keyed, a ref's index
@@ -48,6 +49,7 @@ struct nent {
 	bool decided;
 	bool bad;            /* the name holds '/' or NUL */
 	bool gone;           /* removed from disk for its bad name, renamed here: written again */
+	bool dup;            /* bad because an inode before it in the dir item has the name */
 	uint8_t name[256];
 };
 
@@ -458,6 +460,47 @@ static int name_in_dir(struct ndir *d, const uint8_t *name, uint16_t len)
 	return ret < 0 ? ret : found;
 }
 
+/* 1 when the dir item of e's name gives the name to another inode before
+ * (or without) e's child, 0 when not, -errno. */
+static int name_taken_before(struct ndir *d, const struct nent *e)
+{
+	struct btrfs_key key = { d->dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(e->name, e->len) }, k;
+	struct tree_root_ptr rp;
+	struct tree_iter it;
+	struct link_entry le;
+	const uint8_t *data;
+	uint32_t size, off;
+	int ret = trans_get_root(d->r->t, d->rootid, &rp), found = 0, mine = 0;
+
+	if (ret)
+		return ret;
+	tree_iter_init(&it, d->r->fs, &rp, &key, &key);
+	while (!found && !mine && (ret = tree_iter_next(&it, &k, &data, &size)) == 1)
+		for (off = 0; !found && !mine && link_entry_next(k.type, data, size, &off, &le);) {
+			if (le.len != e->len || memcmp(le.name, e->name, e->len))
+				continue;
+			mine = le.loc.objectid == e->child;
+			found = !mine;
+		}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : found;
+}
+
+/* Names of the children that an inode listed before them already has in this
+ * directory (name-duplicate): renamed like names holding '/' (fix_bad_names). */
+static int mark_duplicates(struct ndir *d)
+{
+	for (size_t i = 0; i < d->n; i++) {
+		int ret;
+		if (d->v[i].bad || d->v[i].decided)
+			continue;
+		if ((ret = name_taken_before(d, &d->v[i])) < 0)
+			return ret;
+		d->v[i].bad = d->v[i].dup = ret == 1;
+	}
+	return 0;
+}
+
 /* A name for an inode whose only name here holds '/' or NUL: those bytes
  * become '_' (as e2fsck does with '.'), then "_INODE" is added while that is
  * taken. 1 and the name in out (*outlen bytes), 0 when none is free, -errno. */
@@ -517,7 +560,10 @@ static int fix_bad_names(struct ndir *d)
 			struct nent *g = &d->v[j];
 			if (!g->bad || g->decided || g->child != b->child || !same_name(g, b))
 				continue;
-			if ((ret = remove_nent(d, g, g->child, other ? " (a damaged copy: the name holds '/' or NUL)"
+			if ((ret = remove_nent(d, g, g->child, g->dup ? (other ? " (another inode has the name)"
+						       : renamed ? " (another inode has the name: renamed)"
+						       : " (another inode has the name, and no other is free)")
+					       : other ? " (a damaged copy: the name holds '/' or NUL)"
 					       : renamed ? " (the name holds '/' or NUL: renamed)"
 					       : " (the name holds '/' or NUL, and no clean name is free)")))
 				return ret;
@@ -541,7 +587,9 @@ static int settle_dir(struct ndir *d)
 
 	if (!m)
 		return -ENOMEM;
-	ret = fix_bad_names(d);
+	ret = mark_duplicates(d);
+	if (!ret)
+		ret = fix_bad_names(d);
 	for (int pass = 0; pass < 2 && !ret; pass++)
 		for (size_t i = 0; i < d->n && !ret; i++) {
 			size_t n = 0;

@@ -99,6 +99,8 @@ def fill_files(mnt: Path):
             f.write(os.urandom(65536))
             f.flush()
             fsbuild.run(["sync", "-f", mnt])
+    (mnt / "dup-a").write_bytes(b"first\n")
+    (mnt / "dup-b").write_bytes(b"second\n")
     fsbuild.run(["btrfs", "subvolume", "create", mnt / "sub"])
     (mnt / "sub" / "data").write_bytes(os.urandom(40000))
     fsbuild.run(["btrfs", "subvolume", "snapshot", mnt / "sub", mnt / "snap"])
@@ -181,6 +183,31 @@ def test_file_extent_offset_in_a_shared_leaf(old_raw, tmp_path):
     key = file_extent_keys(src, 257, tree=256)[0]
     img = damaged_copy(src, tmp_path / "o.img", f"-t 256 -k {key[0]},{key[1]},{key[2]} -f offset -v +4096")
     assert_repaired(img, "file-extent-bad", hashes)
+
+
+def test_duplicate_name_is_renamed(old_raw, tmp_path):
+    """Two inodes under one name in a directory (its dir item holds the name twice, each
+    with its dir index and inode ref): btrfs check 7.3 reports it and cannot repair it. The
+    later one is renamed NAME_INODE, its three items written again under the new name."""
+    src, hashes = old_raw
+    a, b = inode_of(src, "dup-a"), inode_of(src, "dup-b")
+    items = fs_items(src)
+    def entry(typ, name):
+        return next(r for r in items if r.get("key", [0, 0])[:2] == [256, typ] and "blockptr" not in r
+                    and r["fields"]["entries"][0]["name"] == name)
+    idx_b, item_a, item_b = entry(96, "dup-b"), entry(84, "dup-a"), entry(84, "dup-b")
+    # dup-b's entry as dup-a's dir item would hold it: location, transid, data_len, name_len, type, name
+    ent = (b.to_bytes(8, "little") + bytes([1]) + bytes(8) + item_b["fields"]["entries"][0]["transid"]
+           .to_bytes(8, "little") + bytes(2) + (5).to_bytes(2, "little") + bytes([1]) + b"dup-a")
+    img = damaged_copy(src, tmp_path / "d.img",
+                       f"-t 5 -k 256,96,{idx_b['key'][2]} -f name -v ^0000000003",
+                       f"-t 5 -k {b},12,256 -f name -v ^0000000003",
+                       f"-t 5 -k 256,84,{item_b['key'][2]} -d",
+                       f"-t 5 -k 256,84,{item_a['key'][2]} -A -B {ent.hex()}")
+    want = {k: v for k, v in hashes.items() if k != "dup-b"}
+    want[f"dup-a_{b}"] = hashes["dup-b"]
+    assert_repaired(img, "name-duplicate", want)
+    assert a != b
 
 
 # ---------------------------------------------------------------- helpers
