@@ -602,6 +602,7 @@ CASES: list[Case] = [
 FIXABLE: dict[str, tuple[str, ...]] = {
     "super-backup-root": ('backup-roots',),
     "bg-flags": ('block-group-flags',),
+    "file-extent-num-bytes": ('file-extent-ranges',),
     "sys-chunk-array": ('sys-chunk-array',),
     "chunk-stripe-offset": ('dev-extents',),
     "tb-owner": ('tree-block-owner',),
