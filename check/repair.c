@@ -78,10 +78,17 @@ static const struct repair_class classes[] = {
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes; and items of a key type foreign to their tree",
-	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items, { 0 }, false },
+	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items,
+	  /* a root item pointing at another tree's block shows that tree's items as strays */
+	  { PR_ROOT_ITEM_OUTDATED }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },
+	/* the check runs again after it: the extent tree it points at is judged then */
+	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
+	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "
+	  "directory, the generation of a root block's extent item)",
+	  { PR_ROOT_ITEM_BAD, PR_EXTENT_GENERATION }, true, NULL, repair_root_fields, { 0 }, false },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -329,7 +336,8 @@ static bool class_checks_again(const struct repair_class *c)
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
-	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array;
+	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
+	       c->run == repair_root_fields;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

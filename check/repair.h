@@ -80,6 +80,7 @@ int repair_rebuild_extent_tree(struct repair_ctx *r); /* check/repair_rebuild.c 
 int repair_inodes(struct repair_ctx *r);
 int repair_inode_items(struct repair_ctx *r); /* check/repair_inodes.c */
 int repair_root_items(struct repair_ctx *r);
+int repair_root_fields(struct repair_ctx *r); /* check/repair_root_fields.c */
 int repair_stray_items(struct repair_ctx *r);
 int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 /* check/repair_log.c: runs its own transaction (trans_start refuses a log tree) */

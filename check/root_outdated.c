@@ -6,7 +6,8 @@
  * its repair points the item at that block). A root item whose block does
  * not read as a root of its tree (zeroed space, another tree's block) is
  * pointed there too, whatever the generations say: subvolumes and the
- * global trees other than the three the extent tree itself hangs on.
+ * global trees other than the three the extent tree itself hangs on. So is
+ * one that names that block with a level it does not have.
  * Memory: one entry per live tree. */
 #include <errno.h>
 #include <inttypes.h>
@@ -212,8 +213,15 @@ int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct roo
 	/* only a root block the extent tree no longer holds is taken for stale */
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct root_seen *r = &s.v[i];
-		if (r->at_best != 1 || r->f.new_bytenr == r->f.bytenr)
+		if (r->at_best != 1)
 			continue;
+		/* the right block, but the item's level does not read it (a generation
+		 * alone is the salvage's: it rewrites the block) */
+		if (r->f.new_bytenr == r->f.bytenr) {
+			if (r->f.new_level != r->f.level && !root_block_reads(fs, &r->f))
+				ret = fn(arg, &r->f);
+			continue;
+		}
 		if ((!r->allocated && r->f.new_generation > stale_generation(fs, &r->f) &&
 		     r->f.new_level >= r->f.level) || !root_block_reads(fs, &r->f))
 			ret = fn(arg, &r->f);
