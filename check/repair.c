@@ -170,6 +170,13 @@ static const struct repair_class classes[] = {
 	    PR_QGROUP_ITEM_BAD }, false },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
 	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 }, false },
+	/* after root-refs, which makes whole pairs of halves; the check runs again after it, so
+	 * the inodes class sets the sizes of the directories it added names to */
+	{ "subvol-links", "Make subvolume links whole: a root ref or backref that differs from its mirror and "
+	  "from the parent's dir entries from the one the entries confirm, missing dir entries of a subvolume "
+	  "from its root refs, the root refs of an unreferenced subvolume from the one dir entry pair naming it",
+	  { PR_ROOT_REF_MISMATCH, PR_ROOT_DIR_ENTRY_MISSING, PR_ROOT_UNREFERENCED }, true, NULL,
+	  repair_subvol_links, { PR_ITEM_MALFORMED }, false },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
 	  repair_uuid_tree, { 0 }, true },
@@ -337,7 +344,7 @@ static bool class_checks_again(const struct repair_class *c)
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
-	       c->run == repair_root_fields;
+	       c->run == repair_root_fields || c->run == repair_subvol_links;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

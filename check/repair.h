@@ -87,6 +87,7 @@ int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 int repair_clear_log(struct repair_ctx *r);
 int repair_csums(struct repair_ctx *r);      /* check/repair_csums.c */
 int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
+int repair_subvol_links(struct repair_ctx *r); /* check/repair_subvol_links.c */
 int repair_qgroups(struct repair_ctx *r);    /* check/repair_qgroups.c */
 int repair_subvol_orphans(struct repair_ctx *r); /* check/repair_subvol_orphans.c */
 int repair_extent_generations(struct repair_ctx *r); /* check/repair_extent_gens.c */
