@@ -11,7 +11,8 @@
  *    other;
  *  - a ref pair without its dir item or dir index (root-dir-entry-missing):
  *    the entry is added again in the parent directory (the check runs again
- *    after, and the inodes class sets the directory's size);
+ *    after, and the inodes class sets the directory's size); an entry of
+ *    that name that names a subvolume that does not exist is pointed at it;
  *  - a live subvolume without refs (root-unreferenced) that one directory
  *    entry pair still names: the ref and backref are made from it (of entries
  *    in several subvolumes, the copies a snapshot took are told apart by the
@@ -123,7 +124,7 @@ static const struct live_root *live(const struct links_scan *s, uint64_t id)
  * subvolume child: 1 yes, 0 no entry of that name, 2 one of that name naming
  * something else (or, for a dir index, another name); -errno. */
 static int entry_state(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, const struct link_name *n,
-		       uint64_t child)
+		       uint64_t child, struct btrfs_key *other)
 {
 	struct tree_root_ptr rp;
 	uint32_t size = r->fs->nodesize, off = 0;
@@ -143,8 +144,10 @@ static int entry_state(struct repair_ctx *r, uint64_t root, const struct btrfs_k
 	}
 	while (!ret && size <= r->fs->nodesize && state != 1 && link_entry_next(key->type, buf, size, &off, &e)) {
 		seen++;
-		if (e.len == n->len && !memcmp(e.name, n->name, n->len))
+		if (e.len == n->len && !memcmp(e.name, n->name, n->len)) {
 			state = e.loc.objectid == child && e.loc.type == BTRFS_ROOT_ITEM_KEY ? 1 : 2;
+			*other = e.loc;
+		}
 	}
 	free(buf);
 	/* a dir index holds one name: another one there takes the index */
@@ -158,13 +161,68 @@ static int entries_of(struct repair_ctx *r, uint64_t parent, const struct link_n
 		      int *index)
 {
 	struct btrfs_key ki = { n->dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(n->name, n->len) };
-	struct btrfs_key kx = { n->dir, BTRFS_DIR_INDEX_KEY, n->index };
+	struct btrfs_key kx = { n->dir, BTRFS_DIR_INDEX_KEY, n->index }, other;
 
-	if ((*item = entry_state(r, parent, &ki, n, child)) < 0)
+	if ((*item = entry_state(r, parent, &ki, n, child, &other)) < 0)
 		return *item;
-	if ((*index = entry_state(r, parent, &kx, n, child)) < 0)
+	if ((*index = entry_state(r, parent, &kx, n, child, &other)) < 0)
 		return *index;
 	return 0;
+}
+
+static int found_any(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	(void)k, (void)d, (void)size;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* Whether the root tree has a root item for tree id (of any offset). */
+static int root_item_exists(struct repair_ctx *r, uint64_t id)
+{
+	struct btrfs_key min = { id, BTRFS_ROOT_ITEM_KEY, 0 }, max = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct tree_root_ptr rp;
+	bool found = false;
+	int ret = trans_get_root(r->t, BTRFS_ROOT_TREE_OBJECTID, &rp);
+
+	if (!ret)
+		ret = tree_each_item_in(r->fs, &rp, &min, &max, found_any, &found);
+	return ret < 0 ? ret : found;
+}
+
+/* The entry called n in the item at key names a subvolume that does not
+ * exist: point it at child (1), or leave it (0: it names something that
+ * exists, or no subvolume); -errno. */
+static int retarget(struct repair_ctx *r, uint64_t parent, const struct btrfs_key *key, const struct link_name *n,
+		    uint64_t child)
+{
+	struct btrfs_key other = { 0 }, loc = { child, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct tree_path path;
+	struct link_entry e;
+	uint32_t size, off = 0;
+	uint8_t *item;
+	int ret = entry_state(r, parent, key, n, child, &other);
+
+	if (ret != 2 || other.type != BTRFS_ROOT_ITEM_KEY)
+		return ret < 0 ? ret : 0;
+	if ((ret = root_item_exists(r, other.objectid)))
+		return ret < 0 ? ret : 0;
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, parent, key, &item, &size, &path);
+	while (!ret && link_entry_next(key->type, item, size, &off, &e))
+		if (e.len == n->len && !memcmp(e.name, n->name, n->len)) {
+			key_to_disk(dir_item_location_ptr(item + e.off), &loc);
+			break;
+		}
+	tree_path_release(r->fs, &path);
+	if (ret)
+		return ret;
+	r->changes++;
+	repair_say(r, "subvolume %" PRIu64 ": %s (%" PRIu64 " %u %" PRIu64 ") '%.*s' in %" PRIu64 " named subvolume %"
+		   PRIu64 ", which does not exist: pointed at it", child, key->type == BTRFS_DIR_ITEM_KEY ? "dir item" :
+		   "dir index", key->objectid, key->type, key->offset, (int)n->len, (const char *)n->name, parent,
+		   other.objectid);
+	return 1;
 }
 
 static void put_ref(uint8_t *d, const struct link_name *n)
@@ -198,11 +256,20 @@ static const char *ref_name(uint8_t type)
 /* Add the dir entries of name n (subvolume child in parent) that are missing. */
 static int add_entries(struct repair_ctx *r, uint64_t parent, uint64_t child, const struct link_name *n)
 {
+	struct btrfs_key ki = { n->dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(n->name, n->len) };
+	struct btrfs_key kx = { n->dir, BTRFS_DIR_INDEX_KEY, n->index };
 	uint32_t mode;
 	int item, index, ret = entries_of(r, parent, n, child, &item, &index);
 
 	if (ret || (item == 1 && index == 1))
 		return ret;
+	/* the name taken by an entry naming a subvolume that is gone: that entry is this name */
+	if (item == 2 && (ret = retarget(r, parent, &ki, n, child)) != 0)
+		item = ret < 0 ? item : 1;
+	if (index == 2 && ret >= 0 && (ret = retarget(r, parent, &kx, n, child)) != 0)
+		index = ret < 0 ? index : 1;
+	if (ret < 0 || (item == 1 && index == 1))
+		return ret < 0 ? ret : 0;
 	/* a name taken by something else, or no directory to hold it: nothing says which is right */
 	if (item == 2 || index == 2 || (ret = link_inode_mode(r, parent, n->dir, &mode)) <= 0 || !S_ISDIR(mode)) {
 		r->left++;
