@@ -83,7 +83,7 @@ static const struct repair_class classes[] = {
 	  { PR_ROOT_ITEM_OUTDATED }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
-	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },
+	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },
 	/* the check runs again after it: the extent tree it points at is judged then */
 	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
 	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "

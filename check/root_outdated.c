@@ -248,3 +248,16 @@ int check_root_items(struct check_ctx *ctx)
 		return 0;
 	return root_outdated_each(ctx->fs, report_outdated, ctx);
 }
+
+int root_block_find(struct fs_info *fs, uint64_t id, struct root_fix *f)
+{
+	struct root_seen one = { .f = { .key = { id, BTRFS_ROOT_ITEM_KEY, 0 } }, .best_level = -1 };
+	struct by_bytenr none = { 0, 0 };
+	struct scan s = { .v = &one, .n = 1, .cap = 1, .by_bytenr = &none, .level = -1 };
+	int ret = tree_each_item(fs, &fs->extent_root, extent_item, &s);
+
+	if (ret)
+		return ret < 0 ? ret : -EIO;
+	*f = one.f;
+	return one.at_best == 1;
+}

@@ -2,7 +2,7 @@
 """Root items, root refs and subvolume links, damaged one way each on a small filesystem with
 nested subvolumes, a subvolume in a directory, a snapshot of a subvolume and a read-only snapshot
 of the top level: btk-check finds each, --repair (classes root-item-fields, subvol-links,
-root-items) leaves btk-check and the reference `btrfs check` clean, the kernel reads every file as
+root-items, which also makes a lost subvolume root item again) leaves btk-check and the reference `btrfs check` clean, the kernel reads every file as
 before the damage (or, for a subvolume no name survives, under /lost+found), and btk-undo puts the
 damaged image back byte for byte. btrfs-progs 7.3, where installed, is asked too: what it says of
 the damage (it repairs none of the link kinds and cannot open the misdirected extent root), and
@@ -114,6 +114,10 @@ def entries_at(parent, child, other):
     return damage
 
 
+def del_root_item(oid):
+    return lambda img: corrupt([img], "-t", "1", "-k", key_of(root_item(img, oid)), "-d")
+
+
 def root_field(oid, field, value):
     return lambda img: corrupt([img], "-t", "1", "-k", key_of(root_item(img, oid)), "-f", field, "-v", value)
 
@@ -152,6 +156,8 @@ CASES = [
     ("nested-refs-gone", del_refs(SV1, NESTED), "root-unreferenced", True, False),
     ("refs-and-source-entries-gone", both(del_refs(5, SV2), del_entries(5, SV2)), "root-unreferenced", True, False),
     ("no-name-left", both(del_refs(5, SNAPRO), del_entries(5, SNAPRO)), "root-unreferenced", True, True),
+    ("root-item-gone", del_root_item(SV2), "root-dir-entry-dangling", True, False),
+    ("nested-root-item-gone", del_root_item(NESTED), "root-dir-entry-dangling", True, False),
     ("unknown-flags", root_field(SV1, "flags", "0x100"), "root-item-bad", False, False),
     ("last-snapshot-future", root_field(SV2, "last_snapshot", "+100"), "root-item-bad", False, False),
     ("generation-v2-future", root_field(NESTED, "generation_v2", "+100"), "root-item-bad", False, False),
