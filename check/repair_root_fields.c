@@ -144,9 +144,22 @@ static int fix_extent_generation(struct repair_ctx *r, const struct root_copy *c
 	if (bgen > r->fs->generation)
 		return 0;
 	for (int i = 0; i < 2 && ret == 1; i++) {
+		uint8_t cur[sizeof(struct btrfs_extent_item)];
+		struct tree_root_ptr rp;
 		struct tree_path path;
 		uint8_t *item;
-		uint32_t size;
+		uint32_t size = sizeof(cur);
+		/* read first: the path is copied on write only for an item to change */
+		if ((ret = trans_get_root(r->t, BTRFS_EXTENT_TREE_OBJECTID, &rp)))
+			return ret;
+		ret = tree_lookup(r->fs, &rp, &keys[i], cur, &size);
+		if (ret == -ENOENT) {
+			btk_error_clear();
+			ret = 1;
+			continue;
+		}
+		if (ret || size < sizeof(cur) || extent_generation(cur) == bgen)
+			return ret;
 		tree_path_init(&path);
 		ret = trans_item_for_update(r->t, BTRFS_EXTENT_TREE_OBJECTID, &keys[i], &item, &size, &path);
 		if (ret == 0 && size >= sizeof(struct btrfs_extent_item) && extent_generation(item) != bgen) {
