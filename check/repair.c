@@ -88,7 +88,9 @@ static const struct repair_class classes[] = {
 	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
 	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "
 	  "directory, the generation of a root block's extent item)",
-	  { PR_ROOT_ITEM_BAD, PR_EXTENT_GENERATION }, true, NULL, repair_root_fields, { 0 }, false },
+	  { PR_ROOT_ITEM_BAD, PR_EXTENT_GENERATION }, true, NULL, repair_root_fields,
+	  /* generations from the future are root-generations' (the blocks themselves are copied) */
+	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, false },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
