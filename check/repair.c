@@ -81,6 +81,10 @@ static const struct repair_class classes[] = {
 	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items,
 	  /* a root item pointing at another tree's block shows that tree's items as strays */
 	  { PR_ROOT_ITEM_OUTDATED }, false },
+	/* the check runs again after it: what is still malformed blocks the classes that trust items */
+	{ "item-fields", "Set item fields and key offsets whose only valid value the format fixes (an inode "
+	  "item's key offset, entry location keys, dev extents' and block groups' chunk objectid and tree)",
+	  { PR_ITEM_MALFORMED }, true, NULL, repair_item_fields, { 0 }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },
@@ -342,7 +346,7 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
 static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
-	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
+	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs || c->run == repair_item_fields ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
