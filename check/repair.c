@@ -176,7 +176,8 @@ static const struct repair_class classes[] = {
 	    PR_QGROUP_ITEM_BAD }, false },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
 	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 }, false },
-	/* after root-refs, which makes whole pairs of halves; the check runs again after it, so
+	/* after root-refs, which makes whole pairs of halves (the check runs again after it: the
+	 * links are judged then, the dangling halves gone); the check runs again after it too, so
 	 * the inodes class sets the sizes of the directories it added names to */
 	{ "subvol-links", "Make subvolume links whole: a root ref or backref that differs from its mirror and "
 	  "from the parent's dir entries from the one the entries confirm, missing dir entries of a subvolume "
@@ -350,7 +351,7 @@ static bool class_checks_again(const struct repair_class *c)
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
-	       c->run == repair_root_fields || c->run == repair_subvol_links;
+	       c->run == repair_root_fields || c->run == repair_subvol_links || c->run == repair_root_refs;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

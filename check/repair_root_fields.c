@@ -87,13 +87,14 @@ static unsigned fix_fields(struct repair_ctx *r, const struct root_copy *c, uint
 		repair_say(r, "root %" PRIu64 ": unknown flags 0x%" PRIx64 " cleared", id, flags & ~known);
 		n++;
 	}
-	if (c->size >= sizeof(struct btrfs_root_item) && root_item_generation_v2(want) > gen) {
+	/* (one past the superblock's is the running transaction's: the kernel's limit) */
+	if (c->size >= sizeof(struct btrfs_root_item) && root_item_generation_v2(want) > gen + 1) {
 		repair_say(r, "root %" PRIu64 ": generation_v2 %" PRIu64 " -> %" PRIu64, id,
 			   root_item_generation_v2(want), to);
 		root_item_set_generation_v2(want, to);
 		n++;
 	}
-	if (root_item_last_snapshot(want) > gen) {
+	if (root_item_last_snapshot(want) > gen + 1) {
 		repair_say(r, "root %" PRIu64 ": last snapshot %" PRIu64 " -> %" PRIu64, id,
 			   root_item_last_snapshot(want), to);
 		root_item_set_last_snapshot(want, to);
