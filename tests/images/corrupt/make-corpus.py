@@ -679,6 +679,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "mirror-level": ('tree-block-copies',),
     "root-backref-missing": ('root-refs',),
     "root-ref-missing": ('root-refs',),
+    "root-ref-name": ('subvol-links',),  # the backref's name is the one the dir entries carry
     "snapshot-ref-root": ('extent-refs',),
     "super-bytes-used": ('space-counters',),
     "super-copy0-magic": ('superblock-copies',),
