@@ -139,6 +139,8 @@ static int scan_extent_tree(struct extent_scan *s)
 				check_extent_generation(s->ctx, &key, data);
 			ret = scan_extent(s, key.objectid, key.offset, tree);
 		} else {
+			if (key.type == BTRFS_BLOCK_GROUP_ITEM_KEY && fs_block_group_tree(fs) == &fs->extent_root)
+				check_block_group_chunk(s->ctx, &key);
 			continue;
 		}
 		if (ret < 0)

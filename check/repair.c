@@ -17,6 +17,7 @@
 #include "common/messages.h"
 #include "common/undo_path.h"
 #include <btk/ebitmap.h>
+#include <btk/chunk_edit.h>
 #include <btk/features.h>
 #include <btk/names.h>
 #include <btk/volumes.h>
@@ -75,17 +76,30 @@ static const struct repair_class classes[] = {
 	  "a subvolume-tree block is copied in every tree that reaches it, the one that made it first)",
 	  { PR_TREE_BLOCK_OWNER }, true, NULL,
 	  repair_tree_block_owners, { 0 }, false },
+	/* before anything reads the extents of the lost chunk; the chunk map is read again after its
+	 * commit, and the check runs again */
+	{ "chunk-items", "Make lost chunk items again from their block group and dev extents (single, DUP and "
+	  "RAID1-family chunks)", { PR_BLOCK_GROUP_NO_CHUNK }, true, NULL, repair_chunk_items, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes; and items of a key type foreign to their tree",
-	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items, { 0 }, false },
+	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items,
+	  /* a root item pointing at another tree's block shows that tree's items as strays */
+	  { PR_ROOT_ITEM_OUTDATED }, false },
 	/* the check runs again after it: what is still malformed blocks the classes that trust items */
 	{ "item-fields", "Set item fields and key offsets whose only valid value the format fixes (an inode "
 	  "item's key offset, entry location keys, dev extents' and block groups' chunk objectid and tree)",
 	  { PR_ITEM_MALFORMED }, true, NULL, repair_item_fields, { 0 }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
-	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },
+	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },
+	/* the check runs again after it: the extent tree it points at is judged then */
+	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
+	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "
+	  "directory, the generation of a root block's extent item)",
+	  { PR_ROOT_ITEM_BAD, PR_EXTENT_GENERATION }, true, NULL, repair_root_fields,
+	  /* generations from the future are root-generations' (the blocks themselves are copied) */
+	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, false },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -170,6 +184,14 @@ static const struct repair_class classes[] = {
 	    PR_QGROUP_ITEM_BAD }, false },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
 	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 }, false },
+	/* after root-refs, which makes whole pairs of halves (the check runs again after it: the
+	 * links are judged then, the dangling halves gone); the check runs again after it too, so
+	 * the inodes class sets the sizes of the directories it added names to */
+	{ "subvol-links", "Make subvolume links whole: a root ref or backref that differs from its mirror and "
+	  "from the parent's dir entries from the one the entries confirm, missing dir entries of a subvolume "
+	  "from its root refs, the root refs of an unreferenced subvolume from the one dir entry pair naming it",
+	  { PR_ROOT_REF_MISMATCH, PR_ROOT_DIR_ENTRY_MISSING, PR_ROOT_UNREFERENCED }, true, NULL,
+	  repair_subvol_links, { PR_ITEM_MALFORMED }, false },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
 	  repair_uuid_tree, { 0 }, true },
@@ -335,10 +357,11 @@ static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs || c->run == repair_item_fields ||
-	       c->run == repair_file_extent_ranges ||
+	       c->run == repair_file_extent_ranges || c->run == repair_chunk_items ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
-	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array;
+	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
+	       c->run == repair_root_fields || c->run == repair_subvol_links || c->run == repair_root_refs;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -396,6 +419,8 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 		    !salvage_tolerates(c, transaction_blockers[i]) &&
 		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
 		    !(c->run == repair_root_generations && transaction_blockers[i] == PR_TREE_ROOT_UNREADABLE) &&
+		    /* the extents of the lost chunk are outside every chunk until it is made */
+		    !(c->run == repair_chunk_items && transaction_blockers[i] == PR_EXTENT_OUTSIDE_CHUNK) &&
 		    !(c->run == repair_root_items && is_unreadable_code(transaction_blockers[i])) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
@@ -500,6 +525,9 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 	}
 	ret = trans_commit(r->t);
 	r->t = NULL;
+	/* the chunks it made: the map the next classes and the check read */
+	if (!ret && c->run == repair_chunk_items)
+		ret = volumes_reload(r->fs);
 	if (ret)
 		return ret;
 	repair_say(r, "committed (generation %" PRIu64 ")", r->fs->generation);
