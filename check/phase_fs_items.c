@@ -529,9 +529,8 @@ void fs_inode_finish(struct fs_walk *w)
 		repair_note_inode_problem(w->ctx, PR_INODE_NBYTES, root, s->ino);
 	}
 	/* (a size within a sector of 2^64 rounds up to 0: compared unrounded, the
-	 * extents' end being sector aligned). A symlink too, as btrfs check has
-	 * it: one whose inline extent is lost has a size and no extent */
-	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && !w->no_holes &&
+	 * extents' end being sector aligned) */
+	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
 	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);
