@@ -80,9 +80,11 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 			       inode_generation(d), inode_transid(d), gen_limit);
 		repair_note_inode_problem(w->ctx, PR_INODE_GENERATION, w->root->objectid, k->objectid);
 	}
-	if (inode_flags(d) & ~INODE_KNOWN_FLAGS)
+	if (inode_flags(d) & ~INODE_KNOWN_FLAGS) {
 		report_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, "root %" PRIu64 " inode %" PRIu64 ": flags 0x%" PRIx64,
 			       w->root->objectid, k->objectid, inode_flags(d));
+		repair_note_inode_problem(w->ctx, PR_INODE_FLAGS_UNKNOWN, w->root->objectid, k->objectid);
+	}
 	/* (chattr refuses them on a symlink: only damage sets them) */
 	if (s->ftype == BTRFS_FT_SYMLINK && (inode_flags(d) & (BTRFS_INODE_IMMUTABLE | BTRFS_INODE_APPEND))) {
 		report_problem(w->ctx, PR_INODE_FLAGS_TYPE, "root %" PRIu64 " symlink %" PRIu64 ": flags 0x%" PRIx64
@@ -344,14 +346,25 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 	return *why == NULL;
 }
 
+/* Whether n bytes at p are all zero. */
+static bool all_zero(const uint8_t *p, uint32_t n)
+{
+	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
 /* A compressed inline extent decompresses to exactly its ram_bytes (at most
- * a sector: checked before); lzo is not built in and is not checked. */
+ * a sector: checked before); lzo is not built in and is not checked. Inline
+ * data that is all zeros is what btrfs-image leaves of it (a metadata dump
+ * holds no file data, and btrfs check does not decompress it): not reported. */
 static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	uint64_t ram = file_extent_ram_bytes(d), cap = (uint64_t)w->ctx->fs->sectorsize + 1;
-	uint8_t *out = malloc(cap);
+	uint8_t *out;
 	long got;
 
+	if (all_zero(d + BTRFS_FILE_EXTENT_INLINE_DATA_START, size - BTRFS_FILE_EXTENT_INLINE_DATA_START))
+		return;
+	out = malloc(cap);
 	if (!out)
 		return;
 	/* room for a sector and one byte: the stream's own length when it is a sector or less */

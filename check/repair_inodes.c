@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check/fs_check.h"
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
@@ -146,7 +147,8 @@ int repair_inode_items(struct repair_ctx *r)
 }
 
 /* Mode without a file type, a generation from the future, immutable or
- * append on a symlink, a free-space cache inode's mode: the inode item's fields. */
+ * append on a symlink, unknown flags, a free-space cache inode's mode: the
+ * inode item's fields. */
 static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enum problem_code code)
 {
 	struct tree_root_ptr rp;
@@ -175,6 +177,13 @@ static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enu
 		if (r->changes++ < SAY_MAX)
 			repair_say(r, "root %" PRIu64 " symlink %" PRIu64 ": flags 0x%" PRIx64 " -> 0x%" PRIx64, root, ino,
 				   from, to);
+	} else if (ret == 0 && code == PR_INODE_FLAGS_UNKNOWN) {
+		/* the kernel refuses the leaf for them: no kernel wrote them */
+		uint64_t from = inode_flags(item), to = from & INODE_KNOWN_FLAGS;
+		inode_set_flags(item, to);
+		if (r->changes++ < SAY_MAX)
+			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": unknown flags cleared, 0x%" PRIx64 " -> 0x%" PRIx64,
+				   root, ino, from, to);
 	} else if (ret == 0 && code == PR_INODE_MODE_INVALID) {
 		uint32_t from = inode_mode(item), to = (from & 07777) | ftype_to_mode(ftype);
 		inode_set_mode(item, to);
@@ -232,6 +241,7 @@ static int fix_inode(struct repair_ctx *r, const struct inode_fix *f)
 	case PR_INODE_MODE_INVALID:
 	case PR_INODE_GENERATION:
 	case PR_INODE_FLAGS_TYPE:
+	case PR_INODE_FLAGS_UNKNOWN:
 	case PR_ROOT_TREE_INODE_MODE:
 		return fix_inode_item(r, f->root, f->ino, f->code);
 	case PR_INODE_UNREACHABLE:

@@ -62,8 +62,11 @@ struct qgroup_fix {
 /* A data reference by (root, inode, offset) whose extent is not where the
  * file extent says (kind 0: the file extent's disk bytenr, no extent item
  * there) or that an extent declares without a user (kind 1): a pair of the
- * two is a file extent whose disk bytenr went wrong. Sorted by (root, ino,
- * offset, kind, bytenr). */
+ * two is a file extent whose disk bytenr went wrong. Kind 2: the file
+ * extent's disk length differs from its extent item's (len). Offset
+ * BYTENR_FIX_ANY: a user through a shared leaf (any offset). Sorted by (root,
+ * ino, offset, kind, bytenr). */
+#define BYTENR_FIX_ANY UINT64_MAX
 struct bytenr_fix {
 	uint64_t root, ino, offset, bytenr, len;
 	uint32_t kind;
