@@ -146,6 +146,8 @@ void report_phase_end(struct check_ctx *ctx, bool finished);
 int check_superblocks(struct check_ctx *ctx);
 int check_tree_blocks(struct check_ctx *ctx);
 int check_chunks(struct check_ctx *ctx);
+/* A block group item (key) whose chunk the chunk map lacks: block-group-no-chunk. */
+void check_block_group_chunk(struct check_ctx *ctx, const struct btrfs_key *k);
 int check_extents(struct check_ctx *ctx);
 int check_refs(struct check_ctx *ctx);
 int check_data_csums(struct check_ctx *ctx);

@@ -359,6 +359,37 @@ static void check_block_groups(struct check_ctx *ctx)
 	block_group_list_free(&bgs);
 }
 
+void check_block_group_chunk(struct check_ctx *ctx, const struct btrfs_key *k)
+{
+	const struct chunk *c = fs_chunk_lookup(ctx->fs, k->objectid);
+
+	if (!c || c->logical != k->objectid || c->length != k->offset)
+		report_problem(ctx, PR_BLOCK_GROUP_NO_CHUNK, "block group %" PRIu64 "+%" PRIu64 ": no chunk of its "
+			       "start and length", k->objectid, k->offset);
+}
+
+/* The block group items of a separate block-group tree (the extent tree's
+ * are met by the extents phase's walk). */
+static int check_block_group_tree_items(struct check_ctx *ctx)
+{
+	struct btrfs_key min = { 0, BTRFS_BLOCK_GROUP_ITEM_KEY, 0 }, max = { (uint64_t)-1, BTRFS_BLOCK_GROUP_ITEM_KEY,
+									     (uint64_t)-1 }, key;
+	const struct tree_root_ptr *bgt = fs_block_group_tree(ctx->fs);
+	struct tree_iter it;
+	const uint8_t *data;
+	uint32_t size;
+	int ret;
+
+	if (bgt == &ctx->fs->extent_root || !bgt->bytenr)
+		return 0;
+	tree_iter_init(&it, ctx->fs, bgt, &min, &max);
+	while ((ret = tree_iter_next(&it, &key, &data, &size)) == 1)
+		if (key.type == BTRFS_BLOCK_GROUP_ITEM_KEY)
+			check_block_group_chunk(ctx, &key);
+	tree_iter_release(&it);
+	return ret == -ENOMEM ? ret : 0;   /* an unreadable tree: reported by the tree-block walk */
+}
+
 /* Every chunk item of the chunk tree is valid and in the chunk map (the
  * open leaves out what does not validate or overlaps another chunk). */
 static int check_chunk_items(struct check_ctx *ctx)
@@ -409,5 +440,5 @@ int check_chunks(struct check_ctx *ctx)
 		free(ext);
 	}
 	check_block_groups(ctx);
-	return 0;
+	return check_block_group_tree_items(ctx);
 }

@@ -79,7 +79,7 @@ static int scan_extent(struct extent_scan *s, uint64_t start, uint64_t len, bool
  * than the filesystem's (and then the whole leaf of the extent tree). */
 static void check_extent_generation(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *data)
 {
-	if (extent_generation(data) > ctx->fs->generation)
+	if (extent_generation(data) > ctx->fs->generation + 1)   /* the kernel allows the running transaction */
 		report_problem(ctx, PR_EXTENT_ITEM_GENERATION, "extent item (%" PRIu64 " %u %" PRIu64 "): generation %"
 			       PRIu64 " is newer than the filesystem's %" PRIu64, k->objectid, k->type, k->offset,
 			       extent_generation(data), ctx->fs->generation);
@@ -139,6 +139,8 @@ static int scan_extent_tree(struct extent_scan *s)
 				check_extent_generation(s->ctx, &key, data);
 			ret = scan_extent(s, key.objectid, key.offset, tree);
 		} else {
+			if (key.type == BTRFS_BLOCK_GROUP_ITEM_KEY && fs_block_group_tree(fs) == &fs->extent_root)
+				check_block_group_chunk(s->ctx, &key);
 			continue;
 		}
 		if (ret < 0)

@@ -49,7 +49,9 @@ static void malformed(struct fs_walk *w, const struct btrfs_key *k, const char *
 void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct inode_state *s = &w->ino;
-	uint64_t gen_limit = w->ctx->fs->generation;
+	/* the kernel's tree checker and btrfs check allow one past the superblock's
+	 * generation (the transaction that was running): so does this */
+	uint64_t gen_limit = w->ctx->fs->generation + 1;
 	struct item_verdict vd;
 	uint32_t mode;
 
@@ -77,7 +79,7 @@ void fs_item_inode(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *
 	if (inode_generation(d) > gen_limit || inode_transid(d) > gen_limit) {
 		report_problem(w->ctx, PR_INODE_GENERATION, "root %" PRIu64 " inode %" PRIu64 ": generation %" PRIu64
 			       " transid %" PRIu64 ", filesystem generation %" PRIu64, w->root->objectid, k->objectid,
-			       inode_generation(d), inode_transid(d), gen_limit);
+			       inode_generation(d), inode_transid(d), gen_limit - 1);
 		repair_note_inode_problem(w->ctx, PR_INODE_GENERATION, w->root->objectid, k->objectid);
 	}
 	if (inode_flags(d) & ~INODE_KNOWN_FLAGS) {
@@ -438,6 +440,9 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		}
 		if (!why)
 			regular_extent_ok(w, k, d, &why);
+		/* the kernel writes a symlink's target inline, always: btrfs check calls another extent too large */
+		if (!why && s->have_item && s->ftype == BTRFS_FT_SYMLINK)
+			why = "a symlink's extent is not inline";
 		/* nothing would catch bad compressed data: the kernel's decompression trusts checksums */
 		if (file_extent_disk_bytenr(d) && file_extent_compression(d) != BTRFS_COMPRESS_NONE &&
 		    (s->flags & BTRFS_INODE_NODATASUM)) {
@@ -455,7 +460,7 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		end = k->offset;
 	}
 	/* written in a transaction after the last committed one: `btrfs check` says invalid generation */
-	if (!why && file_extent_generation(d) > w->ctx->fs->generation)
+	if (!why && file_extent_generation(d) > w->ctx->fs->generation + 1)
 		why = "generation newer than the filesystem's";
 	if (why)
 		report_problem(w->ctx, PR_FILE_EXTENT_BAD, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64
@@ -498,8 +503,9 @@ void fs_inode_finish(struct fs_walk *w)
 		repair_note_inode_problem(w->ctx, PR_INODE_NBYTES, root, s->ino);
 	}
 	/* (a size within a sector of 2^64 rounds up to 0: compared unrounded, the
-	 * extents' end being sector aligned) */
-	if (s->ftype == BTRFS_FT_REG_FILE && !w->no_holes &&
+	 * extents' end being sector aligned). A symlink too, as btrfs check has
+	 * it: one whose inline extent is lost has a size and no extent */
+	if ((s->ftype == BTRFS_FT_REG_FILE || s->ftype == BTRFS_FT_SYMLINK) && !w->no_holes &&
 	    (s->extent_end < round_up(s->isize, w->ctx->fs->sectorsize) || s->extent_end < s->isize)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", root, s->ino, s->extent_end, s->isize);

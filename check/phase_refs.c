@@ -979,16 +979,26 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 	}
 	/* users of the other kind than the item's flags say; flags of no (or both)
 	 * kinds the repair replaces from the users (check/refs_repair.c) */
+	/* an extent item used by a tree but flagged data, where the item's key (a
+	 * metadata item, its level known) or its chunk (one that holds no data)
+	 * says tree block: the flags lie */
+	bool tree_flags_lie = !data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
+			      (j->level || !data_chunk_holds(j->ctx->fs, bytenr, j->len));
+
 	if ((extent_kind_known(j->flags) && !(data && extent_flags_lie(j->flags, j->len, j->ctx->fs->nodesize)) &&
+	     !tree_flags_lie &&
 	     ((data && !(j->flags & BTRFS_EXTENT_FLAG_DATA)) || (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)))) ||
 	    (data && e->len != clamp32(j->len)))
 		refs_repair_unfixable(j->ctx, j->unit);
 	if (data && !(j->flags & BTRFS_EXTENT_FLAG_DATA))
 		report_problem(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 " inode %" PRIu64
 			       ": file extent points at tree-block extent %" PRIu64, root, where, bytenr);
-	else if (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK))
+	else if (!data && !(j->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK)) {
 		report_problem(j->ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " points at data extent %"
 			       PRIu64, root, where, bytenr);
+		if (tree_flags_lie)
+			refs_repair_replace(j->ctx, j->unit);
+	}
 	else if (data && e->len != clamp32(j->len)) {
 		report_problem(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
 			       PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);

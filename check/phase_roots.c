@@ -59,14 +59,16 @@ static void expect_uuid(struct roots_scan *s, const uint8_t *uuid, uint8_t type,
  * bytenr, levels beyond the maximum, unknown flags. */
 static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	uint64_t gen = ctx->fs->generation, flags = root_item_flags(d);
+	/* (one past the superblock's: the transaction that was running, as the
+	 * kernel's tree checker allows) */
+	uint64_t gen = ctx->fs->generation, limit = gen + 1, flags = root_item_flags(d);
 	struct item_view v = item_view_of(d, size);
 
 	/* (an old, v1, item ends before generation_v2) */
-	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_generation_v2(d) > gen)
+	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_generation_v2(d) > limit)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": generation_v2 %" PRIu64 " is newer than the "
 			       "filesystem's %" PRIu64, k->objectid, root_item_generation_v2(d), gen);
-	if (root_item_last_snapshot(d) > gen)
+	if (root_item_last_snapshot(d) > limit)
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": last snapshot %" PRIu64 " is newer than the "
 			       "filesystem's %" PRIu64, k->objectid, root_item_last_snapshot(d), gen);
 	if (root_item_bytenr(d) % ctx->fs->sectorsize)
@@ -84,7 +86,7 @@ static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key
  * mode is repaired. */
 static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	uint64_t gen = ctx->fs->generation;
+	uint64_t gen = ctx->fs->generation, limit = gen + 1;   /* the kernel's limit */
 	struct item_verdict vd;
 	uint32_t mode;
 
@@ -102,7 +104,7 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 	/* (the free-space cache inodes, from 256 up, are regular files of mode 0600: the reference
 	 * holds them to it) */
 	if (k->objectid >= BTRFS_FIRST_FREE_OBJECTID && mode != (S_IFREG | 0600) && inode_nlink(d) == 1 &&
-	    inode_generation(d) <= gen && inode_transid(d) <= gen) {
+	    inode_generation(d) <= limit && inode_transid(d) <= limit) {
 		/* the rest is sound: the repair gives it back the mode of its kind */
 		report_problem(ctx, PR_ROOT_TREE_INODE_MODE, "free-space cache inode %" PRIu64 ": mode 0%o, not "
 			       "0100600", k->objectid, mode);
@@ -110,7 +112,7 @@ static void check_root_tree_inode(struct check_ctx *ctx, const struct btrfs_key 
 	} else if (mode_to_ftype(mode) == BTRFS_FT_UNKNOWN || (mode & ~(uint32_t)(S_IFMT | 07777)) ||
 	    (S_ISDIR(mode) && inode_nlink(d) > 1) ||
 	    (k->objectid >= BTRFS_FIRST_FREE_OBJECTID && mode != (S_IFREG | 0600)) ||
-	    inode_generation(d) > gen || inode_transid(d) > gen)
+	    inode_generation(d) > limit || inode_transid(d) > limit)
 		report_problem(ctx, PR_ITEM_MALFORMED, "root tree inode %" PRIu64 ": mode 0%o, nlink %u, generation %"
 			       PRIu64 ", transid %" PRIu64 " (filesystem generation %" PRIu64 ")", k->objectid, mode,
 			       inode_nlink(d), inode_generation(d), inode_transid(d), gen);
@@ -243,7 +245,7 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 		report_problem(ctx, PR_ITEM_MALFORMED, "root item %" PRIu64 " is %u bytes", k->objectid, size);
 		return;
 	}
-	bool future = root_item_generation(d) > ctx->fs->generation;
+	bool future = root_item_generation(d) > ctx->fs->generation + 1;   /* the kernel's limit */
 
 	if (future)
 		report_problem(ctx, PR_ROOT_ITEM_GENERATION, "root %" PRIu64 ": generation %" PRIu64 " is newer than "

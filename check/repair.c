@@ -17,6 +17,7 @@
 #include "common/messages.h"
 #include "common/undo_path.h"
 #include <btk/ebitmap.h>
+#include <btk/chunk_edit.h>
 #include <btk/features.h>
 #include <btk/names.h>
 #include <btk/volumes.h>
@@ -75,12 +76,20 @@ static const struct repair_class classes[] = {
 	  "a subvolume-tree block is copied in every tree that reaches it, the one that made it first)",
 	  { PR_TREE_BLOCK_OWNER }, true, NULL,
 	  repair_tree_block_owners, { 0 }, false },
+	/* before anything reads the extents of the lost chunk; the chunk map is read again after its
+	 * commit, and the check runs again */
+	{ "chunk-items", "Make lost chunk items again from their block group and dev extents (single, DUP and "
+	  "RAID1-family chunks)", { PR_BLOCK_GROUP_NO_CHUNK }, true, NULL, repair_chunk_items, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes, malformed names (made again from their mirrors "
 	  "by names); and items of a key type foreign to their tree",
 	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE, PR_ITEM_MALFORMED },
 	  true, NULL, repair_stray_items, { 0 }, false },
+	/* the check runs again after it: what is still malformed blocks the classes that trust items */
+	{ "item-fields", "Set item fields and key offsets whose only valid value the format fixes (an inode "
+	  "item's key offset, entry location keys, dev extents' and block groups' chunk objectid and tree)",
+	  { PR_ITEM_MALFORMED }, true, NULL, repair_item_fields, { 0 }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },
@@ -331,7 +340,8 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
 static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
-	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs ||
+	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs || c->run == repair_item_fields ||
+	       c->run == repair_chunk_items ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array;
@@ -392,6 +402,8 @@ static const struct problem_def *class_blocker(const struct repair_class *c, con
 		    !salvage_tolerates(c, transaction_blockers[i]) &&
 		    !class_fixes(c, transaction_blockers[i]) && !class_keeps_unallocated(c, transaction_blockers[i]) &&
 		    !(c->run == repair_root_generations && transaction_blockers[i] == PR_TREE_ROOT_UNREADABLE) &&
+		    /* the extents of the lost chunk are outside every chunk until it is made */
+		    !(c->run == repair_chunk_items && transaction_blockers[i] == PR_EXTENT_OUTSIDE_CHUNK) &&
 		    !(c->run == repair_root_items && is_unreadable_code(transaction_blockers[i])) &&
 		    !(is_unreadable_code(transaction_blockers[i]) && class_rebuilds_unreadable(c, ctx)))
 			return problem_lookup(transaction_blockers[i]);
@@ -496,6 +508,9 @@ static int run_class(const struct repair_class *c, struct repair_ctx *r)
 	}
 	ret = trans_commit(r->t);
 	r->t = NULL;
+	/* the chunks it made: the map the next classes and the check read */
+	if (!ret && c->run == repair_chunk_items)
+		ret = volumes_reload(r->fs);
 	if (ret)
 		return ret;
 	repair_say(r, "committed (generation %" PRIu64 ")", r->fs->generation);

@@ -81,6 +81,8 @@ int repair_inodes(struct repair_ctx *r);
 int repair_inode_items(struct repair_ctx *r); /* check/repair_inodes.c */
 int repair_root_items(struct repair_ctx *r);
 int repair_stray_items(struct repair_ctx *r);
+int repair_item_fields(struct repair_ctx *r);
+int repair_chunk_items(struct repair_ctx *r);
 int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 /* check/repair_log.c: runs its own transaction (trans_start refuses a log tree) */
 int repair_clear_log(struct repair_ctx *r);

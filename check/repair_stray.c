@@ -62,9 +62,12 @@ static bool names_type(uint8_t type)
 }
 
 /* A name item the kernel refuses the leaf for: its entries do not fit it,
- * a name or data length out of range, or a dir entry locating neither an
- * inode nor a subvolume. What it says is lost with it; the names class makes
- * it again from its mirrors (dir item, dir index, inode ref) after. NULL: fine. */
+ * a name or data length is out of range, or a dir entry's location key is of
+ * neither an inode nor a subvolume. What it says is lost with it; the names
+ * class makes it again from its mirrors (dir item, dir index, inode ref)
+ * after, as btrfs check --repair does with such a dir index. (A wrong entry
+ * type is the names class's, the other fields of a location key the
+ * item-fields class's.) NULL: fine. */
 static const char *malformed_name_item(const struct fs_info *fs, const struct btrfs_key *k, const uint8_t *d,
 				       uint32_t size)
 {
@@ -75,7 +78,7 @@ static const char *malformed_name_item(const struct fs_info *fs, const struct bt
 
 	if (item_check_fs(fs, k, d, size, &vd) && vd.fault != ITEM_ENTRY_TYPE && vd.fault != ITEM_UNKNOWN_BITS)
 		return vd.why;
-	while (k->type != BTRFS_XATTR_ITEM_KEY && (k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY) &&
+	while ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY) &&
 	       item_entry_next(k->type, &v, &off, &e) == 1) {
 		struct btrfs_key loc;
 		key_from_disk(&loc, dir_item_location_ptr(e.hdr));

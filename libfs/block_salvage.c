@@ -306,16 +306,21 @@ static bool lone_key_from_neighbours(struct entry *v, unsigned n, unsigned j)
 			return true;
 		}
 	}
-	for (int i = 0; i < 2; i++) {
-		k = v[j].key;
-		if (!nb[i] || nb[i]->key.type != k.type)
-			continue;
-		k.objectid = nb[i]->key.objectid;
-		if (key_fits_at(v, n, j, &k)) {
-			v[j].key = k;
-			return true;
+	/* a neighbour of its type first; then any neighbour: an inode's items lie
+	 * together (its inode item, refs, xattrs, extents), so a file extent
+	 * whose objectid went wrong between its inode's ref and the next inode's
+	 * item is that inode's */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < 2; i++) {
+			k = v[j].key;
+			if (!nb[i] || (pass == 0 && nb[i]->key.type != k.type))
+				continue;
+			k.objectid = nb[i]->key.objectid;
+			if (key_fits_at(v, n, j, &k)) {
+				v[j].key = k;
+				return true;
+			}
 		}
-	}
 	return false;
 }
 

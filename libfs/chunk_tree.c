@@ -22,9 +22,10 @@ int volumes_read_chunk_tree(struct fs_info *fs)
 		if (key.type != BTRFS_CHUNK_ITEM_KEY)
 			continue;
 		ret = chunk_map_add_item(fs, key.offset, data, size);
+		/* (a chunk left out is as a lost one: its block group has no chunk, and
+		 * a transaction can make it again -- nothing it writes goes there) */
 		if (ret == -EUCLEAN && fs->tolerate_damage) {
 			fs_note(fs, FS_NOTE_WARNING, "chunk item left out: %s", btk_error_msg());
-			fs->damage_tolerated = true;
 			continue;
 		}
 		if (ret)

@@ -119,19 +119,21 @@ def test_file_extent_outside_every_chunk_becomes_hole(tmp_path):
     assert len({before[k] for k in changed}) == 1, changed  # one file (its hard links, its snapshot copy)
 
 
-@pytest.mark.parametrize("type_name,field,value", [
-    ("INODE_REF", "name_len", "200"),       # the name runs past the item
-    ("DIR_INDEX", "location.type", "99"),   # neither an inode nor a subvolume (btrfs check repairs it too)
-    ("DIR_INDEX", "data_len", "5"),         # data after a dir entry's name
-], ids=["ref-name-len", "dir-index-location", "dir-index-data-len"])
-def test_malformed_name_item(tmp_path, type_name, field, value):
+@pytest.mark.parametrize("type_name,field,value,classes", [
+    ("INODE_REF", "name_len", "200", {"stray-items", "names"}),   # the name runs past the item
+    ("DIR_INDEX", "data_len", "5", {"stray-items", "names"}),     # data after a dir entry's name
+    ("DIR_ITEM", "name_len", "250", {"stray-items", "names"}),    # the name runs past the item
+    # neither an inode nor a subvolume (btrfs check repairs it the same way)
+    ("DIR_INDEX", "location.type", "99", {"stray-items", "names"}),
+], ids=["ref-name-len", "dir-index-data-len", "dir-item-name-len", "dir-index-location"])
+def test_malformed_name_item(tmp_path, type_name, field, value, classes):
     """A name item the kernel refuses the leaf for: deleted, then made again from its mirrors."""
     devs = damaged(tmp_path)
     before = oracle.snapshot_hashes(devs)
     items = [it for it in tree_items(devs, "5", type_name) if it["key"][0] != it["key"][2]]
     corrupt(devs, "-t", "5", "-k", key_arg(items[len(items) // 2]["key"]), "-f", field, "-v", value)
     found(devs, "item-malformed")
-    repaired(devs, {"stray-items", "names"})
+    repaired(devs, classes)
     assert oracle.snapshot_hashes(devs) == before
 
 

@@ -693,7 +693,7 @@ FIXABLE: dict[str, tuple[str, ...]] = {
     "tb-level-all": ('tree-salvage',),
     "tb-ptr-generation": ('tree-salvage',),
     "tb-generation-all": ('tree-salvage',),
-    "tb-key-order": ('tree-salvage', 'inodes',),
+    "tb-key-order": ('tree-salvage',),  # the key mended from its neighbours: nothing lost
     "tb-nritems": ('tree-salvage',),
     "tb-item-offset": ('tree-salvage',),
     "tb-subvol-entries": ('tree-salvage',),

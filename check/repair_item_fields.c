@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* The item-fields repair class: fields and key parts whose only valid value
+ * the format fixes, set to it. The kernel's tree checker refuses a leaf
+ * holding any of them (so the whole leaf is unreadable), and btrfs check
+ * 7.3 does not look at most of them:
+ *   - an inode item's key offset (always 0): the item is keyed again, unless
+ *     an inode item with offset 0 is already there (then it is left);
+ *   - the location key of a dir entry naming an inode (offset 0) and of an
+ *     xattr (all zero);
+ *   - a dev extent's chunk tree (3) and chunk objectid (256);
+ *   - a block group item's chunk objectid (256).
+ * Other malformed items are left to the classes of their kind. The check
+ * runs again after this class (check/repair.c), so what is still malformed
+ * keeps blocking the classes that trust item contents. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check/repair.h"
+#include "common/grow.h"
+#include <btk/item_check.h>
+#include <btk/key.h>
+#include <btk/trans.h>
+#include <btk/tree.h>
+#include <btk/walk.h>
+
+enum mend_kind {
+	MEND_INODE_KEY,      /* re-key an inode item to offset 0 */
+	MEND_DIR_LOCATIONS,  /* location keys of a dir item, dir index or xattr */
+	MEND_DEV_EXTENT,     /* chunk tree and chunk objectid */
+	MEND_BLOCK_GROUP,    /* chunk objectid */
+};
+
+struct mend {
+	uint64_t tree;
+	struct btrfs_key key;
+	enum mend_kind kind;
+};
+
+struct mend_scan {
+	struct fs_info *fs;
+	struct mend *v;
+	size_t n, cap;
+	uint64_t tree;
+};
+
+static int add_mend(struct mend_scan *s, const struct btrfs_key *k, enum mend_kind kind)
+{
+	struct mend *v = grow_array(s->v, &s->cap, s->n, sizeof(*v), 16);
+
+	if (!v)
+		return -ENOMEM;
+	s->v = v;
+	s->v[s->n++] = (struct mend){ s->tree, *k, kind };
+	return 0;
+}
+
+/* The location key an entry of an item of key type `type` must have, from
+ * the one it has: true (and *want) when it breaks a rule that fixes it. */
+static bool location_mended(uint8_t type, const struct btrfs_key *loc, struct btrfs_key *want)
+{
+	*want = *loc;
+	if (type == BTRFS_XATTR_ITEM_KEY)
+		*want = (struct btrfs_key){ 0, 0, 0 };
+	else if (loc->type == BTRFS_INODE_ITEM_KEY)
+		want->offset = 0;
+	return want->objectid != loc->objectid || want->type != loc->type || want->offset != loc->offset;
+}
+
+/* Whether any entry of a dir item, dir index or xattr item has a location
+ * to mend; with `apply`, the entries are mended in place (data writable). */
+static bool dir_locations(uint8_t type, uint8_t *data, uint32_t size, bool apply)
+{
+	struct item_view v = item_view_of(data, size);
+	struct item_entry e;
+	uint32_t off = 0;
+	bool any = false;
+
+	while (item_entry_next(type, &v, &off, &e) == 1) {
+		struct btrfs_key loc, want;
+
+		key_from_disk(&loc, dir_item_location_ptr(e.hdr));
+		if (!location_mended(type, &loc, &want))
+			continue;
+		any = true;
+		if (apply)
+			key_to_disk(dir_item_location_ptr(data + e.off), &want);
+	}
+	return any;
+}
+
+static int scan_subvol_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct mend_scan *s = arg;
+
+	if (k->type == BTRFS_INODE_ITEM_KEY && k->offset)
+		return add_mend(s, k, MEND_INODE_KEY);
+	if ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY || k->type == BTRFS_XATTR_ITEM_KEY) &&
+	    dir_locations(k->type, (uint8_t *)d, size, false))
+		return add_mend(s, k, MEND_DIR_LOCATIONS);
+	return 0;
+}
+
+static int scan_subvol(void *arg, const struct tree_root_ptr *root, const uint8_t *item, uint32_t size)
+{
+	struct mend_scan *s = arg;
+
+	(void)item, (void)size;
+	s->tree = root->objectid;
+	return tree_each_item(s->fs, root, scan_subvol_item, s);
+}
+
+static int scan_dev_extent(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct mend_scan *s = arg;
+
+	if (k->type != BTRFS_DEV_EXTENT_KEY || size != sizeof(struct btrfs_dev_extent))
+		return 0;
+	if (dev_extent_chunk_tree(d) != BTRFS_CHUNK_TREE_OBJECTID ||
+	    dev_extent_chunk_objectid(d) != BTRFS_FIRST_CHUNK_TREE_OBJECTID)
+		return add_mend(s, k, MEND_DEV_EXTENT);
+	return 0;
+}
+
+static int scan_block_group(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct mend_scan *s = arg;
+
+	if (k->type == BTRFS_BLOCK_GROUP_ITEM_KEY && size == sizeof(struct btrfs_block_group_item) &&
+	    block_group_chunk_objectid(d) != BTRFS_FIRST_CHUNK_TREE_OBJECTID)
+		return add_mend(s, k, MEND_BLOCK_GROUP);
+	return 0;
+}
+
+static int scan_global(struct repair_ctx *r, struct mend_scan *s, uint64_t tree, uint8_t type, tree_item_fn fn)
+{
+	struct btrfs_key min = { 0, type, 0 }, max = { (uint64_t)-1, type, (uint64_t)-1 };
+	struct tree_root_ptr ptr;
+
+	if (trans_get_root(r->t, tree, &ptr) || !ptr.bytenr) {
+		btk_error_clear();
+		return 0;
+	}
+	s->tree = tree;
+	return tree_each_item_in(r->fs, &ptr, &min, &max, fn, s);
+}
+
+/* The inode item at (ino, INODE_ITEM, offset != 0) keyed again at offset 0;
+ * 1 when an item already holds that key (nothing changed). */
+static int rekey_inode(struct repair_ctx *r, const struct mend *m)
+{
+	struct btrfs_key want = { m->key.objectid, BTRFS_INODE_ITEM_KEY, 0 };
+	struct btrfs_inode_item item;
+	struct tree_root_ptr root;
+	uint32_t size = sizeof(item);
+	int ret = trans_get_root(r->t, m->tree, &root);
+
+	if (!ret)
+		ret = tree_lookup(r->fs, &root, &want, &item, &size);
+	if (ret != -ENOENT)
+		return ret ? ret : 1;
+	btk_error_clear();
+	size = sizeof(item);
+	ret = tree_lookup(r->fs, &root, &m->key, &item, &size);
+	if (!ret && size != sizeof(item))
+		return 1;   /* a size the item-malformed report names: not mended here */
+	if (!ret)
+		ret = trans_delete_item(r->t, m->tree, &m->key);
+	if (!ret)
+		ret = trans_insert_item(r->t, m->tree, &want, &item, size);
+	return ret;
+}
+
+/* Mend the fields of the item in place; 1 when there was nothing to mend. */
+static int mend_fields(struct repair_ctx *r, const struct mend *m)
+{
+	struct tree_path path;
+	uint8_t *data;
+	uint32_t size;
+	int ret, none = 0;
+
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, m->tree, &m->key, &data, &size, &path);
+	if (!ret && m->kind == MEND_DIR_LOCATIONS)
+		none = !dir_locations(m->key.type, data, size, true);
+	else if (!ret && m->kind == MEND_DEV_EXTENT && size == sizeof(struct btrfs_dev_extent)) {
+		dev_extent_set_chunk_tree(data, BTRFS_CHUNK_TREE_OBJECTID);
+		dev_extent_set_chunk_objectid(data, BTRFS_FIRST_CHUNK_TREE_OBJECTID);
+	} else if (!ret && m->kind == MEND_BLOCK_GROUP && size == sizeof(struct btrfs_block_group_item))
+		block_group_set_chunk_objectid(data, BTRFS_FIRST_CHUNK_TREE_OBJECTID);
+	else if (!ret)
+		none = 1;
+	tree_path_release(r->fs, &path);
+	return ret ? ret : none;
+}
+
+static const char *mend_what(enum mend_kind kind)
+{
+	switch (kind) {
+	case MEND_INODE_KEY: return "inode item keyed at offset 0";
+	case MEND_DIR_LOCATIONS: return "entry location keys set to what the format demands";
+	case MEND_DEV_EXTENT: return "dev extent chunk tree 3, chunk objectid 256";
+	case MEND_BLOCK_GROUP: return "block group chunk objectid 256";
+	}
+	return "";
+}
+
+int repair_item_fields(struct repair_ctx *r)
+{
+	struct mend_scan s = { .fs = r->fs };
+	int ret = fs_each_live_subvolume(r->fs, &r->fs->tree_root, SUBVOLS_DATA_RELOC | SUBVOLS_WALKABLE,
+					 scan_subvol, &s);
+
+	if (!ret)
+		ret = scan_global(r, &s, BTRFS_DEV_TREE_OBJECTID, BTRFS_DEV_EXTENT_KEY, scan_dev_extent);
+	if (!ret)
+		ret = scan_global(r, &s, trans_block_group_tree(r->t), BTRFS_BLOCK_GROUP_ITEM_KEY, scan_block_group);
+
+	for (size_t i = 0; !ret && i < s.n; i++) {
+		const struct mend *m = &s.v[i];
+
+		ret = m->kind == MEND_INODE_KEY ? rekey_inode(r, m) : mend_fields(r, m);
+		if (ret == 1) {
+			r->left++;
+			ret = 0;
+			continue;
+		}
+		if (ret == -ENOENT)
+			ret = 0;  /* a shared leaf already mended through another tree */
+		else if (!ret && r->changes++ < REPAIR_SAY_MAX)
+			repair_say(r, "tree %" PRIu64 " item (%" PRIu64 " %u %" PRIu64 "): %s", m->tree,
+				   m->key.objectid, m->key.type, m->key.offset, mend_what(m->kind));
+	}
+	if (!ret && r->changes > REPAIR_SAY_MAX)
+		repair_say(r, "... %" PRIu64 " more", r->changes - REPAIR_SAY_MAX);
+	free(s.v);
+	return ret;
+}
