@@ -3,9 +3,9 @@
  * no extent is (or inside another extent), while an extent of the same length
  * declares a reference from that very file (root, inode, offset) that nothing
  * uses, had its bytenr damaged: it points at that extent again (as btrfs
- * check --repair does). One whose disk length differs from the extent item
- * that holds its reference takes the item's length (as btrfs check --repair
- * does). One that points outside every data chunk, with no such extent to
+ * check --repair does). An uncompressed one whose disk length is too short
+ * for the range it uses takes the length of the extent item that holds its
+ * reference (as btrfs check --repair does). One that points outside every data chunk, with no such extent to
  * go back to, becomes a hole: there is no data to keep (the inodes class
  * recounts nbytes after). The check runs again after it, so the other classes
  * see the result. */
@@ -149,13 +149,17 @@ static bool make_hole(struct repair_ctx *r, const struct bytenr_fix *bad, const 
 	return true;
 }
 
-/* Only where the range the file extent uses then fits the extent. */
+/* Only where the file extent is the one that is wrong: uncompressed, the
+ * range it uses does not fit its own disk length and fits the item's (an
+ * extent item's length damaged instead leaves its users consistent). */
 static bool set_disk_length(struct repair_ctx *r, const struct bytenr_fix *bad, const struct bytenr_fix *good,
 			    const struct btrfs_key *k, uint8_t *item)
 {
+	uint64_t used = file_extent_offset(item) + file_extent_num_bytes(item);
+
 	(void)good;
-	if (file_extent_compression(item) == BTRFS_COMPRESS_NONE &&
-	    file_extent_offset(item) + file_extent_num_bytes(item) > bad->len)
+	if (file_extent_compression(item) != BTRFS_COMPRESS_NONE || used <= file_extent_disk_num_bytes(item) ||
+	    used > bad->len)
 		return false;
 	repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": disk length %" PRIu64 " -> %" PRIu64
 		   " (its extent item's)", bad->root, bad->ino, k->offset, file_extent_disk_num_bytes(item), bad->len);
