@@ -975,7 +975,11 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		 * through a shared leaf has no offset to pair by) */
 		struct bytenr_fix f = { root, where, e->r.type == BTRFS_EXTENT_DATA_REF_KEY ? e->r.c : BYTENR_FIX_ANY,
 					bytenr, e->len, 0, 0 };
-		return repair_note_bytenr(j->ctx, &f);
+		int ret = repair_note_bytenr(j->ctx, &f);
+		/* outside every data chunk no extent item can be made for it: a hole, unless pointed back */
+		if (!ret && !(j->have && bytenr < j->bytenr + j->len) && !data_chunk_holds(j->ctx->fs, bytenr, e->len))
+			ret = repair_note_hole(j->ctx, &f);
+		return ret;
 	}
 	/* users of the other kind than the item's flags say; flags of no (or both)
 	 * kinds the repair replaces from the users (check/refs_repair.c) */

@@ -567,8 +567,10 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 			continue;
 		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
 			continue;
-		/* it works from the file extents the reference join noted */
-		if (c->run == repair_file_extent_bytenrs && !repair_notes_count(ctx, NOTES_BYTENRS))
+		/* a bytenr pointed back needs an extent that declares an unused reference; a disk length
+		 * the extent's; a hole a file extent outside every data chunk */
+		if (c->run == repair_file_extent_bytenrs && !ctx->counts[PR_EXTENT_REF_UNUSED] &&
+		    !ctx->counts[PR_FILE_EXTENT_BAD_RANGE] && !repair_notes_count(ctx, NOTES_HOLES))
 			continue;
 		if (c->transaction && parity_meta) {
 			msg_warning("not repairing %s: the metadata is %s, and this version writes no parity "

@@ -182,10 +182,25 @@ static int repair_group(struct repair_ctx *r, const struct bytenr_fix *g, size_t
 		else if (g[i].kind == 0)
 			bad++;
 	}
-	/* nothing to point back at, and no extent item can be made where it points */
-	if (!ret && bad == 1 && n == 1 && !in_data_chunk(r->fs, g[0].bytenr, g[0].len))
-		return rewrite_users_everywhere(r, &g[0], NULL, make_hole);
-	r->left += bad;
+	/* (one outside every data chunk becomes a hole after: fix_holes) */
+	if (!(bad == 1 && n == 1 && !in_data_chunk(r->fs, g[0].bytenr, g[0].len)))
+		r->left += bad;
+	return ret;
+}
+
+/* The file extents outside every data chunk that no group pointed back:
+ * holes (those pointed back no longer point there and are not found). */
+static int fix_holes(struct repair_ctx *r)
+{
+	const void *rec;
+	int ret;
+
+	while ((ret = repair_notes_next(r->found, NOTES_HOLES, &rec)) == 1) {
+		size_t left = r->left;
+		if ((ret = rewrite_users_everywhere(r, rec, NULL, make_hole)) < 0)
+			return ret;
+		r->left = left;
+	}
 	return ret;
 }
 
@@ -215,5 +230,5 @@ int repair_file_extent_bytenrs(struct repair_ctx *r)
 			group[n] = *f;
 		n += n < 3;
 	}
-	return 0;
+	return fix_holes(r);
 }
