@@ -251,6 +251,15 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 		report_problem(ctx, PR_ROOT_ITEM_GENERATION, "root %" PRIu64 ": generation %" PRIu64 " is newer than "
 			       "the filesystem's %" PRIu64, k->objectid, root_item_generation(d), ctx->fs->generation);
 	check_root_item_fields(ctx, k, d, size);
+	/* libfs reads the extent tree from the current backup root then (fs_info.extent_root_item) */
+	if (k->objectid == BTRFS_EXTENT_TREE_OBJECTID && ctx->fs->extent_root_item.bytenr) {
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root 2: the extent tree's root item names block %" PRIu64
+			       " (generation %" PRIu64 ", level %u), which does not read as its root; the backup root "
+			       "of generation %" PRIu64 " names block %" PRIu64 " (level %u)", root_item_bytenr(d),
+			       root_item_generation(d), root_item_level(d), ctx->fs->generation,
+			       ctx->fs->extent_root.bytenr, ctx->fs->extent_root.level);
+		return;
+	}
 	if (root_item_bytenr(d) && block_read(ctx->fs, root_item_bytenr(d), &any, &b) == 0) {
 		/* a generation from the future against a sound block: that one problem (the block's is right) */
 		bool explained = future && block_generation(b) <= ctx->fs->generation && block_level(b) == root_item_level(d);

@@ -85,14 +85,23 @@ static const struct repair_class classes[] = {
 	  "cache, file extents of device, fifo and socket inodes, malformed names (made again from their mirrors "
 	  "by names); and items of a key type foreign to their tree",
 	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE, PR_ITEM_MALFORMED },
-	  true, NULL, repair_stray_items, { 0 }, false },
+	  true, NULL, repair_stray_items,
+	  /* a root item pointing at another tree's block shows that tree's items as strays */
+	  { PR_ROOT_ITEM_OUTDATED }, false },
 	/* the check runs again after it: what is still malformed blocks the classes that trust items */
 	{ "item-fields", "Set item fields and key offsets whose only valid value the format fixes (an inode "
 	  "item's key offset, entry location keys, dev extents' and block groups' chunk objectid and tree)",
 	  { PR_ITEM_MALFORMED }, true, NULL, repair_item_fields, { 0 }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
-	  { PR_ROOT_ITEM_OUTDATED }, true, NULL, repair_root_items, { 0 }, false },
+	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },
+	/* the check runs again after it: the extent tree it points at is judged then */
+	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
+	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "
+	  "directory, the generation of a root block's extent item)",
+	  { PR_ROOT_ITEM_BAD, PR_EXTENT_GENERATION }, true, NULL, repair_root_fields,
+	  /* generations from the future are root-generations' (the blocks themselves are copied) */
+	  { PR_ROOT_ITEM_GENERATION, PR_TREE_BLOCK_GENERATION }, false },
 	/* replaces extent-refs and free-space-tree; what the extent tree lacked or held wrongly is
 	 * fixed, unreadable blocks of other trees make it refuse (check/repair_rebuild.c) */
 	{ "extent-tree", "Rebuild the whole extent tree from the trees that use the extents (references, "
@@ -177,6 +186,14 @@ static const struct repair_class classes[] = {
 	    PR_QGROUP_ITEM_BAD }, false },
 	{ "root-refs", "Re-create missing root refs and root backrefs from their mirror items",
 	  { PR_ROOT_REF_MISSING, PR_ROOT_BACKREF_MISSING }, true, NULL, repair_root_refs, { 0 }, false },
+	/* after root-refs, which makes whole pairs of halves (the check runs again after it: the
+	 * links are judged then, the dangling halves gone); the check runs again after it too, so
+	 * the inodes class sets the sizes of the directories it added names to */
+	{ "subvol-links", "Make subvolume links whole: a root ref or backref that differs from its mirror and "
+	  "from the parent's dir entries from the one the entries confirm, missing dir entries of a subvolume "
+	  "from its root refs, the root refs of an unreferenced subvolume from the one dir entry pair naming it",
+	  { PR_ROOT_REF_MISMATCH, PR_ROOT_DIR_ENTRY_MISSING, PR_ROOT_UNREFERENCED }, true, NULL,
+	  repair_subvol_links, { PR_ITEM_MALFORMED }, false },
 	{ "uuid-tree", "Rebuild the uuid tree from the subvolumes' root items",
 	  { PR_UUID_TREE_MISSING, PR_UUID_TREE_EXTRA }, true, uuid_forced,
 	  repair_uuid_tree, { 0 }, true },
@@ -344,7 +361,8 @@ static bool class_checks_again(const struct repair_class *c)
 	       c->run == repair_chunk_items ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
-	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array;
+	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
+	       c->run == repair_root_fields || c->run == repair_subvol_links || c->run == repair_root_refs;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */

@@ -80,6 +80,9 @@ int repair_rebuild_extent_tree(struct repair_ctx *r); /* check/repair_rebuild.c 
 int repair_inodes(struct repair_ctx *r);
 int repair_inode_items(struct repair_ctx *r); /* check/repair_inodes.c */
 int repair_root_items(struct repair_ctx *r);
+int repair_root_fields(struct repair_ctx *r); /* check/repair_root_fields.c */
+/* check/root_recreate.c: part of root-items, root items of named subvolumes whose item is gone */
+int repair_root_items_recreate(struct repair_ctx *r);
 int repair_stray_items(struct repair_ctx *r);
 int repair_item_fields(struct repair_ctx *r);
 int repair_chunk_items(struct repair_ctx *r);
@@ -88,6 +91,7 @@ int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 int repair_clear_log(struct repair_ctx *r);
 int repair_csums(struct repair_ctx *r);      /* check/repair_csums.c */
 int repair_root_refs(struct repair_ctx *r);  /* check/repair_roots.c */
+int repair_subvol_links(struct repair_ctx *r); /* check/repair_subvol_links.c */
 int repair_qgroups(struct repair_ctx *r);    /* check/repair_qgroups.c */
 int repair_subvol_orphans(struct repair_ctx *r); /* check/repair_subvol_orphans.c */
 int repair_extent_generations(struct repair_ctx *r); /* check/repair_extent_gens.c */

@@ -121,6 +121,22 @@ static int inode_dir_entry(struct repair_ctx *r, const uint8_t *name, uint16_t l
 	return (int)make_dir_entry(e, &loc, trans_transid(r->t), name, len, type);
 }
 
+int link_add_subvol_entry(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
+			  uint16_t len, uint64_t subvol)
+{
+	struct btrfs_key loc = { subvol, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct btrfs_key key = { dir, index ? BTRFS_DIR_INDEX_KEY : BTRFS_DIR_ITEM_KEY,
+				 index ? index : btrfs_name_hash(name, len) };
+	uint8_t e[DIR_ENTRY_MAX];
+
+	if (len == 0 || len > BTRFS_NAME_MAX)
+		return -EINVAL;
+	len = (uint16_t)make_dir_entry(e, &loc, trans_transid(r->t), name, len, BTRFS_FT_DIR);
+	if (index)
+		return trans_insert_item(r->t, root, &key, e, len);
+	return link_append(r, root, &key, e, len);
+}
+
 int link_add_dir_item(struct repair_ctx *r, uint64_t root, uint64_t dir, const uint8_t *name, uint16_t len,
 		      uint64_t child, uint8_t type)
 {

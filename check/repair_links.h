@@ -34,6 +34,10 @@ int link_append(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key
  * hash, next to the names already there. */
 int link_add_dir_item(struct repair_ctx *r, uint64_t root, uint64_t dir, const uint8_t *name, uint16_t len,
 		      uint64_t child, uint8_t type);
+/* Add name -> subvolume subvol (location (subvol, ROOT_ITEM, -1)) to dir:
+ * its DIR_INDEX (dir, index), -EEXIST if taken; with index 0 its DIR_ITEM. */
+int link_add_subvol_entry(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
+			  uint16_t len, uint64_t subvol);
 /* Add the DIR_INDEX (dir, index): -EEXIST if that index is taken. */
 int link_add_dir_index(struct repair_ctx *r, uint64_t root, uint64_t dir, uint64_t index, const uint8_t *name,
 		       uint16_t len, uint64_t child, uint8_t type);
@@ -77,6 +81,12 @@ void link_init_inode_item(struct repair_ctx *r, uint8_t *item, uint32_t mode, ui
  * missing), named by its inode number, and set its nlink to 1.
  * check/repair_lostfound.c. */
 int lostfound_link(struct repair_ctx *r, uint64_t root, uint64_t ino);
+/* Link subvolume subvol into /lost+found of the top-level subvolume (made
+ * when missing) as "subvol-ID": its dir item and dir index, the directory's
+ * size; *dir, *index and name (256 bytes, *len long) say where, for its root
+ * refs. check/repair_lostfound.c. */
+int lostfound_link_subvol(struct repair_ctx *r, uint64_t subvol, uint64_t *dir, uint64_t *index, char *name,
+			  uint16_t *len);
 
 /* The names of inode child whose parent dir is no directory and holds no
  * entries (a damaged ref's parent): removed, and the inode linked into

@@ -161,3 +161,28 @@ int lostfound_link(struct repair_ctx *r, uint64_t root, uint64_t ino)
 		repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": linked as /" LF_NAME "/%s", root, ino, name);
 	return 0;
 }
+
+int lostfound_link_subvol(struct repair_ctx *r, uint64_t subvol, uint64_t *dir, uint64_t *index, char *name,
+			  uint16_t *len)
+{
+	const uint64_t root = BTRFS_FS_TREE_OBJECTID;
+	uint64_t other;
+	uint8_t type;
+	size_t n;
+	int ret = lostfound_dir(r, root, dir);
+
+	if (ret)
+		return ret;
+	n = (size_t)snprintf(name, 256, "subvol-%" PRIu64, subvol);
+	while ((ret = lookup_name(r, root, *dir, name, &other, &type)) == 1) {
+		if (n + 21 >= 256)
+			return fs_error(r->fs, -EEXIST, "no free name for subvolume %" PRIu64 " in /" LF_NAME, subvol);
+		n += (size_t)snprintf(name + n, 256 - n, ".%" PRIu64, subvol);
+	}
+	*len = (uint16_t)n;
+	if (ret < 0 || (ret = link_next_index(r, root, *dir, index)) ||
+	    (ret = link_add_subvol_entry(r, root, *dir, *index, (const uint8_t *)name, *len, subvol)) ||
+	    (ret = link_add_subvol_entry(r, root, *dir, 0, (const uint8_t *)name, *len, subvol)))
+		return ret;
+	return update_inode(r, root, *dir, 2 * (int64_t)*len, -1);
+}

@@ -5,7 +5,8 @@
  * another tree's, at the block the extent tree names), once that block reads and is what the extent tree says
  * (owner, level, generation), in one transaction; the check runs again after
  * it, so the extent references are judged against the trees as they are
- * then. btrfs check --repair does the same ("Fixed N roots"). */
+ * then. btrfs check --repair does the same ("Fixed N roots"). A subvolume
+ * that root refs name without a root item gets one again (check/root_recreate.c). */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -52,5 +53,7 @@ int repair_root_items(struct repair_ctx *r)
 		if ((ret = trans_space_keep_until_commit(r->t, cl->bytenr, cl->len)) < 0)
 			return ret;
 	}
-	return ret < 0 ? ret : root_outdated_each(r->fs, fix_root, r);
+	if (ret < 0 || (ret = root_outdated_each(r->fs, fix_root, r)))
+		return ret < 0 ? ret : 0;
+	return repair_root_items_recreate(r);
 }

@@ -3,7 +3,8 @@
  * child) and its ROOT_BACKREF (child, parent) carry the same dirid, sequence
  * and name: a missing one is re-created from its mirror. One whose parent or
  * child subvolume has no root item is dangling and removed. A pair that
- * exists but differs (root-ref-mismatch) is left: nothing says which is right. */
+ * exists but differs (root-ref-mismatch) is the subvol-links class's: the
+ * parent's dir entries tell which half is right (check/repair_subvol_links.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>

@@ -26,7 +26,8 @@ static bool same_geometry(const uint8_t *t, uint32_t tsize, const uint8_t *a, ui
 {
 	return tsize == asize && chunk_length(t) == chunk_length(a) && chunk_type(t) == chunk_type(a) &&
 	       chunk_num_stripes(t) == chunk_num_stripes(a) && chunk_stripe_len(t) == chunk_stripe_len(a) &&
-	       chunk_sub_stripes(t) == chunk_sub_stripes(a);
+	       /* (sub_stripes places data in RAID10 only: elsewhere the kernel reads neither) */
+	       (!(chunk_type(a) & BTRFS_BLOCK_GROUP_RAID10) || chunk_sub_stripes(t) == chunk_sub_stripes(a));
 }
 
 /* ... and place its data in the same place. */

@@ -6,7 +6,8 @@
  * its repair points the item at that block). A root item whose block does
  * not read as a root of its tree (zeroed space, another tree's block) is
  * pointed there too, whatever the generations say: subvolumes and the
- * global trees other than the three the extent tree itself hangs on.
+ * global trees other than the three the extent tree itself hangs on. So is
+ * one that names that block with a level it does not have.
  * Memory: one entry per live tree. */
 #include <errno.h>
 #include <inttypes.h>
@@ -212,8 +213,15 @@ int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct roo
 	/* only a root block the extent tree no longer holds is taken for stale */
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct root_seen *r = &s.v[i];
-		if (r->at_best != 1 || r->f.new_bytenr == r->f.bytenr)
+		if (r->at_best != 1)
 			continue;
+		/* the right block, but the item's level does not read it (a generation
+		 * alone is the salvage's: it rewrites the block) */
+		if (r->f.new_bytenr == r->f.bytenr) {
+			if (r->f.new_level != r->f.level && !root_block_reads(fs, &r->f))
+				ret = fn(arg, &r->f);
+			continue;
+		}
 		if ((!r->allocated && r->f.new_generation > stale_generation(fs, &r->f) &&
 		     r->f.new_level >= r->f.level) || !root_block_reads(fs, &r->f))
 			ret = fn(arg, &r->f);
@@ -239,4 +247,17 @@ int check_root_items(struct check_ctx *ctx)
 	if (!ctx->counts[PR_TREE_BLOCK_LEAKED] && !ctx->counts[PR_TREE_ROOT_UNREADABLE])
 		return 0;
 	return root_outdated_each(ctx->fs, report_outdated, ctx);
+}
+
+int root_block_find(struct fs_info *fs, uint64_t id, struct root_fix *f)
+{
+	struct root_seen one = { .f = { .key = { id, BTRFS_ROOT_ITEM_KEY, 0 } }, .best_level = -1 };
+	struct by_bytenr none = { 0, 0 };
+	struct scan s = { .v = &one, .n = 1, .cap = 1, .by_bytenr = &none, .level = -1 };
+	int ret = tree_each_item(fs, &fs->extent_root, extent_item, &s);
+
+	if (ret)
+		return ret < 0 ? ret : -EIO;
+	*f = one.f;
+	return one.at_best == 1;
 }

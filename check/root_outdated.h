@@ -25,4 +25,9 @@ struct root_fix {
  * nonzero value stops. 0, fn's value or -errno. */
 int root_outdated_each(struct fs_info *fs, int (*fn)(void *arg, const struct root_fix *f), void *arg);
 
+/* The root block of tree id as the extent tree tells it (the one block of
+ * the top level with a tree-block reference from id): 1 and f->new_*, 0 when
+ * not one block, -errno. */
+int root_block_find(struct fs_info *fs, uint64_t id, struct root_fix *f);
+
 #endif

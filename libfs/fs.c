@@ -572,6 +572,11 @@ int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *ou
 		*out = fs->chunk_root;
 		return 0;
 	}
+	/* its item misdirected: the backup root's (fs_try_backup_extent_root) */
+	if (objectid == BTRFS_EXTENT_TREE_OBJECTID && fs->extent_root_item.bytenr) {
+		*out = fs->extent_root;
+		return 0;
+	}
 	memset(out, 0, sizeof(*out));
 	out->objectid = objectid;
 	tree_path_init(&path);
@@ -633,6 +638,53 @@ static int fs_load_roots(struct fs_info *fs)
 			return ret;
 	}
 	return 0;
+}
+
+/* With tolerate_damage: an extent tree root item whose block does not read
+ * as the extent tree's root (another tree's block, zeroed space, a wrong
+ * level) while the backup root of the current generation names one that
+ * does: that one is used, and the item's pointer kept for the check to
+ * report (the repair writes the item). Only the current generation's backup:
+ * an older extent tree does not tell which blocks are in use now. */
+static void fs_try_backup_extent_root(struct fs_info *fs)
+{
+	struct block_expect ex = { .generation = fs->extent_root.generation, .level = fs->extent_root.level,
+				   .owner = BTRFS_EXTENT_TREE_OBJECTID };
+	struct tree_block *b;
+
+	if (!fs->extent_root.bytenr)
+		return;
+	if (block_read(fs, fs->extent_root.bytenr, &ex, &b) == 0) {
+		bool salvaged = b->salvaged;
+		block_put(fs, b);
+		if (!salvaged)
+			return;
+	}
+	btk_error_clear();
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++) {
+		const uint8_t *r = super_super_roots_ptr(fs->super) + (size_t)i * sizeof(struct btrfs_root_backup);
+		struct tree_root_ptr p = { BTRFS_EXTENT_TREE_OBJECTID, backup_extent_root(r), backup_extent_root_gen(r),
+					   backup_extent_root_level(r) };
+		if (backup_tree_root_gen(r) != fs->generation || !p.bytenr || p.level >= BTRFS_MAX_LEVEL ||
+		    p.generation > fs->generation)
+			continue;
+		ex = (struct block_expect){ .generation = p.generation, .level = p.level,
+					    .owner = BTRFS_EXTENT_TREE_OBJECTID };
+		if (block_read(fs, p.bytenr, &ex, &b)) {
+			btk_error_clear();
+			continue;
+		}
+		bool salvaged = b->salvaged;
+		block_put(fs, b);
+		if (salvaged)
+			continue;
+		fs_note(fs, FS_NOTE_WARNING, "extent tree root %llu does not read as its root: using the one backup "
+			"root %d names (%llu)", (unsigned long long)fs->extent_root.bytenr, i,
+			(unsigned long long)p.bytenr);
+		fs->extent_root_item = fs->extent_root;
+		fs->extent_root = p;
+		return;
+	}
 }
 
 /* A root tree root read back: its header names the root tree, or it names
@@ -747,6 +799,8 @@ static int fs_open_steps(struct fs_info *fs, const struct fs_open_options *opts,
 	ret = fs_load_roots(fs);
 	if (ret)
 		return fs_error(fs, ret, "cannot read the root tree: %s", btk_error_msg());
+	if (fs->tolerate_damage)
+		fs_try_backup_extent_root(fs);
 	return 0;
 }
 

@@ -205,6 +205,10 @@ int fs_list_trees(struct fs_info *fs, struct fs_tree_list *out)
 	if ((ret = tree_list_push(out, &fs->tree_root)) || (ret = tree_list_push(out, &fs->chunk_root)) ||
 	    (ret = tree_each_item(fs, &fs->tree_root, push_root_item, out)) < 0)
 		goto fail;
+	/* the extent tree's item misdirected: the root the filesystem uses (fs_info.extent_root_item) */
+	for (size_t i = 0; fs->extent_root_item.bytenr && i < out->count; i++)
+		if (out->roots[i].objectid == BTRFS_EXTENT_TREE_OBJECTID)
+			out->roots[i] = fs->extent_root;
 	if (super_log_root(fs->super)) {
 		ret = list_log_trees(fs, out);
 		if (ret)

@@ -170,6 +170,11 @@ struct fs_info {
 	/* from the root tree (bytenr 0 when the tree does not exist) */
 	struct tree_root_ptr extent_root, dev_root, fs_root, csum_root, quota_root,
 		uuid_root, free_space_root, block_group_root, raid_stripe_root;
+	/* tolerate_damage: the extent tree's root item names a block that does not
+	 * read as its root, and the backup root of the current generation names
+	 * one that does: extent_root is that one, extent_root_item what the item
+	 * says (bytenr 0: the item is used) */
+	struct tree_root_ptr extent_root_item;
 
 	bool writable;
 	void (*note)(void *arg, enum fs_note_level level, const char *msg);

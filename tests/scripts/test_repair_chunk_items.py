@@ -80,3 +80,28 @@ def test_striped_chunk_is_left(tmp_path):
     assert rc == 4 and "block-group-no-chunk" in problem_ids(objs[-1]), p.stdout
     assert any("left" in a["action"] for a in objs[1]["repairs"] if a["class"] == "chunk-items"), objs[1]
     assert [d.read_bytes() for d in devs] == damaged
+
+
+def system_chunk(devs) -> int:
+    p = run_btk("btk-inspect", "tree", "--format", "jsonl", "-t", "chunk", *devs)
+    return next(json.loads(l)["key"][2] for l in p.stdout.splitlines()
+                if '"CHUNK_ITEM"' in l and json.loads(l)["fields"]["type"] & 2)
+
+
+def test_system_chunk_sub_stripes_differ(tmp_path):
+    """A DUP system chunk whose chunk-tree item says sub_stripes 0 while the superblock's array
+    says 1: nothing is placed differently (sub_stripes places data in RAID10 only), the kernel
+    and btrfs check take it, and btk-check's array-against-tree comparison flagged it. The array
+    repair left it ('placed elsewhere'); now the array is rebuilt from the tree."""
+    require_btk("btk-check")
+    name = needs("s16k-crc32c-zstd")
+    devs = kernel_fs(name).copy_to(tmp_path)
+    want = original_hashes(name)
+    base_rc, base_ids, _ = baseline(name)
+    corrupt(devs, "-t", "chunk", "-k", f"256,CHUNK_ITEM,{system_chunk(devs)}", "-f", "sub_stripes", "-v", "0")
+    rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
+    assert rc == (1 if base_rc == 0 else 4), f"{p.stdout}\n{p.stderr}"
+    assert "sys-chunk-array" in {a["class"] for a in objs[1]["repairs"]}, objs[1]
+    assert problem_ids(objs[-1]) == list(base_ids), p.stdout
+    check_devices(devs)
+    kernel_verify(devs, want, write=False)
