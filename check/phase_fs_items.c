@@ -376,13 +376,16 @@ static bool inline_payload_zeroed(const uint8_t *d, uint32_t size)
 }
 
 /* A compressed inline extent decompresses to exactly its ram_bytes (at most
- * a sector: checked before); lzo is not built in and is not checked. */
+ * a sector: checked before); lzo is not built in and is not checked. Inline
+ * data that is all zeros is what btrfs-image leaves of it (a metadata dump
+ * holds no file data, and btrfs check does not decompress it): a warning. */
 static void check_inline_data(struct fs_walk *w, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	uint64_t ram = file_extent_ram_bytes(d), cap = (uint64_t)w->ctx->fs->sectorsize + 1;
-	uint8_t *out = malloc(cap);
+	uint8_t *out;
 	long got;
 
+	out = malloc(cap);
 	if (!out)
 		return;
 	if (inline_payload_zeroed(d, size)) {

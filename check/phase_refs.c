@@ -967,16 +967,19 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 			report_problem(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk bytenr %"
 				       PRIu64 " is inside data extent %" PRIu64 "+%" PRIu64, root, where, bytenr, j->bytenr,
 				       j->len);
-		else {
+		else
 			report_problem(j->ctx, PR_DATA_EXTENT_NOT_ALLOCATED, "tree %" PRIu64 " inode %" PRIu64
 				       ": disk bytenr %" PRIu64 "+%" PRIu32 " has no extent item", root, where, bytenr,
 				       e->len);
-			if (e->r.type == BTRFS_EXTENT_DATA_REF_KEY) {
-				struct bytenr_fix f = { e->r.a, e->r.b, e->r.c, bytenr, e->len, 0, 0 };
-				return repair_note_bytenr(j->ctx, &f);
-			}
-		}
-		return 0;
+		/* (the file-extent-bytenr class pairs it with an unused ref of the same file; a user
+		 * through a shared leaf has no offset to pair by) */
+		struct bytenr_fix f = { root, where, e->r.type == BTRFS_EXTENT_DATA_REF_KEY ? e->r.c : BYTENR_FIX_ANY,
+					bytenr, e->len, 0, 0 };
+		int ret = repair_note_bytenr(j->ctx, &f);
+		/* outside every data chunk no extent item can be made for it: a hole, unless pointed back */
+		if (!ret && !(j->have && bytenr < j->bytenr + j->len) && !data_chunk_holds(j->ctx->fs, bytenr, e->len))
+			ret = repair_note_hole(j->ctx, &f);
+		return ret;
 	}
 	/* users of the other kind than the item's flags say; flags of no (or both)
 	 * kinds the repair replaces from the users (check/refs_repair.c) */
@@ -1000,9 +1003,16 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 		if (tree_flags_lie)
 			refs_repair_replace(j->ctx, j->unit);
 	}
-	else if (data && e->len != clamp32(j->len))
+	else if (data && e->len != clamp32(j->len)) {
 		report_problem(j->ctx, PR_FILE_EXTENT_BAD_RANGE, "tree %" PRIu64 " inode %" PRIu64 ": disk length %"
 			       PRIu32 ", the extent item's %" PRIu64, root, where, e->len, j->len);
+		/* its reference is the item's: the file extent takes the item's length (file-extent-bytenr) */
+		struct bytenr_fix f = { root, where, e->r.type == BTRFS_EXTENT_DATA_REF_KEY ? e->r.c : BYTENR_FIX_ANY,
+					bytenr, j->len, 2, 0 };
+		int ret = repair_note_bytenr(j->ctx, &f);
+		if (ret)
+			return ret;
+	}
 	/* the kernel finds a skinny item by the level in its key */
 	else if (!data && j->level && e->len + 1 != j->level) {
 		report_problem(j->ctx, PR_EXTENT_LEVEL, "tree %" PRIu64 ": block %" PRIu64 " of level %" PRIu32 ", its extent "

@@ -82,8 +82,10 @@ static const struct repair_class classes[] = {
 	  "RAID1-family chunks)", { PR_BLOCK_GROUP_NO_CHUNK }, true, NULL, repair_chunk_items, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
-	  "cache, file extents of device, fifo and socket inodes; and items of a key type foreign to their tree",
-	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE }, true, NULL, repair_stray_items,
+	  "cache, file extents of device, fifo and socket inodes, malformed names (made again from their mirrors "
+	  "by names); and items of a key type foreign to their tree",
+	  { PR_ITEM_UNKNOWN_TYPE, PR_INODE_CACHE, PR_FILE_EXTENT_NOT_FILE, PR_ITEM_FOREIGN_TYPE, PR_ITEM_MALFORMED },
+	  true, NULL, repair_stray_items,
 	  /* a root item pointing at another tree's block shows that tree's items as strays */
 	  { PR_ROOT_ITEM_OUTDATED }, false },
 	/* the check runs again after it: what is still malformed blocks the classes that trust items */
@@ -115,7 +117,9 @@ static const struct repair_class classes[] = {
 	/* before extent-refs, which would otherwise drop the extent and make one where the bytenr points;
 	 * the check runs again after it */
 	{ "file-extent-bytenr", "Point file extents whose disk bytenr lost its extent back at the extent that "
-	  "names them", { PR_DATA_EXTENT_NOT_ALLOCATED }, true, NULL, repair_file_extent_bytenrs, { 0 }, false },
+	  "names them (or give them its disk length; one pointing outside every data chunk becomes a hole)",
+	  { PR_DATA_EXTENT_NOT_ALLOCATED, PR_FILE_EXTENT_BAD_RANGE }, true, NULL, repair_file_extent_bytenrs, { 0 },
+	  false },
 	/* before extent-refs: a file extent's offset names the reference it needs; the check runs again after it */
 	{ "file-extent-ranges", "Set back the offset or length of file extents that reach past their extent, from "
 	  "the extent's references", { PR_FILE_EXTENT_BAD }, true, NULL, repair_file_extent_ranges, { 0 }, false },
@@ -167,9 +171,10 @@ static const struct repair_class classes[] = {
 	  "checksums are then computed from the data)", { PR_FILE_EXTENT_COMPRESSED_NODATASUM }, true, NULL,
 	  repair_compressed_nodatasum, { 0 }, false },
 	{ "csums", "Fix the csum tree: merge overlapping items, trim items of a wrong size, remove checksums "
-	  "outside data extents; where checksums are missing (or with --rebuild-csum-tree) recompute them "
+	  "outside data extents (and of data only NODATASUM files use); where checksums are missing (or with --rebuild-csum-tree) recompute them "
 	  "from the data (a csum tree with unreadable blocks is dropped whole first)",
-	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING }, true, csum_forced, repair_csums,
+	  { PR_CSUM_ITEM_SIZE, PR_CSUM_OVERLAP, PR_CSUM_OUTSIDE_EXTENT, PR_CSUM_MISSING, PR_CSUM_NODATASUM }, true,
+	  csum_forced, repair_csums,
 	  /* which data extents exist comes from the extent tree */
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL }, false },
 	{ "extent-generations", "Bring extent items' generations from the future back (a tree block's own "
@@ -224,8 +229,7 @@ static const struct repair_class classes[] = {
 	  "files without no-holes lack extents",
 	  { PR_INODE_NLINK, PR_DIR_ISIZE, PR_INODE_NBYTES, PR_INODE_MODE_INVALID, PR_INODE_GENERATION,
 	    PR_INODE_UNREACHABLE, PR_ORPHAN_ITEM_BAD, PR_INODE_FLAGS_TYPE, PR_ROOT_TREE_INODE_MODE,
-	    PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE, PR_INLINE_EXTENT_CORRUPT,
-	    PR_INODE_FLAGS_UNKNOWN }, true, NULL,
+	    PR_FILE_EXTENT_HOLE, PR_FILE_EXTENT_INLINE, PR_INLINE_EXTENT_CORRUPT, PR_INODE_FLAGS_UNKNOWN }, true, NULL,
 	  repair_inodes,
 	  /* with names or extents missing or damaged, the items do not tell the right values */
 	  { PR_INODE_ITEM_MISSING, PR_DIR_ITEM_MISSING, PR_DIR_INDEX_MISSING, PR_INODE_REF_MISSING,
@@ -584,8 +588,10 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 			continue;
 		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
 			continue;
-		/* a bytenr pointed back needs an extent that declares an unused reference */
-		if (c->run == repair_file_extent_bytenrs && !ctx->counts[PR_EXTENT_REF_UNUSED])
+		/* a bytenr pointed back needs an extent that declares an unused reference; a disk length
+		 * the extent's; a hole a file extent outside every data chunk */
+		if (c->run == repair_file_extent_bytenrs && !ctx->counts[PR_EXTENT_REF_UNUSED] &&
+		    !ctx->counts[PR_FILE_EXTENT_BAD_RANGE] && !repair_notes_count(ctx, NOTES_HOLES))
 			continue;
 		if (c->transaction && parity_meta) {
 			msg_warning("not repairing %s: the metadata is %s, and this version writes no parity "

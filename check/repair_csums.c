@@ -8,7 +8,9 @@
  * extent of an inode without NODATASUM uses; blocks that cannot be read
  * from any copy get none, and the report names their extent and the files
  * that use it (libfs/data_users.h). A csum tree
- * with unreadable blocks is dropped whole and rebuilt that way.
+ * with unreadable blocks is dropped whole and rebuilt that way. Checksums
+ * of data that only NODATASUM files use (csum-nodatasum): the fix keeps the
+ * checksums of the parts checksummed files use, and only those.
  *
  * Either way the new items are compared with the old ones and only the items
  * that differ are deleted or inserted. Everything streams in key order: the
@@ -360,6 +362,8 @@ int repair_csums(struct repair_ctx *r)
 	/* missing checksums can only come from the data: recompute them all (trimming
 	 * damaged items first would leave exactly such holes) */
 	bool rebuild_all = r->opts->rebuild_csum || r->found->counts[PR_CSUM_MISSING] > 0;
+	/* checksums of data that only NODATASUM files use: the fix keeps only the used parts */
+	bool keep_used = r->found->counts[PR_CSUM_NODATASUM] > 0;
 	int ret, dropped;
 
 	if (!r->fs->csum_root.bytenr)
@@ -369,8 +373,8 @@ int repair_csums(struct repair_ctx *r)
 	if ((dropped = drop_damaged_csum_tree(r)) < 0)
 		return dropped;
 	rebuild_all = rebuild_all || dropped;
-	ret = rebuild_all ? csum_runs_open_used(&x.runs, r->fs, check_sort_budget(r->found, 4))
-			  : csum_runs_open_extents(&x.runs, r->fs);
+	ret = rebuild_all || keep_used ? csum_runs_open_used(&x.runs, r->fs, check_sort_budget(r->found, 4))
+				       : csum_runs_open_extents(&x.runs, r->fs);
 	x.runs_open = true;
 	if (!ret && !dropped) {  /* a dropped tree has no old items left */
 		tree_iter_init(&x.old, r->fs, &r->fs->csum_root, &csum_min, &csum_max);

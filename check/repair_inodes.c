@@ -178,6 +178,7 @@ static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enu
 			repair_say(r, "root %" PRIu64 " symlink %" PRIu64 ": flags 0x%" PRIx64 " -> 0x%" PRIx64, root, ino,
 				   from, to);
 	} else if (ret == 0 && code == PR_INODE_FLAGS_UNKNOWN) {
+		/* the kernel refuses the leaf for them: no kernel wrote them */
 		uint64_t from = inode_flags(item), to = from & INODE_KNOWN_FLAGS;
 		inode_set_flags(item, to);
 		if (r->changes++ < SAY_MAX)

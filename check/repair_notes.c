@@ -95,6 +95,7 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_NODATASUM] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_DIR_LINKS] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_FILE_EXTENTS] = { sizeof(struct inode_fix), inode_fix_cmp },
+		[NOTES_HOLES] = { sizeof(struct bytenr_fix), bytenr_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
 	size_t budget = check_sort_budget(ctx, 16);
@@ -149,6 +150,11 @@ int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64
 int repair_note_bytenr(struct check_ctx *ctx, const struct bytenr_fix *f)
 {
 	return note_add(ctx, NOTES_BYTENRS, f);
+}
+
+int repair_note_hole(struct check_ctx *ctx, const struct bytenr_fix *f)
+{
+	return note_add(ctx, NOTES_HOLES, f);
 }
 
 int repair_note_claim(struct check_ctx *ctx, uint64_t bytenr, uint64_t len)

@@ -62,8 +62,11 @@ struct qgroup_fix {
 /* A data reference by (root, inode, offset) whose extent is not where the
  * file extent says (kind 0: the file extent's disk bytenr, no extent item
  * there) or that an extent declares without a user (kind 1): a pair of the
- * two is a file extent whose disk bytenr went wrong. Sorted by (root, ino,
- * offset, kind, bytenr). */
+ * two is a file extent whose disk bytenr went wrong. Kind 2: the file
+ * extent's disk length differs from its extent item's (len). Offset
+ * BYTENR_FIX_ANY: a user through a shared leaf (any offset). Sorted by (root,
+ * ino, offset, kind, bytenr). */
+#define BYTENR_FIX_ANY UINT64_MAX
 struct bytenr_fix {
 	uint64_t root, ino, offset, bytenr, len;
 	uint32_t kind;
@@ -93,6 +96,9 @@ void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino);
 void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child);
 /* From the reference join (check/phase_refs.c), with --repair. */
 int repair_note_bytenr(struct check_ctx *ctx, const struct bytenr_fix *f);
+/* A file extent pointing outside every data chunk (struct bytenr_fix, kind 0):
+ * a hole unless its bytenr is pointed back (the file-extent-bytenr class). */
+int repair_note_hole(struct check_ctx *ctx, const struct bytenr_fix *f);
 /* From the qgroup comparison (check/phase_qgroups.c), with --repair. */
 int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64_t excl);
 /* An extent that needs a repair but cannot have one (its references are too
@@ -100,7 +106,7 @@ int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64
 void repair_note_unfixable(struct check_ctx *ctx);
 
 enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES_QGROUPS, NOTES_BYTENRS, NOTES_NODATASUM,
-			    NOTES_DIR_LINKS, NOTES_FILE_EXTENTS, NOTES__COUNT };
+			    NOTES_DIR_LINKS, NOTES_FILE_EXTENTS, NOTES_HOLES, NOTES__COUNT };
 /* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
 int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
 uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);

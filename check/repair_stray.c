@@ -8,7 +8,8 @@
  * left: a directory's mode is as likely the damage). The check runs again
  * after it, so the extents those file extents used lose their references
  * in the extent-refs class. Items of a global tree of a key type that tree
- * does not hold are deleted too. */
+ * does not hold are deleted too; and malformed name items (refs, dir items,
+ * dir indexes, xattrs: their mirrors give them back in the names class). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -54,13 +55,49 @@ static bool special_mode(uint32_t mode)
 	return S_ISCHR(mode) || S_ISBLK(mode) || S_ISFIFO(mode) || S_ISSOCK(mode);
 }
 
+static bool names_type(uint8_t type)
+{
+	return type == BTRFS_INODE_REF_KEY || type == BTRFS_INODE_EXTREF_KEY || type == BTRFS_DIR_ITEM_KEY ||
+	       type == BTRFS_DIR_INDEX_KEY || type == BTRFS_XATTR_ITEM_KEY;
+}
+
+/* A name item the kernel refuses the leaf for: its entries do not fit it,
+ * a name or data length is out of range, or a dir entry's location key is of
+ * neither an inode nor a subvolume. What it says is lost with it; the names
+ * class makes it again from its mirrors (dir item, dir index, inode ref)
+ * after, as btrfs check --repair does with such a dir index. (A wrong entry
+ * type is the names class's, the other fields of a location key the
+ * item-fields class's.) NULL: fine. */
+static const char *malformed_name_item(const struct fs_info *fs, const struct btrfs_key *k, const uint8_t *d,
+				       uint32_t size)
+{
+	struct item_view v = item_view_of(d, size);
+	struct item_verdict vd;
+	struct item_entry e;
+	uint32_t off = 0;
+
+	if (item_check_fs(fs, k, d, size, &vd) && vd.fault != ITEM_ENTRY_TYPE && vd.fault != ITEM_UNKNOWN_BITS)
+		return vd.why;
+	while ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY) &&
+	       item_entry_next(k->type, &v, &off, &e) == 1) {
+		struct btrfs_key loc;
+		key_from_disk(&loc, dir_item_location_ptr(e.hdr));
+		if (loc.type != BTRFS_INODE_ITEM_KEY && loc.type != BTRFS_ROOT_ITEM_KEY)
+			return "dir entry location is neither an inode nor a subvolume";
+	}
+	return NULL;
+}
+
 static int scan_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct stray_scan *s = arg;
 	struct item_view v = item_view_of(d, size);
+	const char *why;
 
 	if (!key_type_in_subvolume(k->type))
 		return add_stray(s, k, "a key type no subvolume tree holds");
+	if (names_type(k->type) && (why = malformed_name_item(s->fs, k, d, size)))
+		return add_stray(s, k, why);
 	if (k->objectid == BTRFS_FREE_INO_OBJECTID || k->objectid == BTRFS_FREE_SPACE_OBJECTID)
 		return add_stray(s, k, "the deprecated free-inode cache");
 	if (k->type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k->type)) {

@@ -398,6 +398,22 @@ out:
 	return ret;
 }
 
+/* Whether data extent x has an extent item (1), has none (0), or -errno. */
+static int data_extent_present(struct trans *t, const struct extent_target *x)
+{
+	struct fs_info *fs = t->fs;
+	struct btrfs_key key = { x->bytenr, BTRFS_EXTENT_ITEM_KEY, x->num_bytes };
+	struct tree_root_ptr root;
+	uint8_t *buf = malloc(fs->nodesize);
+	uint32_t size = fs->nodesize;
+	int ret = buf ? trans_get_root(t, BTRFS_EXTENT_TREE_OBJECTID, &root) : -ENOMEM;
+
+	if (!ret)
+		ret = tree_lookup(fs, &root, &key, buf, &size);
+	free(buf);
+	return ret == -ENOENT ? 0 : ret ? ret : 1;
+}
+
 int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t owner, bool full, bool add)
 {
 	unsigned level = block_level(b), n = block_nritems(b);
@@ -406,7 +422,7 @@ int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t o
 		struct extent_target x = { 0 };
 		struct backref r = { 0 };
 		uint64_t left;
-		int ret;
+		int ret = 0;
 
 		if (level > 0) {
 			x = (struct extent_target){ .bytenr = key_ptr_blockptr(node_key_ptr(b->data, i)), .tree = true,
@@ -427,6 +443,11 @@ int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t o
 				continue; /* a hole */
 			x = (struct extent_target){ .bytenr = file_extent_disk_bytenr(fe),
 						    .num_bytes = file_extent_disk_num_bytes(fe) };
+			if (t->dangling_file_extents && (ret = data_extent_present(t, &x)) <= 0) {
+				if (ret < 0)
+					return ret;
+				continue;   /* the repair that set the flag recounts them */
+			}
 			r = full ? (struct backref){ BTRFS_SHARED_DATA_REF_KEY, b->bytenr, 0, 0 }
 				 : (struct backref){ BTRFS_EXTENT_DATA_REF_KEY, owner, key.objectid,
 						     key.offset - file_extent_offset(fe) };

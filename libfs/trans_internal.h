@@ -72,6 +72,7 @@ struct trans {
 	bool committed;             /* the superblocks were written */
 	bool qgroups_marked;        /* qgroups were marked inconsistent (shared blocks copied) */
 	bool qgroups_inconsistent;  /* ... and quotas were on: the flag is set */
+	bool dangling_file_extents; /* trans_tolerate_dangling_file_extents */
 
 	struct trans_writeback *writeback;
 	struct trans_roots *root_set;

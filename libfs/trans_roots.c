@@ -136,6 +136,11 @@ uint64_t trans_transid(const struct trans *t)
 	return t->transid;
 }
 
+void trans_tolerate_dangling_file_extents(struct trans *t)
+{
+	t->dangling_file_extents = true;
+}
+
 uint8_t *trans_super(struct trans *t)
 {
 	return t->super;

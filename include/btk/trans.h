@@ -59,6 +59,11 @@ int trans_commit(struct trans *t);
  * large transaction went to space it leaves free). */
 void trans_abort(struct trans *t);
 uint64_t trans_transid(const struct trans *t);
+/* For a repair whose file extents may point where no extent item is (it
+ * rewrites them, and the references are recounted after): copying a shared
+ * leaf then leaves out the references of those file extents instead of
+ * failing on them. */
+void trans_tolerate_dangling_file_extents(struct trans *t);
 
 /* The current root of a tree as this transaction sees it. */
 int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out);
