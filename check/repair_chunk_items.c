@@ -17,11 +17,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "check/repair.h"
 #include "common/grow.h"
 #include <btk/blockgroups.h>
+#include <btk/chunk_edit.h>
 #include <btk/format.h>
 #include <btk/trans.h>
 #include <btk/tree.h>
@@ -92,12 +92,12 @@ static unsigned mirror_stripes(uint64_t flags)
 	}
 }
 
-static const uint8_t *device_uuid(const struct fs_info *fs, uint64_t devid)
+static bool device_known(const struct fs_info *fs, uint64_t devid)
 {
 	for (unsigned i = 0; i < fs_num_devices(fs); i++)
 		if (fs_device(fs, i)->devid == devid)
-			return fs_device(fs, i)->uuid;
-	return NULL;
+			return true;
+	return false;
 }
 
 /* The stripes of the lost chunk g from its dev extents: how many (0 when
@@ -111,7 +111,7 @@ static unsigned stripes_of(const struct chunk_scan *s, const struct lost_group *
 	for (size_t i = 0; i < s->nexts; i++) {
 		if (s->exts[i].chunk_offset != g->start)
 			continue;
-		if (n == want || s->exts[i].length != g->length || !device_uuid(s->fs, s->exts[i].devid))
+		if (n == want || s->exts[i].length != g->length || !device_known(s->fs, s->exts[i].devid))
 			return 0;
 		out[n++] = s->exts[i];
 	}
@@ -140,25 +140,14 @@ static int make_chunk(struct repair_ctx *r, const struct lost_group *g, const st
 {
 	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, g->start };
 	uint8_t item[sizeof(struct btrfs_chunk) + MAX_MIRRORS * sizeof(struct btrfs_stripe)];
-	uint32_t size = (uint32_t)chunk_item_size(n);
+	struct stripe_place places[MAX_MIRRORS];
+	uint32_t size;
 	int ret;
 
-	memset(item, 0, sizeof(item));
-	chunk_set_length(item, g->length);
-	chunk_set_owner(item, BTRFS_EXTENT_TREE_OBJECTID);
-	chunk_set_stripe_len(item, BTRFS_STRIPE_LEN);
-	chunk_set_type(item, g->flags & (BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK));
-	chunk_set_io_align(item, (uint32_t)BTRFS_STRIPE_LEN);
-	chunk_set_io_width(item, (uint32_t)BTRFS_STRIPE_LEN);
-	chunk_set_sector_size(item, r->fs->sectorsize);
-	chunk_set_num_stripes(item, (uint16_t)n);
-	chunk_set_sub_stripes(item, 1);
-	for (unsigned i = 0; i < n; i++) {
-		uint8_t *s = chunk_stripe(item, i);
-		stripe_set_devid(s, st[i].devid);
-		stripe_set_offset(s, st[i].physical);
-		memcpy(stripe_dev_uuid_ptr(s), device_uuid(r->fs, st[i].devid), BTRFS_UUID_SIZE);
-	}
+	for (unsigned i = 0; i < n; i++)
+		places[i] = (struct stripe_place){ st[i].devid, st[i].physical };
+	size = chunk_item_build(r->fs, g->length, g->flags & (BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK),
+				places, n, item);
 	/* a chunk item the open left out (malformed) gives way to the new one */
 	ret = trans_delete_item(r->t, BTRFS_CHUNK_TREE_OBJECTID, &key);
 	if (ret && ret != -ENOENT)

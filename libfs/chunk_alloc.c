@@ -222,27 +222,11 @@ out:
 /* The chunk item (without its key) of a new chunk; returns its size. */
 static uint32_t build_chunk_item(struct trans *t, const struct new_chunk *nc, uint8_t *item)
 {
-	uint32_t size = (uint32_t)chunk_item_size(nc->nstripes);
+	struct stripe_place stripes[NEW_CHUNK_MAX_STRIPES];
 
-	memset(item, 0, size);
-	chunk_set_length(item, nc->length);
-	chunk_set_owner(item, BTRFS_EXTENT_TREE_OBJECTID);
-	chunk_set_stripe_len(item, BTRFS_STRIPE_LEN);
-	chunk_set_type(item, nc->type);
-	chunk_set_io_align(item, (uint32_t)BTRFS_STRIPE_LEN);
-	chunk_set_io_width(item, (uint32_t)BTRFS_STRIPE_LEN);
-	chunk_set_sector_size(item, t->fs->sectorsize);
-	chunk_set_num_stripes(item, (uint16_t)nc->nstripes);
-	chunk_set_sub_stripes(item, 1);
-	for (unsigned i = 0; i < nc->nstripes; i++) {
-		uint8_t *s = chunk_stripe(item, i);
-		stripe_set_devid(s, nc->devid[i]);
-		stripe_set_offset(s, nc->physical[i]);
-		for (unsigned d = 0; d < t->fs->num_devices; d++)
-			if (t->fs->devices[d].devid == nc->devid[i])
-				memcpy(stripe_dev_uuid_ptr(s), t->fs->devices[d].uuid, BTRFS_UUID_SIZE);
-	}
-	return size;
+	for (unsigned i = 0; i < nc->nstripes; i++)
+		stripes[i] = (struct stripe_place){ nc->devid[i], nc->physical[i] };
+	return chunk_item_build(t->fs, nc->length, nc->type, stripes, nc->nstripes, item);
 }
 
 /* The type (kind and profile) of the new chunk: that of the first existing

@@ -42,6 +42,13 @@ int chunk_set_stripes(struct trans *t, uint64_t logical, uint64_t profile,
 int device_find_free(struct fs_info *fs, uint64_t devid, uint64_t len, const struct stripe_place *avoid,
 		     const uint64_t *avoid_len, unsigned navoid, uint64_t *physical);
 
+/* The chunk item (without its key) of a chunk of this length and type on
+ * these stripes, as the allocator writes one (stripe_len and io sizes 64 KiB,
+ * sub_stripes 1, each stripe's device uuid from the open devices); item must
+ * hold chunk_item_size(n) bytes, which it returns. */
+uint32_t chunk_item_build(const struct fs_info *fs, uint64_t length, uint64_t type,
+			  const struct stripe_place *stripes, unsigned n, uint8_t *item);
+
 /* The dev extent of one stripe of the chunk at `logical` (stripe size len). */
 int chunk_add_dev_extent(struct trans *t, uint64_t logical, const struct stripe_place *s, uint64_t len);
 /* Change a device's bytes_used in its dev item (chunk tree). */
