@@ -11,68 +11,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "check/fe_refs.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include <btk/format.h>
-#include <btk/item_check.h>
 #include <btk/tree.h>
-
-#define MAX_REFS 32
-
-/* The data reference offsets by which (root, ino) uses the extent at bytenr. */
-struct ref_offsets {
-	uint64_t v[MAX_REFS];
-	size_t n;
-};
-
-static void offsets_add(struct ref_offsets *o, const uint8_t *data_ref, uint64_t root, uint64_t ino)
-{
-	if (data_ref_root(data_ref) == root && data_ref_objectid(data_ref) == ino && o->n < MAX_REFS)
-		o->v[o->n++] = data_ref_offset(data_ref);
-}
-
-static int ref_offsets_of(struct repair_ctx *r, uint64_t bytenr, uint64_t root, uint64_t ino, struct ref_offsets *o)
-{
-	struct btrfs_key min = { bytenr, 0, 0 }, max = { bytenr, (uint8_t)-1, (uint64_t)-1 }, k;
-	struct tree_root_ptr rp;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
-	int ret = trans_get_root(r->t, BTRFS_EXTENT_TREE_OBJECTID, &rp);
-
-	o->n = 0;
-	if (ret)
-		return ret;
-	tree_iter_init(&it, r->fs, &rp, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		struct item_view v = item_view_of(d, size);
-		struct inline_ref_view ref;
-		uint32_t cur;
-
-		if (k.type == BTRFS_EXTENT_DATA_REF_KEY && size >= sizeof(struct btrfs_extent_data_ref))
-			offsets_add(o, d, root, ino);
-		if (k.type != BTRFS_EXTENT_ITEM_KEY)
-			continue;
-		cur = extent_item_refs_start(&k, &v);
-		while (inline_ref_next(&v, &cur, &ref) == 1)
-			if (ref.type == BTRFS_EXTENT_DATA_REF_KEY)
-				offsets_add(o, ref.body, root, ino);
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
-}
-
-static bool offsets_have(const struct ref_offsets *o, uint64_t off)
-{
-	for (size_t i = 0; i < o->n; i++)
-		if (o->v[i] == off)
-			return true;
-	return false;
-}
 
 /* The one reference offset that puts the item at key_off inside the extent
  * (limit bytes of it, sector aligned); false when none or several do. */
-static bool offset_that_fits(const struct ref_offsets *o, uint64_t key_off, uint64_t num, uint64_t limit,
+static bool offset_that_fits(const struct fe_refs *o, uint64_t key_off, uint64_t num, uint64_t limit,
 			     uint32_t ss, uint64_t *out)
 {
 	size_t fits = 0;
@@ -92,7 +39,7 @@ static bool offset_that_fits(const struct ref_offsets *o, uint64_t key_off, uint
 static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t next)
 {
 	uint32_t ss = r->fs->sectorsize, size;
-	struct ref_offsets refs;
+	struct fe_refs refs;
 	struct tree_path path;
 	uint64_t limit, off, num, want = 0;
 	uint8_t *item;
@@ -109,10 +56,10 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 	num = file_extent_num_bytes(item);
 	if (off <= limit && num <= limit - off)
 		goto out; /* it fits (again) */
-	ret = ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
+	ret = fe_refs_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
 	if (ret)
 		goto out;
-	if (!offsets_have(&refs, key->offset - off) && offset_that_fits(&refs, key->offset, num, limit, ss, &want)) {
+	if (!fe_refs_have(&refs, key->offset - off) && offset_that_fits(&refs, key->offset, num, limit, ss, &want)) {
 		file_extent_set_offset(item, want);
 		if (r->changes++ < REPAIR_SAY_MAX)
 			repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": offset %" PRIu64
@@ -122,7 +69,7 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 	want = off < limit ? (limit - off) / ss * ss : 0;
 	if (next > key->offset && next - key->offset < want)
 		want = (next - key->offset) / ss * ss;
-	if (!offsets_have(&refs, key->offset - off) || !want) {
+	if (!fe_refs_have(&refs, key->offset - off) || !want) {
 		r->left++;
 		goto out;
 	}
