@@ -208,13 +208,31 @@ static bool full_backref_by_trees(const struct tree_root_ptr *root, const struct
 		(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC));
 }
 
+/* Whether a leaf holds a file extent with a data reference (the flag of a
+ * subvolume leaf without one changes nothing the kernel does: btrfs check
+ * 7.3 accepts either). */
+static bool leaf_refs_data(const struct tree_block *b)
+{
+	for (unsigned i = 0; i < block_nritems(b); i++) {
+		struct item_view v = leaf_item_view(b->data, i);
+		struct btrfs_key k;
+
+		block_key(b, i, &k);
+		if (k.type == BTRFS_EXTENT_DATA_KEY && !v.past_end && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) &&
+		    file_extent_type(v.data) != BTRFS_FILE_EXTENT_INLINE && file_extent_disk_bytenr(v.data))
+			return true;
+	}
+	return false;
+}
+
 /* The extent item's full-backref flag of block b, held against the trees'
  * shape where the kernel's rule is plain: in a tree no drop is under way in
  * (relocation trees have rules of their own), a block has full backrefs
  * exactly when it is not a root, its tree can be shared, and its owner no
  * longer holds it (it is reached first from another tree: the owner's id is
- * lower) or relocation copied it (btrfs check: "bad full backref"). A flag
- * that disagrees is reported and the shape wins: the
+ * lower) or relocation copied it (btrfs check: "bad full backref"); a
+ * subvolume leaf without data references is let be. A flag that disagrees
+ * is reported and the shape wins: the
  * children's references are expected as the shape says, and the repair
  * (extent-refs) sets the flag. 1, 0 or -errno. */
 static int declared_full_backref(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
@@ -226,7 +244,7 @@ static int declared_full_backref(struct check_ctx *ctx, const struct tree_root_p
 	    ebitmap_test(ctx->refs->tree_items, b->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
 		return declared;
 	shape = full_backref_by_trees(root, b);
-	if (shape == declared)
+	if (shape == declared || (block_level(b) == 0 && !key_tree_never_shared(root->objectid) && !leaf_refs_data(b)))
 		return declared;
 	/* the relocation header flag without full backrefs: reported by check_reloc_flag */
 	if (!(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC) || declared)
