@@ -208,31 +208,13 @@ static bool full_backref_by_trees(const struct tree_root_ptr *root, const struct
 		(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC));
 }
 
-/* Whether a leaf holds a file extent with a data reference (the flag of a
- * subvolume leaf without one changes nothing the kernel does: btrfs check
- * 7.3 accepts either). */
-static bool leaf_refs_data(const struct tree_block *b)
-{
-	for (unsigned i = 0; i < block_nritems(b); i++) {
-		struct item_view v = leaf_item_view(b->data, i);
-		struct btrfs_key k;
-
-		block_key(b, i, &k);
-		if (k.type == BTRFS_EXTENT_DATA_KEY && !v.past_end && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) &&
-		    file_extent_type(v.data) != BTRFS_FILE_EXTENT_INLINE && file_extent_disk_bytenr(v.data))
-			return true;
-	}
-	return false;
-}
-
 /* The extent item's full-backref flag of block b, held against the trees'
  * shape where the kernel's rule is plain: in a tree no drop is under way in
  * (relocation trees have rules of their own), a block has full backrefs
  * exactly when it is not a root, its tree can be shared, and its owner no
  * longer holds it (it is reached first from another tree: the owner's id is
- * lower) or relocation copied it (btrfs check: "bad full backref"); a
- * subvolume leaf without data references is let be. A flag that disagrees
- * is reported and the shape wins: the
+ * lower) or relocation copied it (btrfs check: "bad full backref"). A
+ * flag that disagrees is reported and the shape wins: the
  * children's references are expected as the shape says, and the repair
  * (extent-refs) sets the flag. 1, 0 or -errno. */
 static int declared_full_backref(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
@@ -244,7 +226,7 @@ static int declared_full_backref(struct check_ctx *ctx, const struct tree_root_p
 	    ebitmap_test(ctx->refs->tree_items, b->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
 		return declared;
 	shape = full_backref_by_trees(root, b);
-	if (shape == declared || (block_level(b) == 0 && !key_tree_never_shared(root->objectid) && !leaf_refs_data(b)))
+	if (shape == declared)
 		return declared;
 	/* the relocation header flag without full backrefs: reported by check_reloc_flag */
 	if (!(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC) || declared)
@@ -1009,6 +991,18 @@ static int check_no_csum(struct join_state *j, const struct exp_rec *e, uint64_t
 	return 0;
 }
 
+/* A block of a tree never shared whose item has full backrefs, not seen by
+ * declared_full_backref (its tree is walked before the extent tree's
+ * leaves tell the flags: the root, chunk and extent trees). */
+static void check_unshared_flag(struct join_state *j, uint64_t root, uint64_t bytenr)
+{
+	if (!key_tree_never_shared(root) || !(j->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF) ||
+	    !holder_full_backref(j->ctx, bytenr) || j->ctx->infer_full_backref)
+		return;
+	report_problem(j->ctx, PR_EXTENT_FULL_BACKREF, "tree %" PRIu64 ": block %" PRIu64 " has the full-backref flag",
+		       root, bytenr);
+}
+
 /* An expected reference (left) against the extent it names. */
 static int check_user(struct join_state *j, const struct exp_rec *e)
 {
@@ -1082,6 +1076,8 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 			       "item says level %u", root, bytenr, e->len, j->level - 1);
 		refs_repair_replace(j->ctx, j->unit);
 	}
+	else if (!data)
+		check_unshared_flag(j, root, bytenr);
 	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
 		int ret = add_need(j, e->need[0], e->need[1]);
 		return ret ? ret : add_need(j, e->need[2], e->need[3]);
@@ -1121,7 +1117,9 @@ static int note_for_repair(struct join_state *j, const struct recjoin_group *g)
 	};
 
 	if (l && (any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY)) {
-		v.full_backref = holder_full_backref(j->ctx, any->bytenr);
+		/* (a tree never shared has none, whatever the extent tree says: check_unshared_flag) */
+		v.full_backref = holder_full_backref(j->ctx, any->bytenr) &&
+				 !(any->type == BTRFS_TREE_BLOCK_REF_KEY && key_tree_never_shared(any->a));
 		v.level = l->len;
 		v.generation = l->r.c;
 		v.data_len = 0;
