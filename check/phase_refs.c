@@ -274,6 +274,9 @@ static int observe_extent_leaf(struct check_ctx *ctx, const struct tree_block *b
 
 		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) || v.past_end)
 			continue;
+		/* (an unaligned one is malformed: reported by the extents phase) */
+		if (k.objectid % ctx->fs->sectorsize)
+			continue;
 		if ((flags & (BTRFS_EXTENT_FLAG_TREE_BLOCK | BTRFS_EXTENT_FLAG_DATA)) == BTRFS_EXTENT_FLAG_TREE_BLOCK &&
 		    (ret = ebitmap_set(ctx->refs->tree_items, k.objectid, ctx->fs->nodesize)) < 0)
 			return ret;
