@@ -219,21 +219,22 @@ static bool full_backref_by_trees(const struct tree_root_ptr *root, const struct
  * (extent-refs) sets the flag. 1, 0 or -errno. */
 static int declared_full_backref(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
 {
-	bool declared = holder_full_backref(ctx, b->bytenr), shape;
+	bool declared = holder_full_backref(ctx, b->bytenr), shape, has_item;
 	int ret;
 
-	if (root->objectid == BTRFS_TREE_RELOC_OBJECTID || ctx->walk_drop ||
-	    ebitmap_test(ctx->refs->tree_items, b->bytenr, ctx->fs->nodesize) != EBITMAP_ALL)
+	if (root->objectid == BTRFS_TREE_RELOC_OBJECTID || ctx->walk_drop)
 		return declared;
 	shape = full_backref_by_trees(root, b);
 	if (shape == declared)
 		return declared;
+	/* no extent item (tree-block-not-allocated): the one the repair makes follows the shape */
+	has_item = ebitmap_test(ctx->refs->tree_items, b->bytenr, ctx->fs->nodesize) == EBITMAP_ALL;
 	/* the relocation header flag without full backrefs: reported by check_reloc_flag */
-	if (!(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC) || declared)
+	if (has_item && (!(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC) || declared))
 		report_problem(ctx, PR_EXTENT_FULL_BACKREF, "tree %" PRIu64 ": block %" PRIu64 " (owner %" PRIu64
 			       ") %s the full-backref flag", root->objectid, b->bytenr, block_owner(b),
 			       declared ? "has" : "lacks");
-	else
+	else if (has_item)
 		check_reloc_flag(ctx, root, b, false);
 	ret = shape ? ebitmap_set(ctx->refs->full_backref, b->bytenr, ctx->fs->nodesize)
 		    : ebitmap_clear(ctx->refs->full_backref, b->bytenr, ctx->fs->nodesize);

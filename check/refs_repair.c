@@ -124,7 +124,9 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		}
 	} else if (u->nexp) {
 		hdr.a = u->tree ? ctx->fs->nodesize : u->data_len;
-		hdr.b = u->tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK : BTRFS_EXTENT_FLAG_DATA;
+		/* a block only snapshots hold (or a relocated copy) has full backrefs: the children's refs say so */
+		hdr.b = u->tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0)
+			: BTRFS_EXTENT_FLAG_DATA;
 		hdr.c |= u->tree ? EXTENT_FIX_TREE : 0;
 		if (!hdr.a) {
 			repair_note_unfixable(ctx);
