@@ -494,11 +494,12 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		if (range_fault(why))
 			repair_note_file_extent(w->ctx, w->root->objectid, k->objectid);
 	}
-	if (k->offset < s->extent_end)
+	if (k->offset < s->extent_end) {
 		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
 			       s->extent_end);
-	else if (!w->no_holes && k->offset > s->extent_end && !inode_being_dropped(s) &&
+		repair_note_file_extent(w->ctx, w->root->objectid, k->objectid);
+	} else if (!w->no_holes && k->offset > s->extent_end && !inode_being_dropped(s) &&
 		 !fs_lost_inode(w->lost, w->root->objectid, k->objectid)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"
 			       PRIu64 ", %" PRIu64 ")", w->root->objectid, k->objectid, s->extent_end, k->offset);

@@ -122,7 +122,7 @@ static const struct repair_class classes[] = {
 	  false },
 	/* before extent-refs: a file extent's offset names the reference it needs; the check runs again after it */
 	{ "file-extent-ranges", "Set back the offset or length of file extents that reach past their extent, from "
-	  "the extent's references", { PR_FILE_EXTENT_BAD }, true, NULL, repair_file_extent_ranges, { 0 }, false },
+	  "the extent's references", { PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_OVERLAP }, true, NULL, repair_file_extent_ranges, { 0 }, false },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,

@@ -87,10 +87,54 @@ static bool offset_that_fits(const struct ref_offsets *o, uint64_t key_off, uint
 	return fits == 1;
 }
 
-/* The file extent at key (regular or prealloc, with a disk extent), next the
- * start of the item after it: its offset or its length set back. */
-static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t next)
+/* Whether the file extent at key sits where its extent's references say
+ * (a hole or an inline extent: nothing says otherwise). */
+static bool item_where_refs_say(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key)
 {
+	uint8_t item[sizeof(struct btrfs_file_extent_item)];
+	uint32_t size = sizeof(item);
+	struct ref_offsets refs;
+	struct tree_root_ptr rp;
+
+	if (trans_get_root(r->t, root, &rp) || tree_lookup(r->fs, &rp, key, item, &size) ||
+	    size < sizeof(struct btrfs_file_extent_item))
+		return false;
+	if (file_extent_type(item) == BTRFS_FILE_EXTENT_INLINE || !file_extent_disk_bytenr(item))
+		return true;
+	return !ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs) &&
+	       offsets_have(&refs, key->offset - file_extent_offset(item));
+}
+
+/* A file extent that fits its extent but runs into the next one (next_key):
+ * when both sit where their references say, its length was damaged and ends
+ * where the next begins. */
+static int trim_overlap(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint8_t *item,
+			const struct btrfs_key *next_key)
+{
+	uint64_t num = file_extent_num_bytes(item), want = (next_key->offset - key->offset) / r->fs->sectorsize *
+							   r->fs->sectorsize;
+	struct ref_offsets refs;
+	int ret = ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
+
+	if (ret)
+		return ret;
+	if (!want || !offsets_have(&refs, key->offset - file_extent_offset(item)) ||
+	    !item_where_refs_say(r, root, next_key)) {
+		r->left++;
+		return 0;
+	}
+	file_extent_set_num_bytes(item, want);
+	if (r->changes++ < REPAIR_SAY_MAX)
+		repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": length %" PRIu64 " -> %" PRIu64
+			   " (where the next extent starts)", root, key->objectid, key->offset, num, want);
+	return 0;
+}
+
+/* The file extent at key (regular or prealloc, with a disk extent), next_key
+ * the item after it (NULL: none): its offset or its length set back. */
+static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, const struct btrfs_key *next_key)
+{
+	uint64_t next = next_key ? next_key->offset : (uint64_t)-1;
 	uint32_t ss = r->fs->sectorsize, size;
 	struct ref_offsets refs;
 	struct tree_path path;
@@ -107,8 +151,11 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 								      : file_extent_disk_num_bytes(item);
 	off = file_extent_offset(item);
 	num = file_extent_num_bytes(item);
-	if (off <= limit && num <= limit - off)
+	if (off <= limit && num <= limit - off) {
+		if (next > key->offset && num > next - key->offset) /* it fits but overlaps */
+			ret = trim_overlap(r, root, key, item, next_key);
 		goto out; /* it fits (again) */
+	}
 	ret = ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
 	if (ret)
 		goto out;
@@ -135,7 +182,7 @@ out:
 	return ret == -ENOENT ? 0 : ret;
 }
 
-/* Every file extent of (root, ino) that reaches past its extent. */
+/* Every file extent of (root, ino) that reaches past its extent or into the next. */
 static int fix_inode(struct repair_ctx *r, uint64_t root, uint64_t ino)
 {
 	struct btrfs_key min = { ino, BTRFS_EXTENT_DATA_KEY, 0 }, max = { ino, BTRFS_EXTENT_DATA_KEY, (uint64_t)-1 }, k;
@@ -154,7 +201,7 @@ static int fix_inode(struct repair_ctx *r, uint64_t root, uint64_t ino)
 			break;
 	tree_iter_release(&it);
 	for (size_t i = 0; ret >= 0 && i < keys.n; i++)
-		ret = fix_item(r, root, &keys.keys[i], i + 1 < keys.n ? keys.keys[i + 1].offset : (uint64_t)-1);
+		ret = fix_item(r, root, &keys.keys[i], i + 1 < keys.n ? &keys.keys[i + 1] : NULL);
 	free(keys.keys);
 	return ret < 0 ? ret : 0;
 }

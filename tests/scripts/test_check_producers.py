@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: GPL-2.0-only
+"""btk-check on filesystems made by other producers than the kernel: btrfs-convert from ext4
+(with its saved image, and with the image deleted), mkfs.btrfs --rootdir with compression,
+subvolumes and inode flags, btrfstune's feature conversions. Each must be clean to btk-check
+where btrfs check 7.3 (or the system's) calls it clean, and damage in these shapes must be
+repaired to a state the reference, btk-check and the kernel accept, undoably."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import fsbuild
+import oracle
+from conftest import require_btk, require_kernel, require_reference_tools, run_btk
+from test_repair import corrupt
+
+LATEST = Path("/opt/btrfs-progs-latest/bin")
+MiB = 1 << 20
+
+# files of many kinds: inline, empty, sparse, hard links, xattrs and an ACL, symlinks (one
+# long), a deep directory, a 255-byte name, a fifo and devices, files of several extents (one
+# whose first extent's end was overwritten)
+POPULATE = r'''
+cd "$D"
+echo inline > small; : > empty; head -c 3000 /dev/urandom > inl3k
+truncate -s 8M sparse; dd if=/dev/urandom of=sparse bs=4k count=3 seek=100 conv=notrunc status=none
+ln small hl; mkdir hd; ln small hd/hl2
+setfattr -n user.a -v hello small; setfacl -m u:1000:rw inl3k 2>/dev/null || true
+ln -s small sl; ln -s "$(printf 'p%.0s' $(seq 1000))" longsl
+p=.; for i in $(seq 20); do p=$p/d$i; done; mkdir -p $p; echo deep > $p/f
+echo long > "$(printf 'n%.0s' $(seq 255))"; mkfifo fifo; mknod cdev c 1 3
+mkdir many; for i in $(seq 100); do echo $i > many/f$i; done
+for i in 0 1 2 3; do dd if=/dev/urandom of=multi bs=64k count=1 seek=$i conv=notrunc,fsync status=none; sync; done
+dd if=/dev/urandom of=part bs=64k count=2 conv=fsync status=none; sync
+dd if=/dev/urandom of=part bs=64k count=1 seek=1 conv=notrunc,fsync status=none; sync
+'''
+
+
+def progs(tool: str) -> str:
+    """btrfs-progs 7.3 when installed beside the system's, else the system's."""
+    return str(LATEST / tool) if (LATEST / tool).exists() else tool
+
+
+def sh(script: str, **env):
+    subprocess.run(["bash", "-ec", script], check=True, env={**os.environ, **env}, timeout=120,
+                   capture_output=True)
+
+
+def blank(img: Path, size: int = 256 * MiB) -> Path:
+    with open(img, "wb") as f:
+        f.truncate(size)
+    return img
+
+
+def need(tool: str):
+    if not shutil.which(tool):
+        pytest.skip(f"{tool} is not installed")
+
+
+def convert_ext4(img: Path, *opts: str, delete_saved: str | None = None) -> Path:
+    """ext4 filled by the kernel, converted by btrfs-convert; delete_saved: "now" deletes the
+    saved image and unmounts at once (its cleanup interrupted), "sync" waits for the cleaner."""
+    need("btrfs-convert")
+    need("mkfs.ext4")
+    blank(img)
+    fsbuild.run(["mkfs.ext4", "-q", "-F", "-b", "4096", img])
+    with fsbuild.attached([img]) as loops:
+        mnt = Path(img).parent / "ext4mnt"
+        mnt.mkdir(exist_ok=True)
+        fsbuild.run(["mount", loops[0], mnt])
+        try:
+            sh(POPULATE, D=str(mnt))
+        finally:
+            fsbuild.run(["umount", mnt])
+    fsbuild.run(["btrfs-convert", "--no-progress", *opts, img])
+    if delete_saved:
+        with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
+            fsbuild.run(["btrfs", "subvolume", "delete", mnt / "ext2_saved"])
+            if delete_saved == "sync":
+                fsbuild.run(["btrfs", "subvolume", "sync", mnt])
+    return img
+
+
+def rootdir(img: Path, tmp: Path, *opts: str) -> Path:
+    src = tmp / "src"
+    src.mkdir()
+    sh(POPULATE, D=str(src))
+    blank(img)
+    fsbuild.run([progs("mkfs.btrfs"), "-q", "-f", "--rootdir", src, *opts, img])
+    return img
+
+
+def kernel_made(img: Path, *mkfs_opts: str, after=()) -> Path:
+    require_kernel()
+    blank(img)
+    fsbuild.mkfs([img], "-q", "-f", *mkfs_opts, tool=progs("mkfs.btrfs"))
+    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
+        sh(POPULATE, D=str(mnt))
+    for cmd in after:
+        fsbuild.run([*cmd, img])
+    return img
+
+
+def reference_verdict(img: Path) -> int:
+    with fsbuild.fsid_lock([img]):
+        return fsbuild.run([progs("btrfs"), "check", "--readonly", img], check=False, timeout=300).returncode
+
+
+def btk_problems(img: Path) -> tuple[int, list[str]]:
+    p = run_btk("btk-check", "--format", "json", img)
+    return p.returncode, sorted({x["id"] for x in json.loads(p.stdout)["problems"]})
+
+
+SHAPES = {
+    "convert-ext4": lambda img, tmp: convert_ext4(img),
+    "convert-ext4-nodatasum-4k": lambda img, tmp: convert_ext4(img, "-d", "-N", "4k"),
+    "convert-ext4-saved-deleted": lambda img, tmp: convert_ext4(img, delete_saved="now"),
+    "rootdir-compress-subvol-flags": lambda img, tmp: rootdir(
+        img, tmp, "--compress", "zstd", "--subvol", "rw:hd", "--subvol", "ro:many",
+        "--inode-flags", "nodatacow:sparse", "-O", "^no-holes"),
+    "btrfstune-extref-skinny-noholes-bgt": lambda img, tmp: kernel_made(
+        img, "-O", "^extref,^skinny-metadata,^no-holes", "-n", "4k",
+        after=((progs("btrfstune"), "-r", "-x", "-n"), (progs("btrfstune"), "--convert-to-block-group-tree"))),
+}
+
+
+@pytest.fixture
+def producer_shape(request, tmp_path):
+    require_btk("btk-check")
+    require_reference_tools()
+    if request.param.startswith("convert"):
+        require_kernel()
+    return request.param, SHAPES[request.param](tmp_path / "img", tmp_path)
+
+
+@pytest.mark.parametrize("producer_shape", list(SHAPES), indirect=True)
+def test_clean_producer_shape(producer_shape):
+    """What the reference calls clean, btk-check calls clean (exit 0, no problem at all)."""
+    name, img = producer_shape
+    ref = reference_verdict(img)
+    rc, ids = btk_problems(img)
+    if ref != 0:
+        pytest.skip(f"the reference flags {name} itself (exit {ref})")
+    assert rc == 0 and not ids, f"{name}: btk-check exit {rc}, {ids}"
+
+
+def extent_items(img: Path, tree: int = 5) -> list[dict]:
+    p = run_btk("btk-inspect", "tree", "--format", "jsonl", "--tree", str(tree), img)
+    return [r for r in map(json.loads, filter(str.strip, p.stdout.splitlines()))
+            if r.get("type") == "EXTENT_DATA"]
+
+
+def adjacent_regular_pair(img: Path) -> tuple[dict, dict]:
+    """Two file extents of one inode, the first regular with data, the second right after it."""
+    items = extent_items(img)
+    for a, b in zip(items, items[1:]):
+        fa = a["fields"]
+        if (a["key"][0] == b["key"][0] and fa.get("type") == 1 and fa.get("disk_bytenr") and
+                a["key"][2] + fa["num_bytes"] == b["key"][2] and fa["compression"] == 0 and
+                fa["offset"] + fa["num_bytes"] + 4096 <= fa["disk_num_bytes"]):
+            return a, b
+    pytest.skip("no regular file extent with room in its extent and a next one")
+
+
+def repaired_and_undone(img: Path, tmp: Path, hashes: dict[str, str]) -> str:
+    """btk-check --repair on a copy: the reference, btk-check and the kernel accept the result,
+    every file reads back as before the damage, and btk-undo restores the damaged image."""
+    fixed, undo = tmp / "fixed.img", tmp / "repair.undo"
+    shutil.copy(img, fixed)
+    p = run_btk("btk-check", "--repair", "--yes", "--undo-file", undo, fixed)
+    assert p.returncode in (0, 1), f"repair exit {p.returncode}:\n{p.stdout}{p.stderr}"
+    rc, ids = btk_problems(fixed)
+    assert rc == 0 and not ids, f"after the repair btk-check finds {ids}"
+    assert reference_verdict(fixed) == 0, "the reference fails the repaired filesystem"
+    assert oracle.snapshot_hashes([fixed]) == hashes
+    p = run_btk("btk-undo", undo, fixed)
+    assert p.returncode == 0, p.stderr
+    assert fixed.read_bytes() == img.read_bytes(), "btk-undo did not restore the image"
+    return p.stdout
+
+
+@pytest.mark.parametrize("kind", ["convert", "kernel"])
+def test_extent_length_into_next_is_trimmed(kind, tmp_path):
+    """A file extent whose length was damaged to run into the next extent (both still where
+    their references say): btrfs check 7.3 reports the overlap and cannot repair it; btk ends
+    the extent where the next begins, and the file reads back as it was."""
+    require_btk("btk-check")
+    require_kernel()
+    require_reference_tools()
+    img = tmp_path / "img"
+    if kind == "convert":
+        convert_ext4(img)
+    else:
+        kernel_made(img)
+    hashes = oracle.snapshot_hashes([img])
+    a, _ = adjacent_regular_pair(img)
+    corrupt([img], "-t", "5", "-k", ",".join(map(str, a["key"])), "-f", "num_bytes", "-v", "+4096")
+    rc, ids = btk_problems(img)
+    assert rc == 4 and "file-extent-overlap" in ids, ids
+    repaired_and_undone(img, tmp_path, hashes)
+
+
+def test_overlap_from_a_moved_next_extent_is_not_trimmed(tmp_path):
+    """The overlap's other cause: the next extent's key moved back. Its reference then names
+    another place, so the first extent's length is right and stays as it is."""
+    require_btk("btk-check")
+    require_kernel()
+    img = kernel_made(tmp_path / "img")
+    a, b = adjacent_regular_pair(img)
+    if b["fields"].get("type") != 1 or not b["fields"].get("disk_bytenr"):
+        pytest.skip("the next extent has no data reference")
+    corrupt([img], "-t", "5", "-k", ",".join(map(str, b["key"])), "-f", "key.offset", "-v", "-4096")
+    fixed = tmp_path / "fixed.img"
+    shutil.copy(img, fixed)
+    p = run_btk("btk-check", "--repair", "--yes", "--no-undo", fixed)
+    assert "where the next extent starts" not in p.stdout, p.stdout
+    after = {tuple(r["key"]): r for r in extent_items(fixed)}
+    assert after[tuple(a["key"])]["fields"]["num_bytes"] == a["fields"]["num_bytes"]
