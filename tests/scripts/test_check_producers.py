@@ -123,6 +123,9 @@ SHAPES = {
     "rootdir-compress-subvol-flags": lambda img, tmp: rootdir(
         img, tmp, "--compress", "zstd", "--subvol", "rw:hd", "--subvol", "ro:many",
         "--inode-flags", "nodatacow:sparse", "-O", "^no-holes"),
+    # mkfs.btrfs 7.3 gives the subvolumes it makes no qgroup (only 0/5): not damage
+    "rootdir-quota-subvol": lambda img, tmp: rootdir(img, tmp, "-O", "quota", "--subvol", "rw:hd"),
+    "rootdir-squota-subvol": lambda img, tmp: rootdir(img, tmp, "-O", "squota", "--subvol", "rw:many"),
     "btrfstune-extref-skinny-noholes-bgt": lambda img, tmp: kernel_made(
         img, "-O", "^extref,^skinny-metadata,^no-holes", "-n", "4k",
         after=((progs("btrfstune"), "-r", "-x", "-n"), (progs("btrfstune"), "--convert-to-block-group-tree"))),
