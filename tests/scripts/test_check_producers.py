@@ -17,7 +17,7 @@ import pytest
 import fsbuild
 import oracle
 from conftest import require_btk, require_kernel, require_reference_tools, run_btk
-from test_repair import corrupt
+from test_repair import corrupt, corrupt_tool
 
 LATEST = Path("/opt/btrfs-progs-latest/bin")
 MiB = 1 << 20
@@ -239,3 +239,37 @@ def test_zoned_emulated_has_no_fixed_super_copies(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "superblock copy" not in p.stderr, p.stderr
     assert reference_verdict(img) == 0
+
+
+def test_repair_in_blocks_a_balance_relocated(tmp_path):
+    """A balance leaves the RELOC header flag on the subvolume blocks it relocated (the
+    kernel only reads it as "may be shared"). A repair must copy such blocks on write like any
+    other: btk refused them as relocation-tree blocks and rolled the repair back."""
+    require_btk("btk-check")
+    require_kernel()
+    require_reference_tools()
+    img = blank(tmp_path / "img")
+    fsbuild.mkfs([img], "-q", "-f", tool=progs("mkfs.btrfs"))
+    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
+        sh(POPULATE, D=str(mnt))
+        fsbuild.run(["sync", "-f", mnt])
+        fsbuild.run(["btrfs", "balance", "start", "-f", "-m", mnt], timeout=300)
+    hashes = oracle.snapshot_hashes([img])
+    p = run_btk("btk-inspect", "tree", "--format", "jsonl", "--tree", "5", img)
+    inodes = [r for r in map(json.loads, filter(str.strip, p.stdout.splitlines()))
+              if r.get("type") == "INODE_ITEM" and r["fields"]["mode"] & 0o170000 == 0o100000]
+    relocated = [r for r in inodes if header_flags(img, r["block"]) & RELOC_FLAG]
+    if not relocated:
+        pytest.skip("the balance left no RELOC flag on a leaf with a file's inode")
+    corrupt([img], "-t", "5", "-k", ",".join(map(str, relocated[0]["key"])), "-f", "nlink", "-v", "+1")
+    rc, ids = btk_problems(img)
+    assert rc == 4 and ids == ["inode-nlink"], ids
+    repaired_and_undone(img, tmp_path, hashes)
+
+
+RELOC_FLAG = 1 << 1
+
+
+def header_flags(img: Path, block: int) -> int:
+    p = fsbuild.run([corrupt_tool(), "-b", str(block), "-f", "header.flags", "-g", img])
+    return int(p.stdout.split()[-1].strip("()"), 16)
