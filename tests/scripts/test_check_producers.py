@@ -170,7 +170,7 @@ def adjacent_regular_pair(img: Path) -> tuple[dict, dict]:
     pytest.skip("no regular file extent with room in its extent and a next one")
 
 
-def repaired_and_undone(img: Path, tmp: Path, hashes: dict[str, str]) -> str:
+def repaired_and_undone(img: Path, tmp: Path, hashes: dict[str, str], inspect=None) -> str:
     """btk-check --repair on a copy: the reference, btk-check and the kernel accept the result,
     every file reads back as before the damage, and btk-undo restores the damaged image."""
     fixed, undo = tmp / "fixed.img", tmp / "repair.undo"
@@ -181,6 +181,8 @@ def repaired_and_undone(img: Path, tmp: Path, hashes: dict[str, str]) -> str:
     assert rc == 0 and not ids, f"after the repair btk-check finds {ids}"
     assert reference_verdict(fixed) == 0, "the reference fails the repaired filesystem"
     assert oracle.snapshot_hashes([fixed]) == hashes
+    if inspect:
+        inspect(fixed)
     p = run_btk("btk-undo", undo, fixed)
     assert p.returncode == 0, p.stderr
     assert fixed.read_bytes() == img.read_bytes(), "btk-undo did not restore the image"
@@ -295,3 +297,37 @@ def test_repair_in_a_snapshot_under_simple_quotas(tmp_path):
     rc, ids = btk_problems(img)
     assert rc == 4 and ids == ["dir-isize"], ids
     repaired_and_undone(img, tmp_path, hashes)
+
+
+def test_extent_refs_repaired_under_simple_quotas(tmp_path):
+    """Extent references were never repaired with simple quotas on (exit 12, nothing done),
+    where btrfs check 7.3 repairs them. A rewritten item keeps its owner reference first, and
+    the quota numbers are set from a check after the repair."""
+    require_btk("btk-check")
+    require_kernel()
+    require_reference_tools()
+    img = blank(tmp_path / "img")
+    if fsbuild.mkfs([img], "-q", "-f", "-O", "squota", tool=progs("mkfs.btrfs"), check=False).returncode:
+        pytest.skip("mkfs.btrfs makes no simple-quota filesystem")
+    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
+        sh(POPULATE, D=str(mnt))
+    hashes = oracle.snapshot_hashes([img])
+    owned = [r for r in tree_records(img, 2) if r.get("type") == "EXTENT_ITEM" and r["fields"]["flags"] & 1 and
+             any(x["type"] == "EXTENT_OWNER_REF" for x in r["fields"].get("inline_refs", []))]
+    if not owned:
+        pytest.skip("no data extent with an owner reference")
+    key = ",".join(map(str, owned[0]["key"]))
+    corrupt([img], "-t", "2", "-k", key, "-f", "refs", "-v", "+1")
+    rc, ids = btk_problems(img)
+    assert rc == 4 and ids == ["extent-refs-total"], ids
+
+    def owner_ref_kept(fixed: Path):
+        item = next(r for r in tree_records(fixed, 2) if r["key"] == owned[0]["key"])
+        assert item["fields"]["refs"] == owned[0]["fields"]["refs"]
+        assert item["fields"]["inline_refs"][0]["type"] == "EXTENT_OWNER_REF", item
+    repaired_and_undone(img, tmp_path, hashes, owner_ref_kept)
+
+
+def tree_records(img: Path, tree: int) -> list[dict]:
+    p = run_btk("btk-inspect", "tree", "--format", "jsonl", "--tree", str(tree), img)
+    return [r for r in map(json.loads, filter(str.strip, p.stdout.splitlines())) if "key" in r]
