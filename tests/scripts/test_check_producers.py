@@ -282,15 +282,8 @@ def test_repair_in_a_snapshot_under_simple_quotas(tmp_path):
     snapshot copies a block it shares with its source: the copy is the snapshot's, the old
     block leaves the source's count. btk's repair left both numbers as they were (the check
     after it found qgroup-mismatch); it now sets them from a check after its classes."""
-    require_btk("btk-check")
-    require_kernel()
-    require_reference_tools()
-    img = blank(tmp_path / "img")
-    if fsbuild.mkfs([img], "-q", "-f", "-O", "squota", tool=progs("mkfs.btrfs"), check=False).returncode:
-        pytest.skip("mkfs.btrfs makes no simple-quota filesystem")
+    img = simple_quota_fs(tmp_path, "sv")
     with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
-        fsbuild.run(["btrfs", "subvolume", "create", mnt / "sv"])
-        sh(POPULATE, D=str(mnt / "sv"))
         fsbuild.run(["btrfs", "subvolume", "snapshot", mnt / "sv", mnt / "sn"])
     hashes = oracle.snapshot_hashes([img])
     corrupt([img], "-t", "257", "-k", "256,1,0", "-f", "size", "-v", "+2")   # the snapshot's top dir
@@ -303,14 +296,7 @@ def test_extent_refs_repaired_under_simple_quotas(tmp_path):
     """Extent references were never repaired with simple quotas on (exit 12, nothing done),
     where btrfs check 7.3 repairs them. A rewritten item keeps its owner reference first, and
     the quota numbers are set from a check after the repair."""
-    require_btk("btk-check")
-    require_kernel()
-    require_reference_tools()
-    img = blank(tmp_path / "img")
-    if fsbuild.mkfs([img], "-q", "-f", "-O", "squota", tool=progs("mkfs.btrfs"), check=False).returncode:
-        pytest.skip("mkfs.btrfs makes no simple-quota filesystem")
-    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
-        sh(POPULATE, D=str(mnt))
+    img = simple_quota_fs(tmp_path)
     hashes = oracle.snapshot_hashes([img])
     owned = [r for r in tree_records(img, 2) if r.get("type") == "EXTENT_ITEM" and r["fields"]["flags"] & 1 and
              any(x["type"] == "EXTENT_OWNER_REF" for x in r["fields"].get("inline_refs", []))]
@@ -331,3 +317,21 @@ def test_extent_refs_repaired_under_simple_quotas(tmp_path):
 def tree_records(img: Path, tree: int) -> list[dict]:
     p = run_btk("btk-inspect", "tree", "--format", "jsonl", "--tree", str(tree), img)
     return [r for r in map(json.loads, filter(str.strip, p.stdout.splitlines())) if "key" in r]
+
+
+def simple_quota_fs(tmp: Path, subvol: str | None = None) -> Path:
+    """A kernel-filled filesystem with simple quotas from mkfs: the files in subvol (a new
+    subvolume) or at the top."""
+    require_btk("btk-check")
+    require_kernel()
+    require_reference_tools()
+    img = blank(tmp / "img")
+    if fsbuild.mkfs([img], "-q", "-f", "-O", "squota", tool=progs("mkfs.btrfs"), check=False).returncode:
+        pytest.skip("mkfs.btrfs makes no simple-quota filesystem")
+    with fsbuild.attached([img]) as loops, fsbuild.mounted(loops) as mnt:
+        where = mnt
+        if subvol:
+            fsbuild.run(["btrfs", "subvolume", "create", mnt / subvol])
+            where = mnt / subvol
+        sh(POPULATE, D=str(where))
+    return img
