@@ -56,6 +56,7 @@ struct ref_rec {
 #define EXTENT_REWRITE 4u  /* its inline references are damaged: the repair writes it again */
 #define REF_NO_CSUM 8u     /* a NODATASUM file's regular extent: need[] must have no checksums */
 #define EXTENT_HAS_CSUM 8u /* the csum tree covers some of the extent */
+#define EXTENT_LEN_BAD 16u /* its key's length is one the kernel refuses: the users say it */
 
 /* An expected reference (a user of an extent, seen by the tree walk). Tree
  * block refs carry the block's generation in r.c and its level in len. */
@@ -90,6 +91,7 @@ struct refs_state {
 struct join_state {
 	struct check_ctx *ctx;
 	bool have;                  /* an extent item at bytenr */
+	bool len_bad;               /* its length is not known yet (EXTENT_LEN_BAD): the first user's */
 	uint64_t bytenr, len, flags;
 	unsigned level;             /* a tree block's, + 1 (0: not known) */
 	bool covered;               /* the csum tree covers all of it */
@@ -625,11 +627,14 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	struct inline_ref_view r;
 	struct ref_rec hdr;
 	uint64_t covered = 0;
-	bool kind_unknown = false;
+	bool kind_unknown = false, len_bad;
+	struct item_geometry g;
+	struct item_verdict vd;
 	const char *bad;
 	int ret;
 
 	finish_extent(p);
+	item_geometry_of(ctx->fs, &g);
 	if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_extent_item))
 		return 0; /* reported by the extents phase */
 	p->have = true;
@@ -639,8 +644,13 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	p->refs = extent_refs(d);
 	p->sum = 0;
 	p->tree_block = k->type == BTRFS_METADATA_ITEM_KEY || (p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK);
+	len_bad = k->type == BTRFS_EXTENT_ITEM_KEY && item_key_check(&g, k, &vd);
 	/* a tree block is one node long: anything else is data whose flags lie */
-	if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block && k->offset != ctx->fs->nodesize) {
+	if (len_bad) {
+		/* (reported by the extents phase) */
+		p->len = 0;
+		p->tree_block = false;
+	} else if (k->type == BTRFS_EXTENT_ITEM_KEY && p->tree_block && k->offset != ctx->fs->nodesize) {
 		report_problem(ctx, PR_EXTENT_TYPE, "extent %" PRIu64 "+%" PRIu64 " is flagged as a tree block (%#"
 			       PRIx64 ") but is not one node long", p->bytenr, p->len, p->flags);
 		p->tree_block = false;
@@ -664,6 +674,8 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 		hdr.flags |= EXTENT_CSUMMED;
 	if (covered)
 		hdr.flags |= EXTENT_HAS_CSUM;
+	if (len_bad)
+		hdr.flags |= EXTENT_LEN_BAD | EXTENT_REWRITE;
 	if (!kind_unknown && (bad = inline_refs_bad(&v, cur))) {
 		report_problem(ctx, PR_EXTENT_INLINE_REF_BAD, "extent %" PRIu64 ": inline references %s", p->bytenr, bad);
 		hdr.flags |= EXTENT_REWRITE;
@@ -953,6 +965,14 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 	uint64_t root, where, bytenr = e->r.bytenr;
 
 	user_of(&e->r, &root, &where);
+	if (j->have && bytenr == j->bytenr && j->len_bad) {
+		/* the item's length was refused: its first user's is taken, and the item made again */
+		j->len = data ? e->len : j->ctx->fs->nodesize;
+		j->len_bad = false;
+		report_problem(j->ctx, PR_EXTENT_TYPE, "extent %" PRIu64 ": its item's length is refused, its users' is %"
+			       PRIu64, bytenr, j->len);
+		refs_repair_replace(j->ctx, j->unit);
+	}
 	if (!j->have || bytenr != j->bytenr) {
 		/* tree blocks without an extent item are reported by the extents phase */
 		if (!data || j->not_alloc_reported == bytenr + 1)
@@ -1091,13 +1111,15 @@ static int join_group(const struct recjoin_group *g, void *arg)
 		j->have = true;
 		j->bytenr = r->bytenr;
 		j->len = r->a;
+		j->len_bad = r->flags & EXTENT_LEN_BAD;
 		j->flags = r->b;
 		j->level = r->pad;
 		j->covered = r->flags & EXTENT_CSUMMED;
 		j->some_csum = r->flags & EXTENT_HAS_CSUM;
 		return 0;
 	}
-	if (j->have && any->bytenr >= j->bytenr + j->len && (ret = finish_join_extent(j)) < 0)
+	if (j->have && any->bytenr >= j->bytenr + j->len && !(j->len_bad && any->bytenr == j->bytenr) &&
+	    (ret = finish_join_extent(j)) < 0)
 		return ret;
 	for (size_t i = 0; i < g->nleft; i++)
 		if ((ret = check_user(j, &l[i])) < 0)

@@ -147,14 +147,19 @@ static bool owner_holds_no_ref(struct tree_visit *v, const struct tree_block *b)
 
 /* A node pointer names its child's generation, which is never 0: the kernel
  * reads a pointer of generation 0 without checking the child's (the
- * reference calls it a wrong generation). */
+ * reference calls it a wrong generation). The tree-salvage class copies the
+ * child, which gives the pointer the copy's generation (check/repair_salvage.c). */
 static void check_ptr_generations(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
 {
 	for (unsigned i = 0; block_level(b) > 0 && i < block_nritems(b); i++)
-		if (key_ptr_generation(node_key_ptr(b->data, i)) == 0)
-			report_problem(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 ": node %" PRIu64 " slot %u: pointer to %"
-				       PRIu64 " of generation 0", root->objectid, b->bytenr, i,
+		if (key_ptr_generation(node_key_ptr(b->data, i)) == 0) {
+			report_problem(ctx, PR_TREE_BLOCK_TRANSID, "tree %" PRIu64 ": node %" PRIu64 " slot %u: pointer "
+				       "to %" PRIu64 " of generation 0", root->objectid, b->bytenr, i,
 				       key_ptr_blockptr(node_key_ptr(b->data, i)));
+			check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
+					   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]),
+					   root->objectid);
+		}
 }
 
 /* Items of a key type their (global) tree does not hold: the kernel and

@@ -93,6 +93,13 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		hdr.a = ctx->fs->nodesize;
 		hdr.b = BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0);
 		hdr.c |= EXTENT_FIX_REPLACE | EXTENT_FIX_TREE;
+	} else if (u->replace && u->has_item && u->data && !u->tree && u->data_len) {
+		/* a data extent item whose key gave a length the kernel refuses: made again at its users' */
+		hdr.a = u->data_len;
+		hdr.b = BTRFS_EXTENT_FLAG_DATA;
+		hdr.c |= EXTENT_FIX_REPLACE;
+		if ((ret = repair_note_claim(ctx, u->bytenr, hdr.a)) < 0)
+			return ret;
 	} else if (u->has_item && u->nexp && (!extent_kind_known(u->flags) || (lie && u->data)) && u->tree != u->data &&
 	    u->len == (u->tree ? ctx->fs->nodesize : u->data_len)) {
 		/* flags of neither (or both) kinds, users of one, the length theirs: made again whole */

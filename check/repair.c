@@ -365,7 +365,8 @@ static bool class_checks_again(const struct repair_class *c)
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||
-	       c->run == repair_root_fields || c->run == repair_subvol_links || c->run == repair_root_refs;
+	       c->run == repair_root_fields || c->run == repair_subvol_links || c->run == repair_root_refs ||
+	       c->run == repair_rebuild_extent_tree;
 }
 
 /* Class c rebuilds a tree the check could not read whole: it runs for that. */
@@ -381,6 +382,15 @@ static bool class_wanted_for_unreadable(const struct repair_class *c, const stru
 		    check_tree_unreadable(ctx, trees[i]))
 			return true;
 	return false;
+}
+
+/* The extent tree is rebuilt unasked when blocks of it that no copy gives
+ * back are the only blocks the check could not read: nothing else can make a
+ * transaction safe again, and every tree it is rebuilt from reads whole. */
+static bool extent_tree_lost(const struct repair_class *c, const struct check_ctx *ctx)
+{
+	return c->run == repair_rebuild_extent_tree && check_tree_unreadable(ctx, BTRFS_EXTENT_TREE_OBJECTID) &&
+	       class_rebuilds_unreadable(c, ctx);
 }
 
 /* After class c succeeded: what it fixed, and the unreadable blocks when they
@@ -586,7 +596,8 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 		run[i] = false;
 		if (!problems && !(c->forced && c->forced(o)) && !class_wanted_for_unreadable(c, ctx))
 			continue;
-		if ((class_on_request_only(c) && !c->forced(o)) || class_superseded(c, o))
+		if ((class_on_request_only(c) && !c->forced(o) && !extent_tree_lost(c, ctx)) ||
+		    class_superseded(c, o))
 			continue;
 		/* a bytenr pointed back needs an extent that declares an unused reference; a disk length
 		 * the extent's; a hole a file extent outside every data chunk */
@@ -623,16 +634,19 @@ static unsigned choose_classes(const struct check_ctx *ctx, const struct repair_
 }
 
 /* Check the filesystem as the last class committed it (on the open repair
- * filesystem), so that the classes after it work from what is there now. */
+ * filesystem), so that the classes after it work from what is there now;
+ * with infer_full_backref, to collect the references a rebuild of the extent
+ * tree needs (the trees alone say them). */
 static int detect_again(struct check_ctx *ctx, struct repair_ctx *r, const struct repair_hooks *hooks,
-			const char *after)
+			const char *why, bool infer_full_backref)
 {
 	int ret;
 
 	check_ctx_reset(ctx);
+	ctx->infer_full_backref = infer_full_backref;
 	ctx->fs = r->fs;
 	if (ctx->opts->format != CLI_FORMAT_JSON)
-		printf("checking again after %s\n", after);
+		printf("checking again %s\n", why);
 	ctx->progress = progress_create("checking again", 0, ctx->opts->progress);
 	ret = hooks->detect(ctx);
 	progress_finish(ctx->progress);
@@ -725,6 +739,13 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			continue;
 		if (cli_cancelled())
 			break;
+		/* chosen unasked (extent_tree_lost): the check ran trusting the extent tree */
+		if (classes[i].run == repair_rebuild_extent_tree && !ctx->infer_full_backref &&
+		    (ret = detect_again(ctx, &r, hooks, "to collect the references the extent tree is rebuilt from",
+					true))) {
+			failed = true;
+			break;
+		}
 		/* a class before this one was to fix what blocks it, and did not */
 		if ((blocker = class_blocker(&classes[i], ctx, fixed))) {
 			msg_warning("not repairing %s: problems like [%s] were not repaired", classes[i].name, blocker->id);
@@ -746,7 +767,10 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			if (class_checks_again(&classes[i]))
 				choose_classes(ctx, o, run, i + 1, parity_meta);
 		} else if (class_checks_again(&classes[i]) && !o->dry_run) {
-			if ((ret = detect_again(ctx, &r, hooks, classes[i].name))) {
+			char why[96];
+
+			snprintf(why, sizeof(why), "after %s", classes[i].name);
+			if ((ret = detect_again(ctx, &r, hooks, why, false))) {
 				failed = true;
 				break;
 			}

@@ -33,7 +33,8 @@ static int sum_extent(void *arg, const struct extent_rec *e)
 	struct group_sums *s = arg;
 	const struct block_group *groups = s->bgs->groups;
 
-	if (!e->len)
+	/* a length the kernel refuses holds no space (as the check counts it) */
+	if (!e->len || e->len % s->fs->sectorsize || e->bytenr + e->len < e->bytenr)
 		return 0;
 	while (s->g < s->bgs->count && groups[s->g].start + groups[s->g].length <= e->bytenr)
 		s->g++;

@@ -73,8 +73,9 @@ static int claim_space(struct xrepair *x)
 		tree_iter_init(&it, fs, &fs->extent_root, &min, &max);
 		while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
 			uint64_t len = extent_key_length(&k, fs->nodesize);
-			/* an item off the sector grid holds no space (this class deletes it: it has no user) */
-			if (k.objectid % fs->sectorsize)
+			/* an item off the sector grid, or of a length the kernel refuses, holds no space (this
+			 * class deletes it, or makes it again at its users' length) */
+			if (k.objectid % fs->sectorsize || len % fs->sectorsize || k.objectid + len < k.objectid)
 				continue;
 			if (len && k.objectid < c[0] + c[1] && k.objectid + len > c[0]) {
 				ret = fs_error(fs, -EUCLEAN, "an extent item for %" PRIu64 "+%" PRIu64 " would overlap "

@@ -30,11 +30,21 @@ struct salvaged_block {
 struct salvage_find {
 	uint64_t tree;
 	bool (*want)(uint64_t tree, const struct tree_block *b); /* the blocks to rewrite */
+	bool zero_generation_pointers; /* and the children of pointers of generation 0 */
 	const struct tree_block *node[BTRFS_MAX_LEVEL];
 	struct salvaged_block *v;
 	size_t n, cap;
 	int err;
 };
+
+/* The parent's pointer to bytenr names generation 0 (phase_trees.c reports it). */
+static bool pointer_generation_zero(const struct tree_block *parent, uint64_t bytenr)
+{
+	for (unsigned slot = 0; slot < block_nritems(parent); slot++)
+		if (key_ptr_blockptr(node_key_ptr(parent->data, slot)) == bytenr)
+			return key_ptr_generation(node_key_ptr(parent->data, slot)) == 0;
+	return false;
+}
 
 static int find_visit(void *arg, const struct tree_block *b)
 {
@@ -47,7 +57,8 @@ static int find_visit(void *arg, const struct tree_block *b)
 	f->node[level] = b;
 	for (unsigned l = 0; l < level; l++)
 		f->node[l] = NULL;
-	if (!f->want(f->tree, b))
+	p = level + 1 < BTRFS_MAX_LEVEL ? f->node[level + 1] : NULL;
+	if (!f->want(f->tree, b) && !(f->zero_generation_pointers && p && pointer_generation_zero(p, b->bytenr)))
 		return 0;
 	if (f->n == f->cap) {
 		size_t cap = f->cap ? f->cap * 2 : 8;
@@ -58,7 +69,6 @@ static int find_visit(void *arg, const struct tree_block *b)
 		f->cap = cap;
 	}
 	f->v[f->n] = (struct salvaged_block){ .bytenr = b->bytenr, .level = level };
-	p = level + 1 < BTRFS_MAX_LEVEL ? f->node[level + 1] : NULL;
 	for (unsigned slot = 0; p && slot < block_nritems(p); slot++)
 		if (key_ptr_blockptr(node_key_ptr(p->data, slot)) == b->bytenr) {
 			block_key(p, slot, &f->v[f->n].key);
@@ -97,7 +107,7 @@ static bool is_salvaged(uint64_t tree, const struct tree_block *b)
 int repair_rewrite_tree_blocks(struct repair_ctx *r, uint64_t tree,
 			       bool (*want)(uint64_t tree, const struct tree_block *b))
 {
-	struct salvage_find f = { .tree = tree, .want = want };
+	struct salvage_find f = { .tree = tree, .want = want, .zero_generation_pointers = want == is_salvaged };
 	struct tree_walk_ops ops = { find_visit, NULL, &f };
 	struct tree_root_ptr ptr;
 	int ret = trans_get_root(r->t, tree, &ptr);

@@ -331,13 +331,14 @@ static int group_fill_extent(void *arg, const struct extent_rec *e)
 	const struct group_fill *f = arg;
 	const struct alloc_group *g = f->g;
 
-	if (e->bytenr < g->start || e->len > g->start + g->length - e->bytenr)
+	if (e->bytenr < g->start)
 		return fs_error(f->fs, -EUCLEAN, "extent %llu+%llu crosses block group %llu",
 				(unsigned long long)e->bytenr, (unsigned long long)e->len,
 				(unsigned long long)g->start);
-	/* an extent item off the sector grid (damage a repair is removing): its sectors count as used */
+	/* an extent item off the sector grid, or one whose length runs past its group (damage a
+	 * repair is removing): its sectors up to the group's end count as used */
 	uint64_t ss = f->fs->sectorsize, start = e->bytenr / ss * ss;
-	uint64_t end = e->bytenr + e->len;
+	uint64_t end = e->len > g->start + g->length - e->bytenr ? g->start + g->length : e->bytenr + e->len;
 	end = end % ss ? end - end % ss + ss : end;
 	if (end > g->start + g->length)
 		end = g->start + g->length;

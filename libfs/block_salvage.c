@@ -264,7 +264,7 @@ static bool rises_without(const struct entry *v, unsigned n, unsigned skip)
  * where the item sits (sorting would keep it under a key it never had).
  * Two neighbours out of order with each other are a swap: sorted. The slot
  * to drop, or n. */
-static unsigned lone_key_out_of_order(const struct entry *v, unsigned n)
+static unsigned lone_key_out_of_order(const struct entry *v, unsigned n, const struct block_expect *e)
 {
 	unsigned at = n, descents = 0;
 	bool drop_left, drop_right;
@@ -278,6 +278,10 @@ static unsigned lone_key_out_of_order(const struct entry *v, unsigned n)
 		return n;
 	drop_left = rises_without(v, n, at - 1);
 	drop_right = rises_without(v, n, at);
+	/* either would do, but the first key is the one the parent names: the
+	 * key after it is the damaged one (sorting would put it first) */
+	if (drop_left && drop_right && at == 1 && e && e->first_key && !key_compare(&v[0].key, e->first_key))
+		return at;
 	return drop_left == drop_right ? n : drop_left ? at - 1 : at;
 }
 
@@ -329,7 +333,7 @@ static bool lone_key_from_neighbours(struct entry *v, unsigned n, unsigned j)
 static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, bool leaf,
 			   struct block_salvage *s)
 {
-	unsigned kept = 0, lone = leaf ? lone_key_out_of_order(v, n) : n;
+	unsigned kept = 0, lone = leaf ? lone_key_out_of_order(v, n, e) : n;
 
 	if (lone < n && lone_key_from_neighbours(v, n, lone)) {
 		s->what |= SALVAGE_KEY_ORDER;

@@ -547,6 +547,10 @@ static int key_rules(const struct item_geometry *g, const struct btrfs_key *k, s
 		return 0;
 	if (!aligned(k->objectid, g->sectorsize))
 		FAULT(out, ITEM_BAD_KEY, 0, "bytenr not sector aligned");
+	/* (an extent item's key offset is its length) */
+	if (k->type == BTRFS_EXTENT_ITEM_KEY &&
+	    (!k->offset || !aligned(k->offset, g->sectorsize) || k->objectid + k->offset < k->objectid))
+		FAULT(out, ITEM_BAD_KEY, 0, "extent length 0, not sector aligned or past the address space");
 	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
 		FAULT(out, ITEM_BAD_KEY, 0, "tree level out of range");
 	if (k->type == BTRFS_METADATA_ITEM_KEY && !(g->incompat & BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA))

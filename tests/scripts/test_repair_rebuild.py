@@ -44,6 +44,19 @@ def extent_items(devs) -> dict[tuple, dict]:
     return out
 
 
+def assert_undo_restores(devs, undo, damaged, where):
+    """btk-undo on copies of the repaired devices (in where) gives back the damaged ones byte for byte."""
+    back = [where / d.name for d in devs]
+    where.mkdir()
+    for d, b in zip(devs, back):
+        fsbuild.run(["cp", "--sparse=always", d, b])
+    u = run_btk("btk-undo", undo, *back)
+    assert u.returncode == 0, u.stderr
+    assert content_digest(back) == damaged, "btk-undo did not restore the damaged image byte for byte"
+    for b in back:
+        b.unlink()
+
+
 def rebuild(devs, *args):
     """--rebuild-extent-tree --yes: exit 1, only the extent-tree class (and, for problems it
     leaves to them, csums and space counters: device bytes_used) ran, and only the qgroup warning is left; a second check agrees;
@@ -72,10 +85,12 @@ def test_rebuild_of_a_sound_tree_keeps_every_reference(tmp_path):
     assert after == before, [k for k in before.keys() | after.keys() if before.get(k) != after.get(k)][:10]
 
 
-def test_rebuild_of_an_unreadable_extent_tree(tmp_path):
+@pytest.mark.parametrize("how", ["--rebuild-extent-tree", "--repair"])
+def test_rebuild_of_an_unreadable_extent_tree(tmp_path, how):
     """Every copy of the extent tree's root is garbage: no extent item, no block group item is
-    left to read; the free-space tree's root too. The rebuild brings the filesystem back; the
-    kernel reads every file as before; btk-undo restores the damaged image exactly."""
+    left to read; the free-space tree's root too. The rebuild brings the filesystem back, asked
+    for or not (the plain repair rebuilds when only those trees are unreadable); the kernel
+    reads every file as before; btk-undo restores the damaged image exactly."""
     require_btk("btk-check")
     require_btk("btk-undo")
     name = needs(SIMPLE)
@@ -87,21 +102,13 @@ def test_rebuild_of_an_unreadable_extent_tree(tmp_path):
     rc, objs, _ = check(devs)
     assert rc == 4 and "tree-root-unreadable" in problem_ids(objs[0]), problem_ids(objs[0])
 
-    # the ordinary repair cannot: every transaction needs a readable extent tree
-    rc, objs, _ = check(devs, "--repair", "--yes", "--no-undo")
-    assert rc == 4 and content_digest(devs) == damaged
-
     undo = tmp_path / "rebuild.undo"
-    rebuild(devs, "--undo-file", undo)
-    back = [tmp_path / "undo" / d.name for d in devs]
-    back[0].parent.mkdir()
-    for d, b in zip(devs, back):
-        fsbuild.run(["cp", "--sparse=always", d, b])
-    u = run_btk("btk-undo", undo, *back)
-    assert u.returncode == 0, u.stderr
-    assert content_digest(back) == damaged, "btk-undo did not restore the damaged image byte for byte"
-    for b in back:
-        b.unlink()
+    if how == "--repair":
+        rc, objs, _ = check(devs, "--repair", "--yes", "--undo-file", undo)
+        assert rc == 1 and "extent-tree" in {a["class"] for a in objs[1]["repairs"]}, objs
+    else:
+        rebuild(devs, "--undo-file", undo)
+    assert_undo_restores(devs, undo, damaged, tmp_path / "undo")
     kernel_verify(devs, want)
 
 

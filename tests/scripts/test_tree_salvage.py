@@ -112,6 +112,9 @@ CASES = [
     ("keyorder-fs-node", "key-order", lambda: edit(node(FS, 1, "middle")[0], "-f", "ptr2.key.objectid",
                                                    "-v", str(1 << 40))),
     ("keyorder-extent-node", "key-order", lambda: swap_entries(node(EXTENT)[0], 3, KPTR)),
+    # the second key damaged: dropping either key restores the order, but the first is the parent's
+    ("keyorder-fs-second-key", "key-order", lambda: edit(leaf(FS, "first")[0], "-f", "item1.key.objectid",
+                                                         "-v", "-1")),
     # level
     ("level-fs-leaf", "tree-block-level", lambda: edit(leaf(FS, "middle")[0], "-f", "header.level", "-v", "1")),
     ("level-extent-root", "tree-block-level", lambda: edit(blocks()[EXTENT]["root"], "-f", "header.level", "-v", "2")),
@@ -133,7 +136,7 @@ CASES = [
     ("nritems-extent-node", "tree-block-nritems", lambda: edit(node(EXTENT)[0], "-f", "header.nritems", "-v", "+2")),
 ]
 # a few run in CI (about 15 s each: the kernel reads every file back); the rest with the slow marker
-FAST = {"offset-fs-shared", "keyorder-fs-node", "transid-fs-leaf", "nritems-root-leaf"}
+FAST = {"offset-fs-shared", "keyorder-fs-node", "transid-fs-leaf", "nritems-root-leaf", "keyorder-fs-second-key"}
 
 
 @functools.lru_cache(maxsize=None)
