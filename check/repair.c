@@ -683,7 +683,7 @@ static int recount_simple_quotas(struct check_ctx *ctx, struct repair_ctx *r, co
 
 	if (!(r->fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA))
 		return 0;
-	if (detect_again(ctx, r, hooks, "the repair (simple quotas)"))
+	if (detect_again(ctx, r, hooks, "after the repair (simple quotas)", false))
 		return 1;
 	for (size_t i = 0; i < NCLASSES; i++) {
 		if (classes[i].run != repair_qgroups || !ctx->counts[PR_QGROUP_MISMATCH] ||
