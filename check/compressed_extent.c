@@ -7,6 +7,7 @@
 #include "check/inline_extent.h"
 #include <btk/endian_access.h>
 #include <btk/format.h>
+#include <btk/volumes.h>
 
 /* btrfs's lzo layout: le32 total length, then segments of le32 length and an
  * lzo1x stream, a segment header never split across a sector boundary (the
@@ -44,4 +45,14 @@ long compressed_extent_decompress(unsigned compression, const uint8_t *src, size
 	if (compression == BTRFS_COMPRESS_LZO)
 		return unlzo_segments(src, len, sectorsize, out, cap);
 	return inline_extent_decompress(compression, src, len, out, cap);
+}
+
+int extent_data_read(struct fs_info *fs, uint64_t logical, uint8_t *buf, uint64_t len)
+{
+	int copies = volumes_num_copies(fs, logical), ret = -EIO;
+
+	for (int m = 0; m < copies; m++)
+		if ((ret = volumes_read(fs, logical, buf, len, m)) == 0)
+			return 0;
+	return ret;
 }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct fs_info;
+
 /* Decompress the len bytes of a compressed extent (`compression`:
  * BTRFS_COMPRESS_*) into out (cap bytes; the extent's ram_bytes). lzo data
  * is the kernel's sector-segmented layout. Returns the decompressed length,
@@ -14,5 +16,8 @@
  * for an unknown compression, -ENOMEM. */
 long compressed_extent_decompress(unsigned compression, const uint8_t *src, size_t len, uint32_t sectorsize,
 				  uint8_t *out, size_t cap);
+
+/* The len bytes of data at logical from the first copy that reads. 0 or -errno. */
+int extent_data_read(struct fs_info *fs, uint64_t logical, uint8_t *buf, uint64_t len);
 
 #endif

@@ -332,11 +332,23 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 
 static const char RANGE_BEYOND_RAM[] = "range beyond the decompressed size";
 static const char RANGE_BEYOND_DISK[] = "range beyond the disk extent";
+static const char UNKNOWN_COMPRESSION[] = "unknown compression";
+static const char UNKNOWN_ENCODING[] = "unknown encryption or encoding";
+static const char UNKNOWN_TYPE[] = "unknown extent type";
+static const char PREALLOC_COMPRESSED[] = "preallocated extent is compressed";
+static const char FUTURE_GENERATION[] = "generation newer than the filesystem's";
 
 /* A fault the file-extent-ranges class can take back from the extent's references. */
 static bool range_fault(const char *why)
 {
 	return why == RANGE_BEYOND_RAM || why == RANGE_BEYOND_DISK;
+}
+
+/* A fault of the fields the file-extent-fields class sets from the item, its data and checksums. */
+static bool field_fault(const char *why)
+{
+	return why == UNKNOWN_COMPRESSION || why == UNKNOWN_ENCODING || why == UNKNOWN_TYPE ||
+	       why == PREALLOC_COMPRESSED || why == FUTURE_GENERATION;
 }
 
 /* A regular or prealloc extent's own fields; returns false when malformed. */
@@ -350,7 +362,7 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 	if (k->offset % ss || num % ss || num == 0 || file_extent_ram_bytes(d) % ss || off % ss)
 		*why = "offset or length not sector aligned";
 	else if (file_extent_type(d) == BTRFS_FILE_EXTENT_PREALLOC && comp != BTRFS_COMPRESS_NONE)
-		*why = "preallocated extent is compressed";
+		*why = PREALLOC_COMPRESSED;
 	else if (file_extent_disk_bytenr(d) == 0)
 		return true;    /* a hole */
 	else if (file_extent_disk_num_bytes(d) == 0 || file_extent_disk_num_bytes(d) % ss ||
@@ -439,9 +451,9 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 		report_problem(w->ctx, PR_FILE_EXTENT_NOT_FILE, "root %" PRIu64 " inode %" PRIu64 " (mode 0%o): "
 			       "file extent at %" PRIu64, w->root->objectid, k->objectid, s->mode, k->offset);
 	if (file_extent_compression(d) > BTRFS_COMPRESS_ZSTD)
-		why = "unknown compression";
+		why = UNKNOWN_COMPRESSION;
 	else if (file_extent_encryption(d) || file_extent_other_encoding(d))
-		why = "unknown encryption or encoding";
+		why = UNKNOWN_ENCODING;
 	if (type == BTRFS_FILE_EXTENT_INLINE) {
 		uint64_t ram = file_extent_ram_bytes(d);
 		/* (the item is not too small: the inline data is what follows the header) */
@@ -482,23 +494,25 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 			s->found_bytes += file_extent_num_bytes(d);
 		end = k->offset + file_extent_num_bytes(d);
 	} else {
-		why = "unknown extent type";
+		why = UNKNOWN_TYPE;
 		end = k->offset;
 	}
 	/* written in a transaction after the last committed one: `btrfs check` says invalid generation */
 	if (!why && file_extent_generation(d) > w->ctx->fs->generation + 1)
-		why = "generation newer than the filesystem's";
+		why = FUTURE_GENERATION;
 	if (why) {
 		report_problem(w->ctx, PR_FILE_EXTENT_BAD, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64
 			       ": %s", w->root->objectid, k->objectid, k->offset, why);
 		if (range_fault(why))
 			repair_note_file_extent(w->ctx, w->root->objectid, k->objectid);
+		else if (field_fault(why))
+			repair_note_fe_fields(w->ctx, w->root->objectid, k->objectid);
 	}
 	if (k->offset < s->extent_end) {
 		report_problem(w->ctx, PR_FILE_EXTENT_OVERLAP, "root %" PRIu64 " inode %" PRIu64 ": extent at %" PRIu64
 			       " overlaps the one ending at %" PRIu64, w->root->objectid, k->objectid, k->offset,
 			       s->extent_end);
-		repair_note_file_extent(w->ctx, w->root->objectid, k->objectid);
+		repair_note_fe_overlap(w->ctx, w->root->objectid, k->objectid);
 	} else if (!w->no_holes && k->offset > s->extent_end && !inode_being_dropped(s) &&
 		 !fs_lost_inode(w->lost, w->root->objectid, k->objectid)) {
 		report_problem(w->ctx, PR_FILE_EXTENT_HOLE, "root %" PRIu64 " inode %" PRIu64 ": no extent for [%"

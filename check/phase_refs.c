@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/fe_kind.h"
 #include "check/refs.h"
 #include "check/refs_repair.h"
 #include "check/repair_notes.h"
@@ -382,7 +383,7 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 		if (st->gap)
 			gap_lookup(ctx, st, root, k.objectid);
 		type = file_extent_type(d);
-		if (type == BTRFS_FILE_EXTENT_INLINE)
+		if (!fe_kind_regular(type, size))
 			continue;
 		if (!ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item)) {
 			report_problem(ctx, PR_ITEM_MALFORMED, "tree %" PRIu64 " inode %" PRIu64 " file extent %" PRIu64

@@ -79,6 +79,10 @@ static void check_root_item_fields(struct check_ctx *ctx, const struct btrfs_key
 			       k->objectid, root_item_level(d), root_item_drop_level(d), BTRFS_MAX_LEVEL - 1);
 	if (flags & ~(BTRFS_ROOT_SUBVOL_RDONLY | BTRFS_ROOT_SUBVOL_DEAD))
 		report_problem(ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": unknown flags 0x%" PRIx64, k->objectid, flags);
+	/* the kernel finds a tree's root item by searching past the last offset:
+	 * an item at that offset is found exactly, which it calls corruption */
+	if (k->offset == (uint64_t)-1)
+		report_problem(ctx, PR_ITEM_MALFORMED, "root %" PRIu64 ": root item keyed at offset -1", k->objectid);
 }
 
 /* An inode item of the root tree (the default directory, free-space cache

@@ -145,6 +145,15 @@ static bool owner_holds_no_ref(struct tree_visit *v, const struct tree_block *b)
 	return reach == 0;
 }
 
+/* A block of another backref revision than the filesystem's (mixed): the
+ * kernel takes a block of an older one for shared, and its copy on write
+ * would rewrite references that are not there. */
+static bool backref_rev_old(const struct fs_info *fs, const struct tree_block *b)
+{
+	return (fs->incompat & BTRFS_FEATURE_INCOMPAT_MIXED_BACKREF) &&
+	       header_flags(b->data) >> BTRFS_BACKREF_REV_SHIFT != BTRFS_MIXED_BACKREF_REV;
+}
+
 /* A node pointer names its child's generation, which is never 0: the kernel
  * reads a pointer of generation 0 without checking the child's (the
  * reference calls it a wrong generation). The tree-salvage class copies the
@@ -243,6 +252,10 @@ static int visit_block(void *arg, const struct tree_block *b)
 			       ", which neither reaches it nor holds a reference to it, and no full backrefs",
 			       v->root->objectid, b->bytenr,
 			       block_owner(b));
+	else if (backref_rev_old(ctx->fs, b))
+		report_problem(ctx, PR_TREE_BLOCK_OWNER, "tree %" PRIu64 ": block %" PRIu64 " has backref revision %u, "
+			       "the filesystem's blocks have %u", v->root->objectid, b->bytenr,
+			       (unsigned)(header_flags(b->data) >> BTRFS_BACKREF_REV_SHIFT), BTRFS_MIXED_BACKREF_REV);
 	check_ptr_generations(ctx, v->root, b);
 	check_key_types(ctx, v->root, b);
 	check_block_generation(ctx, v->root, b);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/fe_kind.h"
 #include "check/qgroups.h"
 #include <btk/item_check.h>
 #include <btk/walk.h>
@@ -113,7 +114,7 @@ static int observe_leaf(struct qgroup_state *st, const struct tree_block *b)
 
 		block_key(b, i, &k);
 		/* malformed items are reported by the reference checks */
-		if (k.type != BTRFS_EXTENT_DATA_KEY || !d || file_extent_type(d) == BTRFS_FILE_EXTENT_INLINE ||
+		if (k.type != BTRFS_EXTENT_DATA_KEY || !d || !fe_kind_regular(file_extent_type(d), v.size) ||
 		    !file_extent_disk_bytenr(d))
 			continue;
 		e = (struct qgroup_edge){ .parent = b->bytenr, .child = file_extent_disk_bytenr(d),

@@ -122,7 +122,15 @@ static const struct repair_class classes[] = {
 	  false },
 	/* before extent-refs: a file extent's offset names the reference it needs; the check runs again after it */
 	{ "file-extent-ranges", "Set back the offset or length of file extents that reach past their extent, from "
-	  "the extent's references", { PR_FILE_EXTENT_BAD, PR_FILE_EXTENT_OVERLAP }, true, NULL, repair_file_extent_ranges, { 0 }, false },
+	  "the extent's references", { PR_FILE_EXTENT_BAD }, true, NULL, repair_file_extent_ranges, { 0 }, false },
+	/* before extent-refs: what it sets decides the references; the check runs again after it */
+	{ "file-extent-fields", "Set file extent fields the kernel refuses (encryption, encoding, unknown compression "
+	  "or type, a generation from the future) from the item, its data and checksums (a range nothing decodes "
+	  "becomes a hole)", { PR_FILE_EXTENT_BAD }, true, NULL, repair_file_extent_fields, { 0 }, false },
+	/* after the fields (an unknown type has no range), before extent-refs; the check runs again after it */
+	{ "file-extent-overlap", "Put overlapping file extents back where their extents' references say, or cut "
+	  "the earlier one's length at the later one's start", { PR_FILE_EXTENT_OVERLAP }, true, NULL,
+	  repair_file_extent_overlap, { PR_FILE_EXTENT_BAD }, false },
 	{ "extent-refs", "Rewrite wrong extent references from the trees that use the extents (counts, missing "
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
@@ -362,6 +370,7 @@ static bool class_checks_again(const struct repair_class *c)
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs || c->run == repair_item_fields ||
 	       c->run == repair_file_extent_ranges || c->run == repair_chunk_items ||
+	       c->run == repair_file_extent_fields || c->run == repair_file_extent_overlap ||
 	       c->run == repair_root_generations || c->run == repair_salvaged_blocks ||
 	       c->run == repair_compressed_nodatasum || c->run == repair_dir_links ||
 	       c->run == repair_tree_block_owners || c->run == repair_sys_chunk_array ||

@@ -99,6 +99,8 @@ int repair_dev_extents(struct repair_ctx *r); /* check/repair_dev_extents.c */
 int repair_num_devices(struct repair_ctx *r); /* check/repair_num_devices.c */
 int repair_file_extent_bytenrs(struct repair_ctx *r); /* check/repair_bytenrs.c */
 int repair_file_extent_ranges(struct repair_ctx *r); /* check/repair_fe_ranges.c */
+int repair_file_extent_fields(struct repair_ctx *r); /* check/repair_fe_fields.c */
+int repair_file_extent_overlap(struct repair_ctx *r); /* check/repair_fe_overlap.c */
 int repair_root_generations(struct repair_ctx *r); /* check/repair_root_gens.c */
 int repair_stripe_crossing(struct repair_ctx *r); /* check/repair_stripe_cross.c */
 int repair_compressed_nodatasum(struct repair_ctx *r); /* check/repair_compressed.c */

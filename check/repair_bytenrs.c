@@ -15,6 +15,7 @@
 
 #include <btk/volumes.h>
 
+#include "check/fe_kind.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include <btk/format.h>
@@ -39,7 +40,7 @@ static int find_users(struct repair_ctx *r, const struct bytenr_fix *bad, struct
 	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
 		struct item_view v = item_view_of(d, size);
 
-		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) && file_extent_type(d) != BTRFS_FILE_EXTENT_INLINE &&
+		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) && fe_kind_regular(file_extent_type(d), size) &&
 		    file_extent_disk_bytenr(d) == bad->bytenr &&
 		    (bad->offset == BYTENR_FIX_ANY || k.offset - file_extent_offset(d) == bad->offset) &&
 		    (bad->kind != 2 || file_extent_disk_num_bytes(d) != bad->len) &&

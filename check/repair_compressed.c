@@ -16,22 +16,10 @@
 #include <btk/format.h>
 #include <btk/item_check.h>
 #include <btk/tree.h>
-#include <btk/volumes.h>
 
 #define SAY_MAX REPAIR_SAY_MAX
 /* the kernel's largest compressed extent is 128 KiB of data: anything far past that is damage */
 #define COMPRESSED_MAX (1u << 20)
-
-/* The extent's on-disk bytes from the first copy that reads. */
-static int read_extent(struct fs_info *fs, uint64_t logical, uint8_t *buf, uint64_t len)
-{
-	int copies = volumes_num_copies(fs, logical), ret = -EIO;
-
-	for (int m = 0; m < copies; m++)
-		if ((ret = volumes_read(fs, logical, buf, len, m)) == 0)
-			return 0;
-	return ret;
-}
 
 /* 0 when the compressed extent d decompresses to what its file extent uses, 1 when not, -errno. */
 static int extent_whole(struct repair_ctx *r, const uint8_t *d)
@@ -51,7 +39,7 @@ static int extent_whole(struct repair_ctx *r, const uint8_t *d)
 		free(out);
 		return -ENOMEM;
 	}
-	ret = read_extent(r->fs, file_extent_disk_bytenr(d), src, dlen);
+	ret = extent_data_read(r->fs, file_extent_disk_bytenr(d), src, dlen);
 	got = ret ? 0 : compressed_extent_decompress(file_extent_compression(d), src, dlen, r->fs->sectorsize, out, ram);
 	free(src);
 	free(out);

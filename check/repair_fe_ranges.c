@@ -11,68 +11,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "check/fe_refs.h"
 #include "check/repair.h"
 #include "check/repair_notes.h"
 #include <btk/format.h>
-#include <btk/item_check.h>
 #include <btk/tree.h>
-
-#define MAX_REFS 32
-
-/* The data reference offsets by which (root, ino) uses the extent at bytenr. */
-struct ref_offsets {
-	uint64_t v[MAX_REFS];
-	size_t n;
-};
-
-static void offsets_add(struct ref_offsets *o, const uint8_t *data_ref, uint64_t root, uint64_t ino)
-{
-	if (data_ref_root(data_ref) == root && data_ref_objectid(data_ref) == ino && o->n < MAX_REFS)
-		o->v[o->n++] = data_ref_offset(data_ref);
-}
-
-static int ref_offsets_of(struct repair_ctx *r, uint64_t bytenr, uint64_t root, uint64_t ino, struct ref_offsets *o)
-{
-	struct btrfs_key min = { bytenr, 0, 0 }, max = { bytenr, (uint8_t)-1, (uint64_t)-1 }, k;
-	struct tree_root_ptr rp;
-	struct tree_iter it;
-	const uint8_t *d;
-	uint32_t size;
-	int ret = trans_get_root(r->t, BTRFS_EXTENT_TREE_OBJECTID, &rp);
-
-	o->n = 0;
-	if (ret)
-		return ret;
-	tree_iter_init(&it, r->fs, &rp, &min, &max);
-	while ((ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
-		struct item_view v = item_view_of(d, size);
-		struct inline_ref_view ref;
-		uint32_t cur;
-
-		if (k.type == BTRFS_EXTENT_DATA_REF_KEY && size >= sizeof(struct btrfs_extent_data_ref))
-			offsets_add(o, d, root, ino);
-		if (k.type != BTRFS_EXTENT_ITEM_KEY)
-			continue;
-		cur = extent_item_refs_start(&k, &v);
-		while (inline_ref_next(&v, &cur, &ref) == 1)
-			if (ref.type == BTRFS_EXTENT_DATA_REF_KEY)
-				offsets_add(o, ref.body, root, ino);
-	}
-	tree_iter_release(&it);
-	return ret < 0 ? ret : 0;
-}
-
-static bool offsets_have(const struct ref_offsets *o, uint64_t off)
-{
-	for (size_t i = 0; i < o->n; i++)
-		if (o->v[i] == off)
-			return true;
-	return false;
-}
 
 /* The one reference offset that puts the item at key_off inside the extent
  * (limit bytes of it, sector aligned); false when none or several do. */
-static bool offset_that_fits(const struct ref_offsets *o, uint64_t key_off, uint64_t num, uint64_t limit,
+static bool offset_that_fits(const struct fe_refs *o, uint64_t key_off, uint64_t num, uint64_t limit,
 			     uint32_t ss, uint64_t *out)
 {
 	size_t fits = 0;
@@ -87,56 +34,12 @@ static bool offset_that_fits(const struct ref_offsets *o, uint64_t key_off, uint
 	return fits == 1;
 }
 
-/* Whether the file extent at key sits where its extent's references say
- * (a hole or an inline extent: nothing says otherwise). */
-static bool item_where_refs_say(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key)
+/* The file extent at key (regular or prealloc, with a disk extent), next the
+ * start of the item after it: its offset or its length set back. */
+static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint64_t next)
 {
-	uint8_t item[sizeof(struct btrfs_file_extent_item)];
-	uint32_t size = sizeof(item);
-	struct ref_offsets refs;
-	struct tree_root_ptr rp;
-
-	if (trans_get_root(r->t, root, &rp) || tree_lookup(r->fs, &rp, key, item, &size) ||
-	    size < sizeof(struct btrfs_file_extent_item))
-		return false;
-	if (file_extent_type(item) == BTRFS_FILE_EXTENT_INLINE || !file_extent_disk_bytenr(item))
-		return true;
-	return !ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs) &&
-	       offsets_have(&refs, key->offset - file_extent_offset(item));
-}
-
-/* A file extent that fits its extent but runs into the next one (next_key):
- * when both sit where their references say, its length was damaged and ends
- * where the next begins. */
-static int trim_overlap(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint8_t *item,
-			const struct btrfs_key *next_key)
-{
-	uint64_t num = file_extent_num_bytes(item), want = (next_key->offset - key->offset) / r->fs->sectorsize *
-							   r->fs->sectorsize;
-	struct ref_offsets refs;
-	int ret = ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
-
-	if (ret)
-		return ret;
-	if (!want || !offsets_have(&refs, key->offset - file_extent_offset(item)) ||
-	    !item_where_refs_say(r, root, next_key)) {
-		r->left++;
-		return 0;
-	}
-	file_extent_set_num_bytes(item, want);
-	if (r->changes++ < REPAIR_SAY_MAX)
-		repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": length %" PRIu64 " -> %" PRIu64
-			   " (where the next extent starts)", root, key->objectid, key->offset, num, want);
-	return 0;
-}
-
-/* The file extent at key (regular or prealloc, with a disk extent), next_key
- * the item after it (NULL: none): its offset or its length set back. */
-static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, const struct btrfs_key *next_key)
-{
-	uint64_t next = next_key ? next_key->offset : (uint64_t)-1;
 	uint32_t ss = r->fs->sectorsize, size;
-	struct ref_offsets refs;
+	struct fe_refs refs;
 	struct tree_path path;
 	uint64_t limit, off, num, want = 0;
 	uint8_t *item;
@@ -151,15 +54,12 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 								      : file_extent_disk_num_bytes(item);
 	off = file_extent_offset(item);
 	num = file_extent_num_bytes(item);
-	if (off <= limit && num <= limit - off) {
-		if (next > key->offset && num > next - key->offset) /* it fits but overlaps */
-			ret = trim_overlap(r, root, key, item, next_key);
+	if (off <= limit && num <= limit - off)
 		goto out; /* it fits (again) */
-	}
-	ret = ref_offsets_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
+	ret = fe_refs_of(r, file_extent_disk_bytenr(item), root, key->objectid, &refs);
 	if (ret)
 		goto out;
-	if (!offsets_have(&refs, key->offset - off) && offset_that_fits(&refs, key->offset, num, limit, ss, &want)) {
+	if (!fe_refs_have(&refs, key->offset - off) && offset_that_fits(&refs, key->offset, num, limit, ss, &want)) {
 		file_extent_set_offset(item, want);
 		if (r->changes++ < REPAIR_SAY_MAX)
 			repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": offset %" PRIu64
@@ -169,7 +69,7 @@ static int fix_item(struct repair_ctx *r, uint64_t root, const struct btrfs_key 
 	want = off < limit ? (limit - off) / ss * ss : 0;
 	if (next > key->offset && next - key->offset < want)
 		want = (next - key->offset) / ss * ss;
-	if (!offsets_have(&refs, key->offset - off) || !want) {
+	if (!fe_refs_have(&refs, key->offset - off) || !want) {
 		r->left++;
 		goto out;
 	}
@@ -182,7 +82,7 @@ out:
 	return ret == -ENOENT ? 0 : ret;
 }
 
-/* Every file extent of (root, ino) that reaches past its extent or into the next. */
+/* Every file extent of (root, ino) that reaches past its extent. */
 static int fix_inode(struct repair_ctx *r, uint64_t root, uint64_t ino)
 {
 	struct btrfs_key min = { ino, BTRFS_EXTENT_DATA_KEY, 0 }, max = { ino, BTRFS_EXTENT_DATA_KEY, (uint64_t)-1 }, k;
@@ -201,7 +101,7 @@ static int fix_inode(struct repair_ctx *r, uint64_t root, uint64_t ino)
 			break;
 	tree_iter_release(&it);
 	for (size_t i = 0; ret >= 0 && i < keys.n; i++)
-		ret = fix_item(r, root, &keys.keys[i], i + 1 < keys.n ? &keys.keys[i + 1] : NULL);
+		ret = fix_item(r, root, &keys.keys[i], i + 1 < keys.n ? keys.keys[i + 1].offset : (uint64_t)-1);
 	free(keys.keys);
 	return ret < 0 ? ret : 0;
 }

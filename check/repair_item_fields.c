@@ -8,7 +8,10 @@
  *   - the location key of a dir entry naming an inode (offset 0) and of an
  *     xattr (all zero);
  *   - a dev extent's chunk tree (3) and chunk objectid (256);
- *   - a block group item's chunk objectid (256).
+ *   - a block group item's chunk objectid (256);
+ *   - a root item's key offset of -1 (the kernel's search for a tree's
+ *     newest root item would find it exactly): keyed again at 0, or for a
+ *     snapshot (it has a parent uuid) at its otransid, as the kernel keys it.
  * Other malformed items are left to the classes of their kind. The check
  * runs again after this class (check/repair.c), so what is still malformed
  * keeps blocking the classes that trust item contents. */
@@ -16,6 +19,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uuid/uuid.h>
 
 #include "check/repair.h"
 #include "common/grow.h"
@@ -30,6 +34,7 @@ enum mend_kind {
 	MEND_DIR_LOCATIONS,  /* location keys of a dir item, dir index or xattr */
 	MEND_DEV_EXTENT,     /* chunk tree and chunk objectid */
 	MEND_BLOCK_GROUP,    /* chunk objectid */
+	MEND_ROOT_KEY,       /* re-key a root item from offset -1 */
 };
 
 struct mend {
@@ -146,30 +151,72 @@ static int scan_global(struct repair_ctx *r, struct mend_scan *s, uint64_t tree,
 	return tree_each_item_in(r->fs, &ptr, &min, &max, fn, s);
 }
 
-/* The inode item at (ino, INODE_ITEM, offset != 0) keyed again at offset 0;
- * 1 when an item already holds that key (nothing changed). */
-static int rekey_inode(struct repair_ctx *r, const struct mend *m)
+static int scan_root_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
-	struct btrfs_key want = { m->key.objectid, BTRFS_INODE_ITEM_KEY, 0 };
-	struct btrfs_inode_item item;
+	(void)d, (void)size;
+	return k->type == BTRFS_ROOT_ITEM_KEY && k->offset == (uint64_t)-1 ? add_mend(arg, k, MEND_ROOT_KEY) : 0;
+}
+
+/* The item at m->key keyed again at want (its data unchanged); 1 when an
+ * item already holds that key, or the item is not of want_size (nothing
+ * changed; 0 accepts any size up to a node's). */
+static int rekey_item(struct repair_ctx *r, const struct mend *m, const struct btrfs_key *want, uint32_t want_size)
+{
+	uint8_t *item = malloc(r->fs->nodesize);
 	struct tree_root_ptr root;
-	uint32_t size = sizeof(item);
-	int ret = trans_get_root(r->t, m->tree, &root);
+	uint32_t size = r->fs->nodesize;
+	int ret = item ? trans_get_root(r->t, m->tree, &root) : -ENOMEM;
 
 	if (!ret)
-		ret = tree_lookup(r->fs, &root, &want, &item, &size);
-	if (ret != -ENOENT)
+		ret = tree_lookup(r->fs, &root, want, item, &size);
+	if (ret != -ENOENT) {
+		free(item);
 		return ret ? ret : 1;
+	}
 	btk_error_clear();
-	size = sizeof(item);
-	ret = tree_lookup(r->fs, &root, &m->key, &item, &size);
-	if (!ret && size != sizeof(item))
-		return 1;   /* a size the item-malformed report names: not mended here */
+	size = r->fs->nodesize;
+	ret = tree_lookup(r->fs, &root, &m->key, item, &size);
+	if (!ret && want_size && size != want_size)
+		ret = 1;   /* a size the item-malformed report names: not mended here */
 	if (!ret)
 		ret = trans_delete_item(r->t, m->tree, &m->key);
 	if (!ret)
-		ret = trans_insert_item(r->t, m->tree, &want, &item, size);
+		ret = trans_insert_item(r->t, m->tree, want, item, size);
+	free(item);
 	return ret;
+}
+
+/* An inode item at (ino, INODE_ITEM, offset != 0) keyed again at offset 0. */
+static int rekey_inode(struct repair_ctx *r, const struct mend *m)
+{
+	struct btrfs_key want = { m->key.objectid, BTRFS_INODE_ITEM_KEY, 0 };
+
+	return rekey_item(r, m, &want, sizeof(struct btrfs_inode_item));
+}
+
+/* A root item keyed at offset -1 keyed again where the kernel keys it: a
+ * snapshot at its otransid, any other tree at 0 (a relocation tree's offset
+ * names its subvolume, which is not known: left). */
+static int rekey_root(struct repair_ctx *r, const struct mend *m)
+{
+	struct btrfs_key want = { m->key.objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	struct btrfs_root_item item;
+	struct tree_root_ptr root;
+	uint32_t size = sizeof(item);
+	int ret;
+
+	if (m->key.objectid == BTRFS_TREE_RELOC_OBJECTID)
+		return 1;
+	memset(&item, 0, sizeof(item));
+	ret = trans_get_root(r->t, m->tree, &root);
+	if (!ret)
+		ret = tree_lookup(r->fs, &root, &m->key, &item, &size);
+	if (ret)
+		return ret;
+	if (size == sizeof(item) && !uuid_is_null(item.parent_uuid) &&
+	    root_item_otransid(&item) <= r->fs->generation)
+		want.offset = root_item_otransid(&item);
+	return rekey_item(r, m, &want, 0);
 }
 
 /* Mend the fields of the item in place; 1 when there was nothing to mend. */
@@ -202,6 +249,7 @@ static const char *mend_what(enum mend_kind kind)
 	case MEND_DIR_LOCATIONS: return "entry location keys set to what the format demands";
 	case MEND_DEV_EXTENT: return "dev extent chunk tree 3, chunk objectid 256";
 	case MEND_BLOCK_GROUP: return "block group chunk objectid 256";
+	case MEND_ROOT_KEY: return "root item keyed again";
 	}
 	return "";
 }
@@ -216,11 +264,14 @@ int repair_item_fields(struct repair_ctx *r)
 		ret = scan_global(r, &s, BTRFS_DEV_TREE_OBJECTID, BTRFS_DEV_EXTENT_KEY, scan_dev_extent);
 	if (!ret)
 		ret = scan_global(r, &s, trans_block_group_tree(r->t), BTRFS_BLOCK_GROUP_ITEM_KEY, scan_block_group);
+	if (!ret)
+		ret = scan_global(r, &s, BTRFS_ROOT_TREE_OBJECTID, BTRFS_ROOT_ITEM_KEY, scan_root_item);
 
 	for (size_t i = 0; !ret && i < s.n; i++) {
 		const struct mend *m = &s.v[i];
 
-		ret = m->kind == MEND_INODE_KEY ? rekey_inode(r, m) : mend_fields(r, m);
+		ret = m->kind == MEND_INODE_KEY ? rekey_inode(r, m) : m->kind == MEND_ROOT_KEY ? rekey_root(r, m)
+										      : mend_fields(r, m);
 		if (ret == 1) {
 			r->left++;
 			ret = 0;

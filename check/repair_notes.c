@@ -96,6 +96,8 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_DIR_LINKS] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_FILE_EXTENTS] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_HOLES] = { sizeof(struct bytenr_fix), bytenr_fix_cmp },
+		[NOTES_FE_FIELDS] = { sizeof(struct inode_fix), inode_fix_cmp },
+		[NOTES_FE_OVERLAP] = { sizeof(struct inode_fix), inode_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
 	size_t budget = check_sort_budget(ctx, 16);
@@ -196,6 +198,16 @@ void repair_note_nodatasum(struct check_ctx *ctx, uint64_t root, uint64_t ino)
 void repair_note_file_extent(struct check_ctx *ctx, uint64_t root, uint64_t ino)
 {
 	note_inode_list(ctx, NOTES_FILE_EXTENTS, PR_FILE_EXTENT_BAD, root, ino);
+}
+
+void repair_note_fe_fields(struct check_ctx *ctx, uint64_t root, uint64_t ino)
+{
+	note_inode_list(ctx, NOTES_FE_FIELDS, PR_FILE_EXTENT_BAD, root, ino);
+}
+
+void repair_note_fe_overlap(struct check_ctx *ctx, uint64_t root, uint64_t ino)
+{
+	note_inode_list(ctx, NOTES_FE_OVERLAP, PR_FILE_EXTENT_OVERLAP, root, ino);
 }
 
 void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino)

@@ -89,6 +89,11 @@ void repair_note_nodatasum(struct check_ctx *ctx, uint64_t root, uint64_t ino);
 /* An inode with a regular file extent whose range does not fit its extent
  * (the file-extent-ranges class; struct inode_fix records). */
 void repair_note_file_extent(struct check_ctx *ctx, uint64_t root, uint64_t ino);
+/* An inode with a file extent whose fields the kernel refuses (the
+ * file-extent-fields class), or with file extents that overlap (the
+ * file-extent-overlap class); struct inode_fix records. */
+void repair_note_fe_fields(struct check_ctx *ctx, uint64_t root, uint64_t ino);
+void repair_note_fe_overlap(struct check_ctx *ctx, uint64_t root, uint64_t ino);
 /* A directory with more than one name (the dir-links class). */
 void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino);
 /* From the name detectors (check/phase_fs_join.c, phase_fs_items.c), with
@@ -106,7 +111,7 @@ int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64
 void repair_note_unfixable(struct check_ctx *ctx);
 
 enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES_QGROUPS, NOTES_BYTENRS, NOTES_NODATASUM,
-			    NOTES_DIR_LINKS, NOTES_FILE_EXTENTS, NOTES_HOLES, NOTES__COUNT };
+			    NOTES_DIR_LINKS, NOTES_FILE_EXTENTS, NOTES_HOLES, NOTES_FE_FIELDS, NOTES_FE_OVERLAP, NOTES__COUNT };
 /* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
 int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
 uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);

@@ -14,9 +14,12 @@
 #include <btk/key.h>
 #include <btk/walk.h>
 
+/* A block another tree owns, or of an older backref revision than the
+ * filesystem's (phase_trees.c): its copy is the tree's, of today's revision. */
 static bool owned_elsewhere(uint64_t tree, const struct tree_block *b)
 {
-	return block_owner(b) != tree;
+	return block_owner(b) != tree ||
+	       header_flags(b->data) >> BTRFS_BACKREF_REV_SHIFT != BTRFS_MIXED_BACKREF_REV;
 }
 
 /* The trees whose every block the tree itself owns. */

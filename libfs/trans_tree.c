@@ -107,7 +107,6 @@ static void link_to_parent(struct trans *t, struct trans_root *root, struct tree
 static int cow_block_as(struct trans *t, struct trans_root *root, struct tree_path *path, int level, uint64_t owner)
 {
 	struct tree_block *old = path->nodes[level], *nb;
-	uint64_t flags;
 	bool shared;
 	int ret;
 
@@ -123,8 +122,9 @@ static int cow_block_as(struct trans *t, struct trans_root *root, struct tree_pa
 	memcpy(nb->data + sizeof(struct btrfs_header), old->data + sizeof(struct btrfs_header),
 	       nodesize(t) - sizeof(struct btrfs_header));
 	header_set_nritems(nb->data, block_nritems(old));
-	flags = header_flags(old->data) & ~(BTRFS_HEADER_FLAG_WRITTEN | BTRFS_HEADER_FLAG_RELOC);
-	header_set_flags(nb->data, flags | ((uint64_t)BTRFS_MIXED_BACKREF_REV << BTRFS_BACKREF_REV_SHIFT));
+	/* (no flag of the old block carries over: written is set at writeback, reloc
+	 * is the relocation's, and a copy is of today's backref revision) */
+	header_set_flags(nb->data, (uint64_t)BTRFS_MIXED_BACKREF_REV << BTRFS_BACKREF_REV_SHIFT);
 	link_to_parent(t, root, path, level, nb);
 	path->nodes[level] = nb;
 	if (shared) {

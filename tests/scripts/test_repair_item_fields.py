@@ -3,7 +3,7 @@
 kernel's tree checker refuses a leaf for and btrfs check 7.3 does not look at (found by a
 random field-damage campaign against 7.3): an inode item keyed at an offset other than 0, the
 location key of a dir item, dir index or xattr, a dev extent's chunk tree or chunk objectid, a
-block group's chunk objectid. Each variant: btk-check reports item-malformed; --repair mends it
+block group's chunk objectid, a root item keyed at offset -1. Each variant: btk-check reports item-malformed; --repair mends it
 (and only it); btk-check and the reference check are then clean; the kernel reads every file as
 before; the undo file gives the damaged bytes back."""
 from __future__ import annotations
@@ -57,6 +57,11 @@ VARIANTS = {
     "dev-extent-chunk-tree": (lambda recs: pick(recs, 4, "DEV_EXTENT"), "chunk_tree", "-1"),
     "dev-extent-chunk-objectid": (lambda recs: pick(recs, 4, "DEV_EXTENT"), "chunk_objectid", "+1"),
     "block-group-chunk-objectid": (lambda recs: pick(recs, None, "BLOCK_GROUP_ITEM"), "chunk_objectid", "0"),
+    # the kernel's search for a tree's root item would find these exactly (btrfs check 7.3 aborts)
+    "root-key-offset-data-reloc": (lambda recs: pick(recs, 1, "ROOT_ITEM", lambda r: r["key"][0] == 2**64 - 9),
+                                   "key.offset", "0xffffffffffffffff"),
+    "root-key-offset-subvolume": (lambda recs: pick(recs, 1, "ROOT_ITEM", lambda r: r["key"][0] >= 256),
+                                  "key.offset", "0xffffffffffffffff"),
 }
 
 

@@ -153,6 +153,15 @@ def test_tree_block_owner(case, tmp_path):
                        "tree-block-owner", "tree-block-owner")
 
 
+@pytest.mark.parametrize("tree", [1, 7, 10])
+def test_tree_block_backref_revision(tree, tmp_path):
+    """A block of a global tree whose header names backref revision 0 (btrfs check 7.3 then
+    expects the old-style references and reports them missing; the kernel takes the block for
+    shared when it copies it): the block is copied, the copy of today's revision."""
+    found_and_repaired(tmp_path, SIMPLE, ("-b", str(tree_blocks(SIMPLE, tree)[0]["bytenr"]), "-f", "header.flags",
+                                          "-v", "^0x100000000000000"), "tree-block-owner", "tree-block-owner")
+
+
 def test_shared_leaf_owned_by_the_other_sharer_is_not_damage(tmp_path):
     """A leaf tree 5 and snapshot 258 share, named after 258 (which holds it too): btrfs check
     (6.14 and 7.3) calls that clean, and so does btk."""
