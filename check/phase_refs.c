@@ -77,6 +77,7 @@ struct refs_state {
 	/* tree blocks whose extent item has FULL_BACKREF: seen in the extent
 	 * tree's leaves, which the walk reaches before any subvolume's */
 	struct ebitmap *full_backref;
+	struct ebitmap *tree_items;  /* tree blocks with an extent item (seen as full_backref) */
 	struct exp_rec *leaf_refs;  /* the data references of one leaf */
 	size_t leaf_cap;
 	/* the tree being walked: the last inode item seen, for NODATASUM */
@@ -156,8 +157,9 @@ static int refs_start(struct check_ctx *ctx)
 	st->expected = recsort_create(sizeof(struct exp_rec), ref_cmp, NULL, (size_t)budget,
 				       &ctx->fs->knobs.recsort);
 	st->full_backref = ebitmap_create(ctx->fs->sectorsize);
+	st->tree_items = ebitmap_create(ctx->fs->sectorsize);
 	ctx->refs = st;
-	if (!st->expected || !st->full_backref)
+	if (!st->expected || !st->full_backref || !st->tree_items)
 		return -errno ? -errno : -ENOMEM;
 	recsort_set_jobs(st->expected, jobs ? jobs : 1);
 	return 0;
@@ -171,6 +173,7 @@ void refs_free(struct check_ctx *ctx)
 		return;
 	recsort_destroy(st->expected);
 	ebitmap_destroy(st->full_backref);
+	ebitmap_destroy(st->tree_items);
 	free(st->leaf_refs);
 	free(st);
 	ctx->refs = NULL;
@@ -184,6 +187,61 @@ static bool holder_full_backref(struct check_ctx *ctx, uint64_t bytenr)
 bool refs_block_full_backref(struct check_ctx *ctx, uint64_t bytenr)
 {
 	return ctx->refs && holder_full_backref(ctx, bytenr);
+}
+
+/* A block that relocation copied (the header's RELOC flag: only relocation
+ * trees make such copies, of subvolume blocks) was allocated with full
+ * backrefs, and keeps them until a tree copies it again: the reference calls
+ * it a bad full backref otherwise (a relocation tree's root too has both). */
+static void check_reloc_flag(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
+			     bool full)
+{
+	if (full || ctx->infer_full_backref || !(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC))
+		return;
+	report_problem(ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " has the relocation header flag, its "
+		       "extent item no full backrefs", root->objectid, b->bytenr);
+}
+
+/* Whether block b, reached first from tree root, has full backrefs by the
+ * trees' shape alone (see block_full_backref). */
+static bool full_backref_by_trees(const struct tree_root_ptr *root, const struct tree_block *b)
+{
+	return b->bytenr != root->bytenr && !key_tree_never_shared(root->objectid) &&
+	       (root->objectid == BTRFS_TREE_RELOC_OBJECTID || block_owner(b) != root->objectid ||
+		(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC));
+}
+
+/* The extent item's full-backref flag of block b, held against the trees'
+ * shape where the kernel's rule is plain: in a tree no drop is under way in
+ * (relocation trees have rules of their own), a block has full backrefs
+ * exactly when it is not a root, its tree can be shared, and its owner no
+ * longer holds it (it is reached first from another tree: the owner's id is
+ * lower) or relocation copied it (btrfs check: "bad full backref"). A
+ * flag that disagrees is reported and the shape wins: the
+ * children's references are expected as the shape says, and the repair
+ * (extent-refs) sets the flag. 1, 0 or -errno. */
+static int declared_full_backref(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b)
+{
+	bool declared = holder_full_backref(ctx, b->bytenr), shape, has_item;
+	int ret;
+
+	if (root->objectid == BTRFS_TREE_RELOC_OBJECTID || ctx->walk_drop)
+		return declared;
+	shape = full_backref_by_trees(root, b);
+	if (shape == declared)
+		return declared;
+	/* no extent item (tree-block-not-allocated): the one the repair makes follows the shape */
+	has_item = ebitmap_test(ctx->refs->tree_items, b->bytenr, ctx->fs->nodesize) == EBITMAP_ALL;
+	/* the relocation header flag without full backrefs: reported by check_reloc_flag */
+	if (has_item && (!(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC) || declared))
+		report_problem(ctx, PR_EXTENT_FULL_BACKREF, "tree %" PRIu64 ": block %" PRIu64 " (owner %" PRIu64
+			       ") %s the full-backref flag", root->objectid, b->bytenr, block_owner(b),
+			       declared ? "has" : "lacks");
+	else if (has_item)
+		check_reloc_flag(ctx, root, b, false);
+	ret = shape ? ebitmap_set(ctx->refs->full_backref, b->bytenr, ctx->fs->nodesize)
+		    : ebitmap_clear(ctx->refs->full_backref, b->bytenr, ctx->fs->nodesize);
+	return ret < 0 ? ret : shape;
 }
 
 /* Whether block b, reached for the first time from tree root, has full
@@ -200,10 +258,8 @@ static int block_full_backref(struct check_ctx *ctx, const struct tree_root_ptr 
 	int ret;
 
 	if (!ctx->infer_full_backref)
-		return holder_full_backref(ctx, b->bytenr);
-	full = b->bytenr != root->bytenr && !key_tree_never_shared(root->objectid) &&
-	       (root->objectid == BTRFS_TREE_RELOC_OBJECTID || block_owner(b) != root->objectid ||
-		(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC));
+		return declared_full_backref(ctx, root, b);
+	full = full_backref_by_trees(root, b);
 	if (full && (ret = ebitmap_set(ctx->refs->full_backref, b->bytenr, ctx->fs->nodesize)) < 0)
 		return ret;
 	return full;
@@ -222,6 +278,12 @@ static int observe_extent_leaf(struct check_ctx *ctx, const struct tree_block *b
 
 		if ((k.type != BTRFS_METADATA_ITEM_KEY && k.type != BTRFS_EXTENT_ITEM_KEY) || v.past_end)
 			continue;
+		/* (an unaligned one is malformed: reported by the extents phase) */
+		if (k.objectid % ctx->fs->sectorsize)
+			continue;
+		if ((flags & (BTRFS_EXTENT_FLAG_TREE_BLOCK | BTRFS_EXTENT_FLAG_DATA)) == BTRFS_EXTENT_FLAG_TREE_BLOCK &&
+		    (ret = ebitmap_set(ctx->refs->tree_items, k.objectid, ctx->fs->nodesize)) < 0)
+			return ret;
 		if ((flags & (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK)) !=
 		    (BTRFS_BLOCK_FLAG_FULL_BACKREF | BTRFS_EXTENT_FLAG_TREE_BLOCK))
 			continue;
@@ -427,19 +489,6 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 	}
 	st->gap = false;
 	return flush_leaf_refs(st, nrefs);
-}
-
-/* A block that relocation copied (the header's RELOC flag: only relocation
- * trees make such copies, of subvolume blocks) was allocated with full
- * backrefs, and keeps them until a tree copies it again: the reference calls
- * it a bad full backref otherwise (a relocation tree's root too has both). */
-static void check_reloc_flag(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
-			     bool full)
-{
-	if (full || ctx->infer_full_backref || !(header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC))
-		return;
-	report_problem(ctx, PR_EXTENT_TYPE, "tree %" PRIu64 ": block %" PRIu64 " has the relocation header flag, its "
-		       "extent item no full backrefs", root->objectid, b->bytenr);
 }
 
 int refs_observe_block(struct check_ctx *ctx, const struct tree_root_ptr *root, const struct tree_block *b,
@@ -959,6 +1008,18 @@ static int check_no_csum(struct join_state *j, const struct exp_rec *e, uint64_t
 	return 0;
 }
 
+/* A block of a tree never shared whose item has full backrefs, not seen by
+ * declared_full_backref (its tree is walked before the extent tree's
+ * leaves tell the flags: the root, chunk and extent trees). */
+static void check_unshared_flag(struct join_state *j, uint64_t root, uint64_t bytenr)
+{
+	if (!key_tree_never_shared(root) || !(j->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF) ||
+	    !holder_full_backref(j->ctx, bytenr) || j->ctx->infer_full_backref)
+		return;
+	report_problem(j->ctx, PR_EXTENT_FULL_BACKREF, "tree %" PRIu64 ": block %" PRIu64 " has the full-backref flag",
+		       root, bytenr);
+}
+
 /* An expected reference (left) against the extent it names. */
 static int check_user(struct join_state *j, const struct exp_rec *e)
 {
@@ -1040,6 +1101,8 @@ static int check_user(struct join_state *j, const struct exp_rec *e)
 			       "item says level %u", root, bytenr, e->len, j->level - 1);
 		refs_repair_replace(j->ctx, j->unit);
 	}
+	else if (!data)
+		check_unshared_flag(j, root, bytenr);
 	if ((e->r.flags & REF_NEEDS_CSUM) && !j->covered) {
 		int ret = add_need(j, e->need[0], e->need[1]);
 		return ret ? ret : add_need(j, e->need[2], e->need[3]);
@@ -1079,7 +1142,9 @@ static int note_for_repair(struct join_state *j, const struct recjoin_group *g)
 	};
 
 	if (l && (any->type == BTRFS_TREE_BLOCK_REF_KEY || any->type == BTRFS_SHARED_BLOCK_REF_KEY)) {
-		v.full_backref = holder_full_backref(j->ctx, any->bytenr);
+		/* (a tree never shared has none, whatever the extent tree says: check_unshared_flag) */
+		v.full_backref = holder_full_backref(j->ctx, any->bytenr) &&
+				 !(any->type == BTRFS_TREE_BLOCK_REF_KEY && key_tree_never_shared(any->a));
 		v.level = l->len;
 		v.generation = l->r.c;
 		v.data_len = 0;

@@ -69,6 +69,15 @@ static int unit_note_rebuild(struct check_ctx *ctx, struct refs_unit *u)
 	return 0;
 }
 
+/* A tree block's item whose full-backref flag is not what the trees' shape
+ * gives it (check/phase_refs.c decides, and expects its children's
+ * references by the shape). */
+static bool full_backref_differs(const struct refs_unit *u)
+{
+	return u->has_item && u->tree && !u->data && (u->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
+	       !(u->flags & BTRFS_EXTENT_FLAG_DATA) && !(u->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF) != !u->full_backref;
+}
+
 static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 {
 	struct extent_fix hdr = { .bytenr = u->bytenr };
@@ -77,7 +86,7 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 
 	if (ctx->infer_full_backref)
 		return unit_note_rebuild(ctx, u);
-	if (u->has_item && (u->refs != u->declared || !u->nexp || lie))
+	if (u->has_item && (u->refs != u->declared || !u->nexp || lie || full_backref_differs(u)))
 		u->bad = true;
 	if (!u->has_item && u->nexp)
 		u->bad = true; /* an extent item to create */
@@ -116,9 +125,15 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		hdr.a = u->len;
 		hdr.b = u->flags;
 		hdr.c |= tree ? EXTENT_FIX_TREE : 0;
+		if (full_backref_differs(u)) {
+			hdr.b ^= BTRFS_BLOCK_FLAG_FULL_BACKREF;
+			hdr.c |= EXTENT_FIX_FLAGS;
+		}
 	} else if (u->nexp) {
 		hdr.a = u->tree ? ctx->fs->nodesize : u->data_len;
-		hdr.b = u->tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK : BTRFS_EXTENT_FLAG_DATA;
+		/* a block only snapshots hold (or a relocated copy) has full backrefs: the children's refs say so */
+		hdr.b = u->tree ? BTRFS_EXTENT_FLAG_TREE_BLOCK | (u->full_backref ? BTRFS_BLOCK_FLAG_FULL_BACKREF : 0)
+			: BTRFS_EXTENT_FLAG_DATA;
 		hdr.c |= u->tree ? EXTENT_FIX_TREE : 0;
 		if (!hdr.a) {
 			repair_note_unfixable(ctx);

@@ -135,7 +135,8 @@ static const struct repair_class classes[] = {
 	  "and extra references, items without users, missing items)",
 	  { PR_EXTENT_REF_MISSING, PR_EXTENT_REF_UNUSED, PR_EXTENT_REF_COUNT, PR_EXTENT_REFS_TOTAL,
 	    PR_TREE_BLOCK_NOT_ALLOCATED, PR_TREE_BLOCK_LEAKED, PR_DATA_EXTENT_NOT_ALLOCATED,
-	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL, PR_EXTENT_TYPE }, true, NULL,
+	    PR_EXTENT_INLINE_REF_BAD, PR_EXTENT_LEVEL, PR_EXTENT_TYPE,
+	    PR_EXTENT_FULL_BACKREF }, true, NULL,
 	  /* a subvolume-tree block's owner says which root its data refs name: a wrong one misleads */
 	  repair_extent_refs, { PR_ROOT_DIR_ENTRY_DANGLING, PR_ROOT_ITEM_OUTDATED, PR_TREE_BLOCK_OWNER }, false },
 	{ "stripe-crossing", "Copy tree blocks that cross a 64 KiB stripe boundary to aligned places",

@@ -308,6 +308,8 @@ static int fix_extent(struct xrepair *x)
 	}
 	memcpy(out, item, head);
 	osize = head;
+	if (size && (x->hdr.c & EXTENT_FIX_FLAGS))
+		extent_set_flags(out, x->hdr.b);
 	ret = extent_item_put_refs(fs, r->t, x->hdr.bytenr, x->refs, x->nrefs, out, &osize, &total);
 	if (ret)
 		goto out;

@@ -28,6 +28,8 @@ struct extent_fix {
 /* the item's flags said neither (or both) data and tree block: it is made
  * again whole, as a missing one would be (with b: its right flags) */
 #define EXTENT_FIX_REPLACE 4u
+/* the item stays, its flags become b (a tree block's full-backref flag) */
+#define EXTENT_FIX_FLAGS 8u
 /* --rebuild-extent-tree notes a tree block's level in c above this shift and
  * its generation in count (type 0 only) */
 #define EXTENT_FIX_LEVEL_SHIFT 8
