@@ -359,7 +359,9 @@ static int read_quota_tree(struct check_ctx *ctx, struct qgroup_table *t)
 	return ret;
 }
 
-/* Every subvolume has its level-0 qgroup. */
+/* A subvolume's level-0 qgroup is whole: a limit item or relation without
+ * its info item. None at all is not damage: mkfs.btrfs --rootdir --subvol
+ * with quotas makes such subvolumes, the kernel leaves them unaccounted. */
 static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t)
 {
 	struct fs_info *fs = ctx->fs;
@@ -381,7 +383,7 @@ static int check_subvolume_qgroups(struct check_ctx *ctx, struct qgroup_table *t
 		if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item) && root_item_refs(d) == 0)
 			continue;
 		g = qgroup_find(t, k.objectid);
-		if (!g || !g->has_info)
+		if (g && !g->has_info)
 			report_problem(ctx, PR_QGROUP_ITEM_BAD, "quota tree: subvolume %" PRIu64 " has no qgroup 0/%" PRIu64,
 				       k.objectid, k.objectid);
 	}

@@ -680,6 +680,36 @@ static void print_actions(struct check_ctx *ctx, struct json_object *actions, co
 	check_output_section(ctx, "repair", o);
 }
 
+/* Simple quotas count each tree block toward the subvolume that allocated
+ * it: a class after qgroups that copies a snapshot's shared block gives the
+ * copy to the snapshot and takes the old block from its first owner, so on
+ * such a filesystem the numbers are set again from a check after the classes.
+ * Returns 1 when that failed, with *changes counting what it changed. */
+static int recount_simple_quotas(struct check_ctx *ctx, struct repair_ctx *r, const struct repair_hooks *hooks,
+				 uint64_t *changes)
+{
+	bool none[PR__COUNT] = { false };
+	int ret;
+
+	if (!(r->fs->incompat & BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA))
+		return 0;
+	if (detect_again(ctx, r, hooks, "after the repair (simple quotas)", false))
+		return 1;
+	for (size_t i = 0; i < NCLASSES; i++) {
+		if (classes[i].run != repair_qgroups || !ctx->counts[PR_QGROUP_MISMATCH] ||
+		    class_blocker(&classes[i], ctx, none))
+			continue;
+		ret = run_class(&classes[i], r);
+		*changes += r->changes;
+		if (ret) {
+			msg_errno(ret, "repairing %s failed, that class was rolled back: %s", classes[i].name,
+				  btk_error_msg()[0] ? btk_error_msg() : "error");
+			return 1;
+		}
+	}
+	return 0;
+}
+
 int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, char **paths, unsigned npaths,
 		      const struct fs_open_options *fo, const struct repair_hooks *hooks)
 {
@@ -758,6 +788,8 @@ int repair_filesystem(struct check_ctx *ctx, const struct repair_options *o, cha
 			choose_classes(ctx, o, run, i + 1, parity_meta);
 		}
 	}
+	if (!failed && committed && !cli_cancelled() && recount_simple_quotas(ctx, &r, hooks, &changes))
+		failed = true;
 	ret = 0;
 	if (!o->dry_run && changes) {
 		ret = fs_finish_undo(r.fs);

@@ -52,7 +52,9 @@ static int cow_refs(struct trans *t, const struct tree_block *b, uint64_t root, 
 	int ret;
 
 	*shared = false;
-	if (header_flags(b->data) & BTRFS_HEADER_FLAG_RELOC)
+	/* a balance leaves the RELOC flag on the blocks it merged into subvolumes:
+	 * only the flag's "may be shared" is left, and the references are read anyway */
+	if (root == BTRFS_TREE_RELOC_OBJECTID || owner == BTRFS_TREE_RELOC_OBJECTID)
 		return fs_error(t->fs, -EOPNOTSUPP, "tree block %llu belongs to a relocation tree",
 				(unsigned long long)b->bytenr);
 	if (key_tree_never_shared(root)) {

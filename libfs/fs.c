@@ -35,12 +35,15 @@ static void uuid_str(const uint8_t *uuid, char out[37])
 }
 
 /* Say which superblock copies were bad when the one in use is not the primary,
- * or when the primary is damaged but a newer backup won anyway. */
+ * or when the primary is damaged but a newer backup won anyway. A zoned
+ * filesystem (sb) keeps its copies in log zones: the fixed offsets hold none. */
 static void note_super_copies(struct fs_info *fs, const char *path, int chosen,
-			      const struct super_copy *copies)
+			      const struct super_copy *copies, const uint8_t *sb)
 {
+	bool zoned = super_incompat_flags(sb) & BTRFS_FEATURE_INCOMPAT_ZONED;
+
 	for (int i = 0; i < BTRFS_SUPER_MIRROR_MAX; i++) {
-		if (copies[i].status == 0 || copies[i].status == -ENXIO)
+		if (copies[i].status == 0 || copies[i].status == -ENXIO || (zoned && i > 0))
 			continue;
 		fs_note(fs, FS_NOTE_WARNING, "%s: superblock copy %d (at %llu) is invalid: %s", path,
 			i, (unsigned long long)copies[i].offset, copies[i].why);
@@ -264,7 +267,7 @@ static int fs_add_member_io(struct fs_info *fs, struct io_dev *io, const char *p
 		io_close(io);
 		return ret;
 	}
-	note_super_copies(fs, path, chosen, copies);
+	note_super_copies(fs, path, chosen, copies, sb);
 	ret = fs_gate_features(fs, sb, path, first);
 	if (ret) {
 		io_close(io);
