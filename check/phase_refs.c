@@ -696,8 +696,7 @@ static int extent_item(struct extent_pass *p, const struct btrfs_key *k, const u
 	p->sum = 0;
 	p->tree_block = k->type == BTRFS_METADATA_ITEM_KEY || (p->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK);
 	/* a length the kernel refuses (the extents phase reports it): its users say it */
-	len_bad = k->type == BTRFS_EXTENT_ITEM_KEY &&
-		  (!k->offset || k->offset % ctx->fs->sectorsize || k->objectid + k->offset < k->objectid);
+	len_bad = k->type == BTRFS_EXTENT_ITEM_KEY && extent_length_refused(k->objectid, k->offset, ctx->fs->sectorsize);
 	/* a tree block is one node long: anything else is data whose flags lie */
 	if (len_bad)
 		p->len = 0;

@@ -145,6 +145,13 @@ static bool owner_holds_no_ref(struct tree_visit *v, const struct tree_block *b)
 	return reach == 0;
 }
 
+/* A tree the tree-salvage class copies blocks of (check/repair_salvage.c). */
+static void note_salvaged_tree(struct check_ctx *ctx, uint64_t objectid)
+{
+	check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
+			   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), objectid);
+}
+
 /* A block of another backref revision than the filesystem's (mixed): the
  * kernel takes a block of an older one for shared, and its copy on write
  * would rewrite references that are not there. */
@@ -165,9 +172,7 @@ static void check_ptr_generations(struct check_ctx *ctx, const struct tree_root_
 			report_problem(ctx, PR_TREE_BLOCK_TRANSID, "tree %" PRIu64 ": node %" PRIu64 " slot %u: pointer "
 				       "to %" PRIu64 " of generation 0", root->objectid, b->bytenr, i,
 				       key_ptr_blockptr(node_key_ptr(b->data, i)));
-			check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
-					   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]),
-					   root->objectid);
+			note_salvaged_tree(ctx, root->objectid);
 		}
 }
 
@@ -209,8 +214,7 @@ static int visit_block(void *arg, const struct tree_block *b)
 	int seen, ret;
 
 	if (b->salvaged) {   /* every tree that holds it: the repair copies it in each */
-		check_tree_set_add(ctx->stats.salvaged_trees, &ctx->stats.n_salvaged_trees,
-				   sizeof(ctx->stats.salvaged_trees) / sizeof(ctx->stats.salvaged_trees[0]), v->root->objectid);
+		note_salvaged_tree(ctx, v->root->objectid);
 		if ((ret = tree_observers_salvaged(ctx, v->root->objectid, b, false)) < 0)
 			return ret;
 	}

@@ -34,7 +34,7 @@ static int sum_extent(void *arg, const struct extent_rec *e)
 	const struct block_group *groups = s->bgs->groups;
 
 	/* a length the kernel refuses holds no space (as the check counts it) */
-	if (!e->len || e->len % s->fs->sectorsize || e->bytenr + e->len < e->bytenr)
+	if (extent_length_refused(e->bytenr, e->len, s->fs->sectorsize))
 		return 0;
 	while (s->g < s->bgs->count && groups[s->g].start + groups[s->g].length <= e->bytenr)
 		s->g++;

@@ -75,9 +75,9 @@ static int claim_space(struct xrepair *x)
 			uint64_t len = extent_key_length(&k, fs->nodesize);
 			/* an item off the sector grid, or of a length the kernel refuses, holds no space (this
 			 * class deletes it, or makes it again at its users' length) */
-			if (k.objectid % fs->sectorsize || len % fs->sectorsize || k.objectid + len < k.objectid)
+			if (k.objectid % fs->sectorsize || extent_length_refused(k.objectid, len, fs->sectorsize))
 				continue;
-			if (len && k.objectid < c[0] + c[1] && k.objectid + len > c[0]) {
+			if (k.objectid < c[0] + c[1] && k.objectid + len > c[0]) {
 				ret = fs_error(fs, -EUCLEAN, "an extent item for %" PRIu64 "+%" PRIu64 " would overlap "
 					       "extent %" PRIu64 "+%" PRIu64, c[0], c[1], k.objectid, len);
 				break;

@@ -548,8 +548,7 @@ static int key_rules(const struct item_geometry *g, const struct btrfs_key *k, s
 	if (!aligned(k->objectid, g->sectorsize))
 		FAULT(out, ITEM_BAD_KEY, 0, "bytenr not sector aligned");
 	/* (an extent item's key offset is its length) */
-	if (k->type == BTRFS_EXTENT_ITEM_KEY &&
-	    (!k->offset || !aligned(k->offset, g->sectorsize) || k->objectid + k->offset < k->objectid))
+	if (k->type == BTRFS_EXTENT_ITEM_KEY && extent_length_refused(k->objectid, k->offset, g->sectorsize))
 		FAULT(out, ITEM_BAD_KEY, 0, "extent length 0, not sector aligned or past the address space");
 	if (k->type == BTRFS_METADATA_ITEM_KEY && k->offset >= BTRFS_MAX_LEVEL)
 		FAULT(out, ITEM_BAD_KEY, 0, "tree level out of range");

@@ -85,6 +85,14 @@ bool item_is_whole(const struct fs_info *fs, const struct btrfs_key *key, const 
  * with *out; item_check applies them too. */
 int item_key_check(const struct item_geometry *g, const struct btrfs_key *key, struct item_verdict *out);
 
+/* An extent item's length (its key's offset) the kernel refuses: zero, off
+ * the sector grid, or running past the address space. Such an item holds no
+ * space; its users say its length. */
+static inline bool extent_length_refused(uint64_t bytenr, uint64_t len, uint32_t sectorsize)
+{
+	return !len || (sectorsize && len % sectorsize) || bytenr + len < bytenr;
+}
+
 /* Whether a fault is about the item's length (its fields cannot be read). */
 static inline bool item_fault_is_size(enum item_fault f)
 {
