@@ -284,6 +284,7 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 	if (!subvol)
 		return;
 	r.kind = root_item_refs(d) ? ROOTREC_ROOT_LIVE : ROOTREC_ROOT_DEAD;
+	r.c = root_item_refs(d);
 	add(s, s->links, &r);
 	if (!root_item_refs(d))
 		return;
@@ -313,7 +314,8 @@ static void root_ref(struct roots_scan *s, const struct btrfs_key *k, const uint
 	r.name_len = root_ref_name_len(d);
 	r.fp = name_fingerprint(e.name, r.name_len);
 	add(s, s->links, &r);
-	r = (struct root_rec){ .b = r.b, .kind = ROOTREC_ROOT_NAMED };
+	/* (c = 1: a backref, counted against the root item's refs) */
+	r = (struct root_rec){ .b = r.b, .c = back, .kind = ROOTREC_ROOT_NAMED };
 	add(s, s->links, &r);
 }
 
@@ -406,12 +408,36 @@ static bool has_entry(const struct root_rec *g, size_t n, enum root_kind kind, c
 	return false;
 }
 
-/* Deleted subvolumes and orphan items: group (0, id). */
+/* How many root backrefs name the subvolume of group g. */
+static uint64_t count_backrefs(const struct root_rec *g, size_t n)
+{
+	uint64_t count = 0;
+
+	for (size_t i = 0; i < n; i++)
+		count += g[i].kind == ROOTREC_ROOT_NAMED && g[i].c;
+	return count;
+}
+
+/* Deleted subvolumes and orphan items: group (0, id). A root item's refs
+ * count the root backrefs naming it (the kernel adds and drops one with
+ * each link): refs that disagree with backrefs there are wrong in the item,
+ * even 0 (a deleted subvolume has no backref left). */
 static void judge_liveness(struct roots_scan *s, const struct root_rec *g, size_t n)
 {
-	bool live = find_kind(g, n, ROOTREC_ROOT_LIVE), dead = find_kind(g, n, ROOTREC_ROOT_DEAD);
+	const struct root_rec *item = find_kind(g, n, ROOTREC_ROOT_LIVE);
+	bool live = item, dead = find_kind(g, n, ROOTREC_ROOT_DEAD);
 	bool orphan = find_kind(g, n, ROOTREC_ROOT_ORPHAN), named = find_kind(g, n, ROOTREC_ROOT_NAMED);
+	uint64_t backrefs = count_backrefs(g, n);
 
+	if (!item)
+		item = find_kind(g, n, ROOTREC_ROOT_DEAD);
+	if (item && backrefs && item->c != backrefs && g->b != BTRFS_FS_TREE_OBJECTID) {
+		report_problem(s->ctx, PR_ROOT_ITEM_BAD, "root %" PRIu64 ": refs %" PRIu64 ", but %" PRIu64
+			       " root backref%s name%s it", g->b, item->c, backrefs, backrefs == 1 ? "" : "s",
+			       backrefs == 1 ? "s" : "");
+		dead = false;
+		live = true;
+	}
 	if (dead && !orphan)
 		report_problem(s->ctx, PR_ROOT_ORPHAN_MISSING, "subvolume %" PRIu64 " has refs 0 but no orphan item",
 			       g->b);

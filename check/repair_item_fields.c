@@ -9,6 +9,9 @@
  *     xattr (all zero);
  *   - a dev extent's chunk tree (3) and chunk objectid (256);
  *   - a block group item's chunk objectid (256);
+ *   - the location of a dir entry naming a subvolume by an id no subvolume
+ *     can have: the subvolume the parent's root ref of that directory and
+ *     name (and index, for a dir index) links there, when exactly one does;
  *   - a root item's key offset of -1 (the kernel's search for a tree's
  *     newest root item would find it exactly): keyed again at 0, or for a
  *     snapshot (it has a parent uuid) at its otransid, as the kernel keys it.
@@ -35,6 +38,7 @@ enum mend_kind {
 	MEND_DEV_EXTENT,     /* chunk tree and chunk objectid */
 	MEND_BLOCK_GROUP,    /* chunk objectid */
 	MEND_ROOT_KEY,       /* re-key a root item from offset -1 */
+	MEND_SUBVOL_LOCATION, /* a dir entry's subvolume id, from the root refs */
 };
 
 struct mend {
@@ -95,6 +99,31 @@ static bool dir_locations(uint8_t type, uint8_t *data, uint32_t size, bool apply
 	return any;
 }
 
+/* A subvolume location whose id the kernel's tree checker refuses (a
+ * subvolume is 5 or in [256, 2^48)). */
+static bool subvol_location_bad(const struct btrfs_key *loc)
+{
+	return loc->type == BTRFS_ROOT_ITEM_KEY && loc->objectid != BTRFS_FS_TREE_OBJECTID &&
+	       (loc->objectid < BTRFS_FIRST_FREE_OBJECTID || loc->objectid >> 48);
+}
+
+/* Whether a dir item or dir index has an entry naming a subvolume by a bad id. */
+static bool has_bad_subvol_location(uint8_t type, const uint8_t *data, uint32_t size)
+{
+	struct item_view v = item_view_of(data, size);
+	struct item_entry e;
+	uint32_t off = 0;
+
+	while (item_entry_next(type, &v, &off, &e) == 1) {
+		struct btrfs_key loc;
+
+		key_from_disk(&loc, dir_item_location_ptr(e.hdr));
+		if (subvol_location_bad(&loc))
+			return true;
+	}
+	return false;
+}
+
 static int scan_subvol_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct mend_scan *s = arg;
@@ -104,6 +133,8 @@ static int scan_subvol_item(void *arg, const struct btrfs_key *k, const uint8_t 
 	if ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY || k->type == BTRFS_XATTR_ITEM_KEY) &&
 	    dir_locations(k->type, (uint8_t *)d, size, false))
 		return add_mend(s, k, MEND_DIR_LOCATIONS);
+	if ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY) && has_bad_subvol_location(k->type, d, size))
+		return add_mend(s, k, MEND_SUBVOL_LOCATION);
 	return 0;
 }
 
@@ -219,6 +250,80 @@ static int rekey_root(struct repair_ctx *r, const struct mend *m)
 	return rekey_item(r, m, &want, 0);
 }
 
+/* The root ref of a parent's directory entry being searched for. */
+struct ref_search {
+	const struct btrfs_key *entry_key;   /* (dir, DIR_ITEM or DIR_INDEX, hash or index) */
+	const uint8_t *name;
+	uint16_t len;
+	uint64_t child;
+	unsigned found;
+};
+
+static int match_ref(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct ref_search *rs = arg;
+	struct item_view v = item_view_of(d, size);
+	struct item_entry e;
+	uint32_t off = 0;
+
+	if (item_entry_next(BTRFS_ROOT_REF_KEY, &v, &off, &e) != 1 || root_ref_dirid(d) != rs->entry_key->objectid ||
+	    e.name_len != rs->len || memcmp(e.name, rs->name, rs->len) ||
+	    (rs->entry_key->type == BTRFS_DIR_INDEX_KEY && root_ref_sequence(d) != rs->entry_key->offset))
+		return 0;
+	rs->child = k->offset;
+	rs->found++;
+	return 0;
+}
+
+/* The subvolume that tree parent's root refs link as the entry called name
+ * of the item at entry_key: 0 when none or several do. */
+static uint64_t subvol_of_name(struct repair_ctx *r, uint64_t parent, const struct btrfs_key *entry_key,
+			       const uint8_t *name, uint16_t len)
+{
+	struct btrfs_key min = { parent, BTRFS_ROOT_REF_KEY, 0 }, max = { parent, BTRFS_ROOT_REF_KEY, (uint64_t)-1 };
+	struct ref_search rs = { .entry_key = entry_key, .name = name, .len = len };
+	struct tree_root_ptr rp;
+
+	if (trans_get_root(r->t, BTRFS_ROOT_TREE_OBJECTID, &rp) ||
+	    tree_each_item_in(r->fs, &rp, &min, &max, match_ref, &rs) < 0) {
+		btk_error_clear();
+		return 0;
+	}
+	return rs.found == 1 ? rs.child : 0;
+}
+
+/* The entries of a dir item or dir index naming a subvolume by a bad id get
+ * the id the root refs give their name; 1 when none could be mended. */
+static int mend_subvol_locations(struct repair_ctx *r, const struct mend *m)
+{
+	uint32_t size = r->fs->nodesize, off = 0;
+	uint8_t *item = malloc(size);
+	struct tree_root_ptr root;
+	struct item_view v;
+	struct item_entry e;
+	bool any = false;
+	int ret = item ? trans_get_root(r->t, m->tree, &root) : -ENOMEM;
+
+	if (!ret)
+		ret = tree_lookup(r->fs, &root, &m->key, item, &size);
+	v = item_view_of(item, ret ? 0 : size);
+	while (!ret && item_entry_next(m->key.type, &v, &off, &e) == 1) {
+		struct btrfs_key loc;
+		uint64_t child;
+
+		key_from_disk(&loc, dir_item_location_ptr(e.hdr));
+		if (!subvol_location_bad(&loc) || !(child = subvol_of_name(r, m->tree, &m->key, e.name, e.name_len)))
+			continue;
+		loc.objectid = child;
+		key_to_disk(dir_item_location_ptr(item + e.off), &loc);
+		any = true;
+	}
+	if (!ret && any)
+		ret = trans_update_item(r->t, m->tree, &m->key, item, size);
+	free(item);
+	return ret ? ret : !any;
+}
+
 /* Mend the fields of the item in place; 1 when there was nothing to mend. */
 static int mend_fields(struct repair_ctx *r, const struct mend *m)
 {
@@ -250,6 +355,7 @@ static const char *mend_what(enum mend_kind kind)
 	case MEND_DEV_EXTENT: return "dev extent chunk tree 3, chunk objectid 256";
 	case MEND_BLOCK_GROUP: return "block group chunk objectid 256";
 	case MEND_ROOT_KEY: return "root item keyed again";
+	case MEND_SUBVOL_LOCATION: return "entry names the subvolume its root ref links there";
 	}
 	return "";
 }
@@ -271,7 +377,7 @@ int repair_item_fields(struct repair_ctx *r)
 		const struct mend *m = &s.v[i];
 
 		ret = m->kind == MEND_INODE_KEY ? rekey_inode(r, m) : m->kind == MEND_ROOT_KEY ? rekey_root(r, m)
-										      : mend_fields(r, m);
+			: m->kind == MEND_SUBVOL_LOCATION ? mend_subvol_locations(r, m) : mend_fields(r, m);
 		if (ret == 1) {
 			r->left++;
 			ret = 0;

@@ -50,6 +50,7 @@ struct nent {
 	bool bad;            /* the name holds '/' or NUL */
 	bool gone;           /* removed from disk for its bad name, renamed here: written again */
 	bool dup;            /* bad because an inode before it in the dir item has the name */
+	bool root_loc;       /* its location says ROOT_ITEM, of no subvolume: it meant the inode */
 	uint8_t name[256];
 };
 
@@ -148,6 +149,37 @@ static bool key_held(const struct ndir *d, enum name_src src, uint64_t key)
 	return false;
 }
 
+static int found_root(void *arg, const struct btrfs_key *k, const uint8_t *data, uint32_t size)
+{
+	(void)k, (void)data, (void)size;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* Whether an entry of the directory whose location is loc names inode
+ * loc.objectid: an inode location, or a subvolume location with no root item
+ * behind it (its location key damaged; left as it is, it would stay beside
+ * the entry written for the inode under the same name). */
+static bool names_child(struct ndir *d, const struct btrfs_key *loc, bool *root_loc)
+{
+	struct btrfs_key min = { loc->objectid, BTRFS_ROOT_ITEM_KEY, 0 };
+	struct btrfs_key max = { loc->objectid, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct tree_root_ptr rp;
+	bool found = false;
+
+	*root_loc = loc->type == BTRFS_ROOT_ITEM_KEY;
+	if (child_slot(d, loc->objectid) < 0 || (loc->type != BTRFS_INODE_ITEM_KEY && !*root_loc))
+		return false;
+	if (!*root_loc)
+		return true;
+	if (trans_get_root(d->r->t, BTRFS_ROOT_TREE_OBJECTID, &rp) ||
+	    tree_each_item_in(d->r->fs, &rp, &min, &max, found_root, &found) < 0) {
+		btk_error_clear();
+		return false;
+	}
+	return !found;
+}
+
 /* The directory's entries naming one of the children, and the children's refs into it. */
 static int gather(struct ndir *d)
 {
@@ -162,12 +194,19 @@ static int gather(struct ndir *d)
 	while ((ret = tree_iter_next(&it, &k, &data, &size)) == 1) {
 		if (k.type != BTRFS_DIR_ITEM_KEY && k.type != BTRFS_DIR_INDEX_KEY)
 			continue;
-		for (off = 0; link_entry_next(k.type, data, size, &off, &e);)
-			if (e.loc.type == BTRFS_INODE_ITEM_KEY && child_slot(d, e.loc.objectid) >= 0 &&
-			    (ret = add_nent(d, k.type == BTRFS_DIR_ITEM_KEY ? SRC_ITEM : SRC_INDEX, k.offset,
+		for (off = 0; link_entry_next(k.type, data, size, &off, &e);) {
+			bool root_loc;
+			size_t had = d->n;
+
+			if (!names_child(d, &e.loc, &root_loc))
+				continue;
+			if ((ret = add_nent(d, k.type == BTRFS_DIR_ITEM_KEY ? SRC_ITEM : SRC_INDEX, k.offset,
 					    e.loc.objectid, k.type == BTRFS_DIR_INDEX_KEY ? k.offset : 0, e.type,
 					    e.name, e.len)) < 0)
 				goto out;
+			if (d->n > had)
+				d->v[had].root_loc = root_loc;
+		}
 	}
 	if (ret < 0)
 		goto out;
@@ -307,12 +346,12 @@ static int settle_name(struct ndir *d, struct nent **m, size_t n, uint64_t c, ui
 		if (e->gone)
 			continue;
 		if (e->src == SRC_INDEX) {
-			if (!index_ok && e->key == x && e->child == c && e->type == t)
+			if (!index_ok && e->key == x && e->child == c && e->type == t && !e->root_loc)
 				index_ok = true;
 			else if ((ret = remove_nent(d, e, c, e->key == x ? " (to be rewritten)" : "")))
 				return ret;
 		} else if (e->src == SRC_ITEM) {
-			if (!item_ok && e->key == hash && e->child == c && e->type == t)
+			if (!item_ok && e->key == hash && e->child == c && e->type == t && !e->root_loc)
 				item_ok = true;
 			else if ((ret = remove_nent(d, e, c, e->key != hash ? " (wrong hash)" : " (to be rewritten)")))
 				return ret;

@@ -74,6 +74,28 @@ static bool has_top_dir(struct repair_ctx *r, uint64_t id)
 	return S_ISDIR(inode_mode(inode));
 }
 
+static int count_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	(void)k, (void)d, (void)size;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
+/* How many root backrefs name subvolume id (0 when they cannot be read). */
+static uint64_t backrefs_of(struct repair_ctx *r, uint64_t id)
+{
+	struct btrfs_key min = { id, BTRFS_ROOT_BACKREF_KEY, 0 }, max = { id, BTRFS_ROOT_BACKREF_KEY, (uint64_t)-1 };
+	struct tree_root_ptr rp;
+	uint64_t n = 0;
+
+	if (trans_get_root(r->t, BTRFS_ROOT_TREE_OBJECTID, &rp) ||
+	    tree_each_item_in(r->fs, &rp, &min, &max, count_item, &n) < 0) {
+		btk_error_clear();
+		return 0;
+	}
+	return n;
+}
+
 /* The fields of one root item as they should be: what changed, said. */
 static unsigned fix_fields(struct repair_ctx *r, const struct root_copy *c, uint8_t *want)
 {
@@ -105,6 +127,26 @@ static unsigned fix_fields(struct repair_ctx *r, const struct root_copy *c, uint
 		repair_say(r, "root %" PRIu64 ": root directory %" PRIu64 " -> 256", id, root_item_root_dirid(want));
 		root_item_set_root_dirid(want, BTRFS_FIRST_FREE_OBJECTID);
 		n++;
+	}
+	if (root_item_drop_level(want) >= BTRFS_MAX_LEVEL) {
+		/* no drop in progress: 0, as the kernel leaves it; else restart at the top */
+		static const uint8_t none[sizeof(struct btrfs_disk_key)];
+		bool dropping = memcmp(root_item_drop_progress_ptr(want), none, sizeof(none)) != 0;
+		uint8_t level = dropping && root_item_level(want) < BTRFS_MAX_LEVEL ? root_item_level(want) : 0;
+
+		repair_say(r, "root %" PRIu64 ": drop level %u -> %u", id, root_item_drop_level(want), level);
+		root_item_set_drop_level(want, level);
+		n++;
+	}
+	if (key_is_subvolume_id(id) && id != BTRFS_FS_TREE_OBJECTID) {
+		uint64_t backrefs = backrefs_of(r, id);
+
+		if (backrefs && backrefs != root_item_refs(want)) {
+			repair_say(r, "root %" PRIu64 ": refs %u -> %" PRIu64 ", its root backrefs", id,
+				   root_item_refs(want), backrefs);
+			root_item_set_refs(want, (uint32_t)backrefs);
+			n++;
+		}
 	}
 	return n;
 }

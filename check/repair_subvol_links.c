@@ -190,9 +190,34 @@ static int root_item_exists(struct repair_ctx *r, uint64_t id)
 	return ret < 0 ? ret : found;
 }
 
-/* The entry called n in the item at key names a subvolume that does not
- * exist: point it at child (1), or leave it (0: it names something that
- * exists, or no subvolume); -errno. */
+/* Whether parent's root ref to subvolume other links it as name n (in
+ * n's directory): 1 yes, 0 no (or no such ref), -errno. */
+static int ref_claims_name(struct repair_ctx *r, uint64_t parent, uint64_t other, const struct link_name *n)
+{
+	struct btrfs_key k = { parent, BTRFS_ROOT_REF_KEY, other };
+	uint8_t d[sizeof(struct btrfs_root_ref) + BTRFS_NAME_MAX];
+	uint32_t size = sizeof(d);
+	struct tree_root_ptr rp;
+	int ret = trans_get_root(r->t, BTRFS_ROOT_TREE_OBJECTID, &rp);
+
+	if (!ret)
+		ret = tree_lookup(r->fs, &rp, &k, d, &size);
+	if (ret == -ENOENT) {
+		btk_error_clear();
+		return 0;
+	}
+	if (ret)
+		return ret;
+	return size >= sizeof(struct btrfs_root_ref) && root_ref_dirid(d) == n->dir &&
+	       root_ref_name_len(d) == n->len && size - sizeof(struct btrfs_root_ref) >= n->len &&
+	       !memcmp(d + sizeof(struct btrfs_root_ref), n->name, n->len);
+}
+
+/* The entry called n in the item at key names another subvolume, one that
+ * does not exist or whose own root ref from parent does not link it by that
+ * name (a damaged id: the ref pair of child does): point it at child (1), or
+ * leave it (0: it names what exists and claims the name, or no subvolume);
+ * -errno. */
 static int retarget(struct repair_ctx *r, uint64_t parent, const struct btrfs_key *key, const struct link_name *n,
 		    uint64_t child)
 {
@@ -205,7 +230,9 @@ static int retarget(struct repair_ctx *r, uint64_t parent, const struct btrfs_ke
 
 	if (ret != 2 || other.type != BTRFS_ROOT_ITEM_KEY)
 		return ret < 0 ? ret : 0;
-	if ((ret = root_item_exists(r, other.objectid)))
+	if ((ret = root_item_exists(r, other.objectid)) > 0)
+		ret = ref_claims_name(r, parent, other.objectid, n);
+	if (ret)
 		return ret < 0 ? ret : 0;
 	tree_path_init(&path);
 	ret = trans_item_for_update(r->t, parent, key, &item, &size, &path);
@@ -219,7 +246,8 @@ static int retarget(struct repair_ctx *r, uint64_t parent, const struct btrfs_ke
 		return ret;
 	r->changes++;
 	repair_say(r, "subvolume %" PRIu64 ": %s (%" PRIu64 " %u %" PRIu64 ") '%.*s' in %" PRIu64 " named subvolume %"
-		   PRIu64 ", which does not exist: pointed at it", child, key->type == BTRFS_DIR_ITEM_KEY ? "dir item" :
+		   PRIu64 ", which does not link there by that name: pointed at it", child,
+		   key->type == BTRFS_DIR_ITEM_KEY ? "dir item" :
 		   "dir index", key->objectid, key->type, key->offset, (int)n->len, (const char *)n->name, parent,
 		   other.objectid);
 	return 1;
@@ -253,6 +281,47 @@ static const char *ref_name(uint8_t type)
 	return type == BTRFS_ROOT_REF_KEY ? "root ref" : "root backref";
 }
 
+/* The item at key (n's dir item or dir index) holds an entry naming
+ * subvolume child by another name, one that is not the key's (for a dir
+ * item: its hash is not the key's; a dir index holds one name): a damaged
+ * copy of n, removed so that n is written there (1); 0 none; -errno. */
+static int drop_damaged_name(struct repair_ctx *r, uint64_t parent, const struct btrfs_key *key,
+			     const struct link_name *n, uint64_t child)
+{
+	uint32_t size = r->fs->nodesize, off = 0;
+	uint8_t *buf = malloc(size), name[BTRFS_NAME_MAX];
+	struct tree_root_ptr rp;
+	struct link_entry e;
+	uint16_t len = 0;
+	int ret = buf ? trans_get_root(r->t, parent, &rp) : -ENOMEM;
+
+	if (!ret)
+		ret = tree_lookup(r->fs, &rp, key, buf, &size);
+	if (ret == -ENOENT) {
+		btk_error_clear();
+		ret = 0;
+		size = 0;
+	}
+	while (!ret && !len && size <= r->fs->nodesize && link_entry_next(key->type, buf, size, &off, &e))
+		if (e.loc.objectid == child && e.loc.type == BTRFS_ROOT_ITEM_KEY && e.len <= BTRFS_NAME_MAX &&
+		    (e.len != n->len || memcmp(e.name, n->name, n->len)) &&
+		    (key->type == BTRFS_DIR_INDEX_KEY || btrfs_name_hash(e.name, e.len) != key->offset)) {
+			len = e.len;
+			memcpy(name, e.name, len);
+		}
+	free(buf);
+	if (ret || !len)
+		return ret;
+	if ((ret = link_remove_of(r, parent, key, n->dir, name, len, child)))
+		return ret;
+	r->changes++;
+	repair_say(r, "subvolume %" PRIu64 ": %s (%" PRIu64 " %u %" PRIu64 ") in %" PRIu64 " named it '%.*s', a "
+		   "damaged copy of '%.*s': removed", child, key->type == BTRFS_DIR_ITEM_KEY ? "dir item" : "dir index",
+		   key->objectid, key->type, key->offset, parent, (int)len, (const char *)name, (int)n->len,
+		   (const char *)n->name);
+	return 1;
+}
+
 /* Add the dir entries of name n (subvolume child in parent) that are missing. */
 static int add_entries(struct repair_ctx *r, uint64_t parent, uint64_t child, const struct link_name *n)
 {
@@ -262,6 +331,11 @@ static int add_entries(struct repair_ctx *r, uint64_t parent, uint64_t child, co
 	int item, index, ret = entries_of(r, parent, n, child, &item, &index);
 
 	if (ret || (item == 1 && index == 1))
+		return ret;
+	if ((item != 1 && (ret = drop_damaged_name(r, parent, &ki, n, child)) < 0) ||
+	    (index != 1 && (ret = drop_damaged_name(r, parent, &kx, n, child)) < 0))
+		return ret;
+	if (ret && (ret = entries_of(r, parent, n, child, &item, &index)))
 		return ret;
 	/* the name taken by an entry naming a subvolume that is gone: that entry is this name */
 	if (item == 2 && (ret = retarget(r, parent, &ki, n, child)) != 0)
