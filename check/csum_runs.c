@@ -49,7 +49,7 @@ static int tree_used_extents(struct csum_runs *s, const struct tree_root_ptr *ro
 			flags = inode_flags(d);
 		} else if (key.type == BTRFS_EXTENT_DATA_KEY && ITEM_VIEW_STRUCT(&v, 0, struct btrfs_file_extent_item) &&
 			   file_extent_type(d) == BTRFS_FILE_EXTENT_REG && file_extent_disk_bytenr(d) &&
-			   !(ino == key.objectid && (flags & BTRFS_INODE_NODATASUM))) {
+			   !(ino == key.objectid && INODE_FLAGS_NODATASUM(flags))) {
 			/* the part the file uses (compressed: all of it), as the kernel wrote checksums:
 			 * the unwritten rest of a preallocated extent has none */
 			uint64_t dlen = file_extent_disk_num_bytes(d);

@@ -33,6 +33,11 @@ struct link_rec {
 #define LINK_F_GONE 2       /* not in this snapshot any more: the record before it (snap_plan.h) */
 /* inode flags the kernel knows: any other makes it refuse the leaf (ro flags: on a rw mount) */
 #define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
+/* Whether inode flags make a file NODATASUM: not when they hold bits no
+ * kernel knows (the field is damaged, its NODATASUM bit as likely as any;
+ * the inodes class settles it with the unknown bits, from the checksums). */
+#define INODE_FLAGS_NODATASUM(flags) \
+	(((flags) & BTRFS_INODE_NODATASUM) && !((flags) & ~INODE_KNOWN_FLAGS))
 
 enum link_kind {
 	LINK_REF = 1,       /* INODE_REF or INODE_EXTREF, child side */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check/fs_check.h"
 #include "check/fe_kind.h"
 #include "check/refs.h"
 #include "check/refs_repair.h"
@@ -372,7 +373,7 @@ static int observe_shared_leaf(struct refs_state *st, const struct tree_block *b
 		block_key(b, i, &k);
 		if (k.type == BTRFS_INODE_ITEM_KEY && item_view_has_fixed(&v, k.type)) {
 			st->last_ino = k.objectid;
-			st->last_nodatasum = inode_flags(v.data) & BTRFS_INODE_NODATASUM;
+			st->last_nodatasum = INODE_FLAGS_NODATASUM(inode_flags(v.data));
 			st->last_valid = true;
 			st->gap = false;
 			break;
@@ -398,7 +399,7 @@ static void gap_lookup(struct check_ctx *ctx, struct refs_state *st, const struc
 	v = item_view_copied(buf, sizeof(buf), size);
 	st->last_valid = item_view_has_fixed(&v, key.type);
 	st->last_ino = ino;
-	st->last_nodatasum = st->last_valid && (inode_flags(buf) & BTRFS_INODE_NODATASUM);
+	st->last_nodatasum = st->last_valid && INODE_FLAGS_NODATASUM(inode_flags(buf));
 }
 
 /* The walk skipped blocks of the tree (a shared subtree): the inode the next
@@ -438,7 +439,7 @@ static int observe_leaf(struct check_ctx *ctx, struct refs_state *st, const stru
 			st->last_ino = k.objectid;
 			/* the data relocation tree's files hold copies whose checksums the
 			 * kernel clones from the source extent: none when the source had none */
-			st->last_nodatasum = (inode_flags(d) & BTRFS_INODE_NODATASUM) ||
+			st->last_nodatasum = INODE_FLAGS_NODATASUM(inode_flags(d)) ||
 					     root->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID;
 			st->last_valid = true;
 			st->gap = false;

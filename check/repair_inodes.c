@@ -18,6 +18,7 @@
 #include "check/repair.h"
 #include "check/repair_links.h"
 #include "check/repair_notes.h"
+#include <btk/csum_tree.h>
 #include <btk/tree.h>
 
 #define SAY_MAX 100
@@ -146,6 +147,52 @@ int repair_inode_items(struct repair_ctx *r)
 	return 0;
 }
 
+/* Whether regular file ino of tree rp has checksums for the data of one of
+ * its extents (1), none (0), or -errno. */
+static int file_has_csums(struct repair_ctx *r, const struct tree_root_ptr *rp, uint64_t ino)
+{
+	struct btrfs_key min = { ino, BTRFS_EXTENT_DATA_KEY, 0 }, max = { ino, BTRFS_EXTENT_DATA_KEY, (uint64_t)-1 }, k;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret, found = 0;
+
+	tree_iter_init(&it, r->fs, rp, &min, &max);
+	while (!found && (ret = tree_iter_next(&it, &k, &d, &size)) == 1) {
+		struct csum_tree_cursor c;
+		const uint8_t *csums;
+		uint64_t lo, hi, at;
+
+		if (size < sizeof(struct btrfs_file_extent_item) || file_extent_type(d) != BTRFS_FILE_EXTENT_REG ||
+		    !(at = file_extent_disk_bytenr(d)))
+			continue;
+		if ((ret = csum_tree_open(&c, r->fs, at, at + file_extent_disk_num_bytes(d))) < 0)
+			break;
+		ret = csum_tree_next(&c, &lo, &hi, &csums);
+		csum_tree_close(&c);
+		if (ret < 0)
+			break;
+		found = ret;
+	}
+	tree_iter_release(&it);
+	return ret < 0 ? ret : found;
+}
+
+/* Whether inode ino of tree rp has a verity descriptor: 1, 0, -errno. */
+static int has_verity(struct repair_ctx *r, const struct tree_root_ptr *rp, uint64_t ino)
+{
+	struct btrfs_key min = { ino, BTRFS_VERITY_DESC_ITEM_KEY, 0 }, max = { ino, BTRFS_VERITY_DESC_ITEM_KEY, 0 }, k;
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t size;
+	int ret;
+
+	tree_iter_init(&it, r->fs, rp, &min, &max);
+	ret = tree_iter_next(&it, &k, &d, &size);
+	tree_iter_release(&it);
+	return ret;
+}
+
 /* Mode without a file type, a generation from the future, immutable or
  * append on a symlink, flags the kernel does not know (its tree checker refuses
  * the leaf), a free-space cache inode's mode: the inode item's fields. */
@@ -156,8 +203,15 @@ static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enu
 	uint8_t ftype = BTRFS_FT_UNKNOWN, *item;
 	int ret = trans_get_root(r->t, root, &rp);
 
+	int csummed = 0, verity = 0;
+
 	if (!ret && code == PR_INODE_MODE_INVALID)
 		ret = guess_ftype(r, &rp, ino, &ftype);
+	/* unknown flags: the field is damaged, NODATASUM with the rest; the checksums tell */
+	if (!ret && code == PR_INODE_FLAGS_UNKNOWN && (csummed = file_has_csums(r, &rp, ino)) < 0)
+		ret = csummed;
+	if (!ret && code == PR_INODE_FLAGS_UNKNOWN && (verity = has_verity(r, &rp, ino)) < 0)
+		ret = verity;
 	if (ret)
 		return ret;
 	if (code == PR_INODE_MODE_INVALID && ftype == BTRFS_FT_UNKNOWN) {
@@ -180,6 +234,10 @@ static int fix_inode_item(struct repair_ctx *r, uint64_t root, uint64_t ino, enu
 	} else if (ret == 0 && code == PR_INODE_FLAGS_UNKNOWN) {
 		/* the kernel refuses the leaf for them: no kernel wrote them */
 		uint64_t from = inode_flags(item), to = from & INODE_KNOWN_FLAGS;
+		if (csummed)   /* the kernel writes no checksums for a NODATASUM (or NODATACOW) file */
+			to &= ~(uint64_t)(BTRFS_INODE_NODATASUM | BTRFS_INODE_NODATACOW);
+		if (!verity)   /* the kernel reads no file of the verity flag without its descriptor */
+			to &= ~(1ULL << 32);
 		inode_set_flags(item, to);
 		if (r->changes++ < SAY_MAX)
 			repair_say(r, "root %" PRIu64 " inode %" PRIu64 ": unknown flags cleared, 0x%" PRIx64 " -> 0x%" PRIx64,
