@@ -92,7 +92,7 @@ def test_xattr_under_wrong_hash_rekeyed(corpus_images, tmp_path):  # noqa: F811
 @pytest.mark.parametrize("target", ["named", "missing"])
 def test_stray_orphan_item_removed(target, corpus_images, tmp_path):  # noqa: F811
     """An orphan item for an inode that still has its name, or for one that does not exist
-    (orphan-item-bad): the inodes class removes it, the kernel mounts and the file is there."""
+    (orphan-item-bad, a warning): the inodes class removes it, the kernel mounts and the file is there."""
     require_btk("btk-check")
     corrupt = require_btk("tests/tools/btk-corrupt")
     require_kernel()
@@ -118,7 +118,8 @@ def test_stray_orphan_item_removed(target, corpus_images, tmp_path):  # noqa: F8
                               (f"{orphan},48,{last['key'][2]}", "key.offset", ino if target == "named" else 99999)]:
         fsbuild.run([corrupt, "--tree", 5, "--key", key, "--field", field, "--value", value, img])
     p = run_btk("btk-check", "--format", "json", img)
-    assert p.returncode == 4 and {q["id"] for q in json.loads(p.stdout)["problems"]} == {"orphan-item-bad"}, p.stdout
+    # a warning: old kernels left such items on truncate, and the kernel deletes them itself
+    assert p.returncode == 0 and {q["id"] for q in json.loads(p.stdout)["problems"]} == {"orphan-item-bad"}, p.stdout
     p = run_btk("btk-check", "--repair", "--yes", "--no-undo", img)
     assert p.returncode == 1 and "orphan item" in p.stdout, p.stdout + p.stderr
     ref = fsbuild.run(["btrfs", "check", "--readonly", img], check=False)

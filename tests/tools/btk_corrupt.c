@@ -503,13 +503,15 @@ static int insert_item(struct corrupt *c, struct tree_root_ptr *root)
 	struct fs_info *fs = c->fs;
 	struct tree_path path;
 	uint8_t data[4096], *leaf = NULL;
-	size_t n;
+	size_t n = 0;
 	unsigned slot;
 	uint32_t size;
 	int ret;
 
-	if (!c->bytes || parse_hex(c->bytes, data, sizeof(data), &n)) {
-		fprintf(stderr, "btk-corrupt: --insert needs --bytes HEX (at most %zu bytes)\n", sizeof(data));
+	/* ("-": an empty item, as orphan items are) */
+	if (!c->bytes || (strcmp(c->bytes, "-") && parse_hex(c->bytes, data, sizeof(data), &n))) {
+		fprintf(stderr, "btk-corrupt: --insert needs --bytes HEX (at most %zu bytes; - for none)\n",
+			sizeof(data));
 		return 2;
 	}
 	size = (uint32_t)n;
