@@ -283,10 +283,13 @@ static void check_root_item(struct roots_scan *s, const struct btrfs_key *k, con
 			       k->objectid, root_item_root_dirid(d));
 	if (!subvol)
 		return;
-	r.kind = root_item_refs(d) ? ROOTREC_ROOT_LIVE : ROOTREC_ROOT_DEAD;
+	/* the top level is never deleted: refs 0 there is a damaged count */
+	if (k->objectid == BTRFS_FS_TREE_OBJECTID && !root_item_refs(d))
+		report_problem(ctx, PR_ROOT_ITEM_BAD, "root 5: refs 0 (the top level is never deleted)");
+	r.kind = root_item_refs(d) || k->objectid == BTRFS_FS_TREE_OBJECTID ? ROOTREC_ROOT_LIVE : ROOTREC_ROOT_DEAD;
 	r.c = root_item_refs(d);
 	add(s, s->links, &r);
-	if (!root_item_refs(d))
+	if (r.kind == ROOTREC_ROOT_DEAD)
 		return;
 	/* old (v1) items have no uuids */
 	if (ITEM_VIEW_STRUCT(&v, 0, struct btrfs_root_item)) {

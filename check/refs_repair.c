@@ -78,6 +78,14 @@ static bool full_backref_differs(const struct refs_unit *u)
 	       !(u->flags & BTRFS_EXTENT_FLAG_DATA) && !(u->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF) != !u->full_backref;
 }
 
+/* A data extent's item with the full-backref flag, which only tree blocks
+ * have (the kernel's tree checker refuses the leaf). */
+static bool data_full_backref(const struct refs_unit *u)
+{
+	return u->has_item && (u->flags & BTRFS_EXTENT_FLAG_DATA) && !(u->flags & BTRFS_EXTENT_FLAG_TREE_BLOCK) &&
+	       (u->flags & BTRFS_BLOCK_FLAG_FULL_BACKREF);
+}
+
 static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 {
 	struct extent_fix hdr = { .bytenr = u->bytenr };
@@ -86,7 +94,8 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 
 	if (ctx->infer_full_backref)
 		return unit_note_rebuild(ctx, u);
-	if (u->has_item && (u->refs != u->declared || !u->nexp || lie || full_backref_differs(u)))
+	if (u->has_item && (u->refs != u->declared || !u->nexp || lie || full_backref_differs(u) ||
+			    data_full_backref(u)))
 		u->bad = true;
 	if (!u->has_item && u->nexp)
 		u->bad = true; /* an extent item to create */
@@ -125,7 +134,7 @@ static int unit_note(struct check_ctx *ctx, struct refs_unit *u)
 		hdr.a = u->len;
 		hdr.b = u->flags;
 		hdr.c |= tree ? EXTENT_FIX_TREE : 0;
-		if (full_backref_differs(u)) {
+		if (full_backref_differs(u) || data_full_backref(u)) {
 			hdr.b ^= BTRFS_BLOCK_FLAG_FULL_BACKREF;
 			hdr.c |= EXTENT_FIX_FLAGS;
 		}

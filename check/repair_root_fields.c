@@ -138,7 +138,11 @@ static unsigned fix_fields(struct repair_ctx *r, const struct root_copy *c, uint
 		root_item_set_drop_level(want, level);
 		n++;
 	}
-	if (key_is_subvolume_id(id) && id != BTRFS_FS_TREE_OBJECTID) {
+	if (id == BTRFS_FS_TREE_OBJECTID && !root_item_refs(want)) {
+		repair_say(r, "root 5: refs 0 -> 1 (the top level is never deleted)");
+		root_item_set_refs(want, 1);
+		n++;
+	} else if (key_is_subvolume_id(id) && id != BTRFS_FS_TREE_OBJECTID) {
 		uint64_t backrefs = backrefs_of(r, id);
 
 		if (backrefs && backrefs != root_item_refs(want)) {
