@@ -33,6 +33,19 @@ struct link_rec {
 #define LINK_F_GONE 2       /* not in this snapshot any more: the record before it (snap_plan.h) */
 /* inode flags the kernel knows: any other makes it refuse the leaf (ro flags: on a rw mount) */
 #define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
+/* The file type an inode's own items give when the type of its mode
+ * contradicts them, else BTRFS_FT_UNKNOWN: a directory never has file
+ * extents, and only a directory has entries of its own. Items of one kind
+ * only say which (a file's: regular or symlink, see the caller). */
+static inline uint8_t inode_type_by_items(uint8_t ftype, bool entries, bool extents)
+{
+	if (ftype == BTRFS_FT_DIR && extents && !entries)
+		return BTRFS_FT_REG_FILE;
+	if (ftype != BTRFS_FT_DIR && ftype != BTRFS_FT_UNKNOWN && entries && !extents)
+		return BTRFS_FT_DIR;
+	return BTRFS_FT_UNKNOWN;
+}
+
 /* Whether inode flags make a file NODATASUM: not when they hold bits no
  * kernel knows (the field is damaged, its NODATASUM bit as likely as any;
  * the inodes class settles it with the unknown bits, from the checksums). */

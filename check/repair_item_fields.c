@@ -15,6 +15,12 @@
  *   - a root item's key offset of -1 (the kernel's search for a tree's
  *     newest root item would find it exactly): keyed again at 0, or for a
  *     snapshot (it has a parent uuid) at its otransid, as the kernel keys it.
+ *   - an inode's mode whose file type its own items contradict with items of
+ *     one kind (inode-type-items): a directory with file extents and no
+ *     entries becomes a file (a symlink when its dir index says so), a
+ *     non-directory with entries and no extents a directory; permissions
+ *     kept. The check runs again after, so the names and inodes classes
+ *     then see the type that the inode's items and entries agree on.
  * Other malformed items are left to the classes of their kind. The check
  * runs again after this class (check/repair.c), so what is still malformed
  * keeps blocking the classes that trust item contents. */
@@ -22,8 +28,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uuid/uuid.h>
 
+#include "check/fs_check.h"
 #include "check/repair.h"
 #include "common/grow.h"
 #include <btk/item_check.h>
@@ -39,12 +47,21 @@ enum mend_kind {
 	MEND_BLOCK_GROUP,    /* chunk objectid */
 	MEND_ROOT_KEY,       /* re-key a root item from offset -1 */
 	MEND_SUBVOL_LOCATION, /* a dir entry's subvolume id, from the root refs */
+	MEND_INODE_TYPE,     /* an inode's mode type, from its items (ftype) */
 };
 
 struct mend {
 	uint64_t tree;
 	struct btrfs_key key;
 	enum mend_kind kind;
+	uint8_t ftype;       /* MEND_INODE_TYPE: the type the items give */
+};
+
+/* The inode being scanned, for inode-type-items. */
+struct type_scan {
+	uint64_t ino, top;
+	uint8_t ftype;       /* its mode's (BTRFS_FT_UNKNOWN: no inode item seen) */
+	bool entries, extents;
 };
 
 struct mend_scan {
@@ -52,6 +69,8 @@ struct mend_scan {
 	struct mend *v;
 	size_t n, cap;
 	uint64_t tree;
+	bool types;          /* look for inode-type-items */
+	struct type_scan ty;
 };
 
 static int add_mend(struct mend_scan *s, const struct btrfs_key *k, enum mend_kind kind)
@@ -61,7 +80,7 @@ static int add_mend(struct mend_scan *s, const struct btrfs_key *k, enum mend_ki
 	if (!v)
 		return -ENOMEM;
 	s->v = v;
-	s->v[s->n++] = (struct mend){ s->tree, *k, kind };
+	s->v[s->n++] = (struct mend){ s->tree, *k, kind, BTRFS_FT_UNKNOWN };
 	return 0;
 }
 
@@ -124,10 +143,42 @@ static bool has_bad_subvol_location(uint8_t type, const uint8_t *data, uint32_t 
 	return false;
 }
 
+/* The inode scanned last is done: note a mode its items contradict. */
+static int type_scan_finish(struct mend_scan *s)
+{
+	struct type_scan *t = &s->ty;
+	uint8_t want = inode_type_by_items(t->ftype, t->entries, t->extents);
+	struct btrfs_key k = { t->ino, BTRFS_INODE_ITEM_KEY, 0 };
+	int ret = 0;
+
+	if (t->ino && t->ino != t->top && want != BTRFS_FT_UNKNOWN && !(ret = add_mend(s, &k, MEND_INODE_TYPE)))
+		s->v[s->n - 1].ftype = want;
+	*t = (struct type_scan){ .top = t->top };
+	return ret;
+}
+
+static int type_scan_item(struct mend_scan *s, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	struct type_scan *t = &s->ty;
+	int ret;
+
+	if (k->objectid != t->ino && (ret = type_scan_finish(s)))
+		return ret;
+	t->ino = k->objectid;
+	if (k->type == BTRFS_INODE_ITEM_KEY && size >= sizeof(struct btrfs_inode_item))
+		t->ftype = mode_to_ftype(inode_mode(d));
+	t->entries |= k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY;
+	t->extents |= k->type == BTRFS_EXTENT_DATA_KEY;
+	return 0;
+}
+
 static int scan_subvol_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
 {
 	struct mend_scan *s = arg;
+	int ret;
 
+	if (s->types && (ret = type_scan_item(s, k, d, size)))
+		return ret;
 	if (k->type == BTRFS_INODE_ITEM_KEY && k->offset)
 		return add_mend(s, k, MEND_INODE_KEY);
 	if ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY || k->type == BTRFS_XATTR_ITEM_KEY) &&
@@ -142,9 +193,16 @@ static int scan_subvol(void *arg, const struct tree_root_ptr *root, const uint8_
 {
 	struct mend_scan *s = arg;
 
-	(void)item, (void)size;
+	int ret;
+
 	s->tree = root->objectid;
-	return tree_each_item(s->fs, root, scan_subvol_item, s);
+	s->ty = (struct type_scan){ .top = BTRFS_FIRST_FREE_OBJECTID };
+	if (size >= sizeof(struct btrfs_root_item) - sizeof(((struct btrfs_root_item *)0)->reserved))
+		s->ty.top = root_item_root_dirid(item);
+	ret = tree_each_item(s->fs, root, scan_subvol_item, s);
+	if (!ret && s->types)
+		ret = type_scan_finish(s);
+	return ret;
 }
 
 static int scan_dev_extent(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
@@ -324,6 +382,59 @@ static int mend_subvol_locations(struct repair_ctx *r, const struct mend *m)
 	return ret ? ret : !any;
 }
 
+/* The file type the dir index of inode ino's first ref names: BTRFS_FT_UNKNOWN when none. */
+static uint8_t indexed_type(struct repair_ctx *r, const struct tree_root_ptr *root, uint64_t ino)
+{
+	struct btrfs_key min = { ino, BTRFS_INODE_REF_KEY, 0 }, max = { ino, BTRFS_INODE_REF_KEY, (uint64_t)-1 }, k;
+	uint8_t buf[sizeof(struct btrfs_dir_item) + BTRFS_NAME_LEN];
+	uint32_t size = sizeof(buf);
+	struct tree_iter it;
+	const uint8_t *d;
+	uint32_t dsize;
+	struct btrfs_key idx = { 0 }, loc;
+	int ret;
+
+	tree_iter_init(&it, r->fs, root, &min, &max);
+	if (tree_iter_next(&it, &k, &d, &dsize) == 1 && dsize >= sizeof(struct btrfs_inode_ref))
+		idx = (struct btrfs_key){ k.offset, BTRFS_DIR_INDEX_KEY, inode_ref_index(d) };
+	tree_iter_release(&it);
+	btk_error_clear();
+	if (!idx.objectid)
+		return BTRFS_FT_UNKNOWN;
+	ret = tree_lookup(r->fs, root, &idx, buf, &size);
+	if (ret || size < sizeof(struct btrfs_dir_item)) {
+		btk_error_clear();
+		return BTRFS_FT_UNKNOWN;
+	}
+	key_from_disk(&loc, dir_item_location_ptr(buf));
+	return loc.objectid == ino ? dir_item_type(buf) & ~BTRFS_FT_ENCRYPTED : BTRFS_FT_UNKNOWN;
+}
+
+/* An inode's mode given the file type its items say (permissions kept). */
+static int mend_inode_type(struct repair_ctx *r, const struct mend *m)
+{
+	uint8_t ftype = m->ftype;
+	struct tree_root_ptr root;
+	struct tree_path path;
+	uint32_t size, type;
+	uint8_t *item;
+	int ret = trans_get_root(r->t, m->tree, &root);
+
+	if (ret)
+		return ret;
+	if (ftype == BTRFS_FT_REG_FILE && indexed_type(r, &root, m->key.objectid) == BTRFS_FT_SYMLINK)
+		ftype = BTRFS_FT_SYMLINK;
+	type = ftype == BTRFS_FT_DIR ? S_IFDIR : ftype == BTRFS_FT_SYMLINK ? S_IFLNK : S_IFREG;
+	tree_path_init(&path);
+	ret = trans_item_for_update(r->t, m->tree, &m->key, &item, &size, &path);
+	if (!ret && size >= sizeof(struct btrfs_inode_item))
+		inode_set_mode(item, (inode_mode(item) & 07777) | type);
+	else if (!ret)
+		ret = 1;
+	tree_path_release(r->fs, &path);
+	return ret;
+}
+
 /* Mend the fields of the item in place; 1 when there was nothing to mend. */
 static int mend_fields(struct repair_ctx *r, const struct mend *m)
 {
@@ -356,13 +467,14 @@ static const char *mend_what(enum mend_kind kind)
 	case MEND_BLOCK_GROUP: return "block group chunk objectid 256";
 	case MEND_ROOT_KEY: return "root item keyed again";
 	case MEND_SUBVOL_LOCATION: return "entry names the subvolume its root ref links there";
+	case MEND_INODE_TYPE: return "mode of the file type its items give";
 	}
 	return "";
 }
 
 int repair_item_fields(struct repair_ctx *r)
 {
-	struct mend_scan s = { .fs = r->fs };
+	struct mend_scan s = { .fs = r->fs, .types = r->found->counts[PR_INODE_TYPE_ITEMS] > 0 };
 	int ret = fs_each_live_subvolume(r->fs, &r->fs->tree_root, SUBVOLS_DATA_RELOC | SUBVOLS_WALKABLE,
 					 scan_subvol, &s);
 
@@ -377,7 +489,8 @@ int repair_item_fields(struct repair_ctx *r)
 		const struct mend *m = &s.v[i];
 
 		ret = m->kind == MEND_INODE_KEY ? rekey_inode(r, m) : m->kind == MEND_ROOT_KEY ? rekey_root(r, m)
-			: m->kind == MEND_SUBVOL_LOCATION ? mend_subvol_locations(r, m) : mend_fields(r, m);
+			: m->kind == MEND_SUBVOL_LOCATION ? mend_subvol_locations(r, m)
+			: m->kind == MEND_INODE_TYPE ? mend_inode_type(r, m) : mend_fields(r, m);
 		if (ret == 1) {
 			r->left++;
 			ret = 0;
