@@ -128,6 +128,21 @@ static unsigned fix_fields(struct repair_ctx *r, const struct root_copy *c, uint
 		root_item_set_root_dirid(want, BTRFS_FIRST_FREE_OBJECTID);
 		n++;
 	}
+	if (root_item_level(want) >= BTRFS_MAX_LEVEL) {
+		/* the root block itself says, when it is the item's (generation and owner) */
+		struct block_expect e = { .generation = root_item_generation(want), .level = -1, .owner = id };
+		struct tree_block *b;
+
+		if (block_read(r->fs, root_item_bytenr(want), &e, &b) == 0) {
+			repair_say(r, "root %" PRIu64 ": level %u -> %u, its root block's", id, root_item_level(want),
+				   block_level(b));
+			root_item_set_level(want, block_level(b));
+			block_put(r->fs, b);
+			n++;
+		} else {
+			btk_error_clear();
+		}
+	}
 	if (root_item_drop_level(want) >= BTRFS_MAX_LEVEL) {
 		/* no drop in progress: 0, as the kernel leaves it; else restart at the top */
 		static const uint8_t none[sizeof(struct btrfs_disk_key)];

@@ -559,6 +559,33 @@ static void fs_resolve_stripe_devices(struct fs_info *fs)
 	}
 }
 
+/* With tolerate_damage: a root item's level beyond the maximum, while its
+ * block reads as the tree's root of the item's generation: the block's level
+ * is used (true), the item left for the check to report and the repair to
+ * set. */
+static bool root_level_from_block(struct fs_info *fs, struct tree_root_ptr *root)
+{
+	struct block_expect ex = { .generation = root->generation, .level = -1, .owner = root->objectid };
+	struct tree_block *b;
+	bool salvaged;
+
+	if (!fs->tolerate_damage || !root->bytenr)
+		return false;
+	if (block_read(fs, root->bytenr, &ex, &b)) {
+		btk_error_clear();
+		return false;
+	}
+	salvaged = b->salvaged;
+	if (!salvaged) {
+		fs_note(fs, FS_NOTE_WARNING, "root item of tree %llu: level %u; its root block %llu has level %u",
+			(unsigned long long)root->objectid, root->level, (unsigned long long)root->bytenr,
+			block_level(b));
+		root->level = block_level(b);
+	}
+	block_put(fs, b);
+	return !salvaged;
+}
+
 int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *out)
 {
 	struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, 0 }, found;
@@ -597,7 +624,7 @@ int fs_find_root(struct fs_info *fs, uint64_t objectid, struct tree_root_ptr *ou
 				out->bytenr = root_item_bytenr(data);
 				out->generation = root_item_generation(data);
 				out->level = root_item_level(data);
-				if (out->level >= BTRFS_MAX_LEVEL)
+				if (out->level >= BTRFS_MAX_LEVEL && !root_level_from_block(fs, out))
 					ret = fs_error(fs, -EUCLEAN, "root item of tree %llu: level %u",
 						       (unsigned long long)objectid, out->level);
 			}
