@@ -35,11 +35,15 @@ struct link_rec {
 #define INODE_KNOWN_FLAGS (0xfffULL | BTRFS_INODE_ROOT_ITEM_INIT | (1ULL << 32) /* ro: verity */)
 /* The file type an inode's own items give when the type of its mode
  * contradicts them, else BTRFS_FT_UNKNOWN: a directory never has file
- * extents, and only a directory has entries of its own. Items of one kind
- * only say which (a file's: regular or symlink, see the caller). */
-static inline uint8_t inode_type_by_items(uint8_t ftype, bool entries, bool extents)
+ * extents, only a directory has entries of its own, and a symlink has no
+ * regular extent. Items of one kind only say which (a file's: regular or
+ * symlink, see the caller). */
+static inline uint8_t inode_type_by_items(uint8_t ftype, bool entries, bool extents, bool regular)
 {
 	if (ftype == BTRFS_FT_DIR && extents && !entries)
+		return BTRFS_FT_REG_FILE;
+	/* (a symlink's target is one inline extent) */
+	if (ftype == BTRFS_FT_SYMLINK && regular && !entries)
 		return BTRFS_FT_REG_FILE;
 	if (ftype != BTRFS_FT_DIR && ftype != BTRFS_FT_UNKNOWN && entries && !extents)
 		return BTRFS_FT_DIR;

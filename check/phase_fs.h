@@ -25,6 +25,7 @@ struct inode_state {
 	uint64_t dir_size;       /* name lengths of its dir items and dir indexes */
 	uint64_t found_bytes;    /* what nbytes should be, from the file extents */
 	uint64_t extent_end;     /* end of the last file extent */
+	bool regular_extents;    /* a file extent that is not inline */
 };
 
 /* The join records of one delta for the three link sorters (by_index,

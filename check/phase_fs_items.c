@@ -521,6 +521,7 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 	}
 	if (end > s->extent_end)
 		s->extent_end = end;
+	s->regular_extents |= type != BTRFS_FILE_EXTENT_INLINE;
 }
 
 void fs_inode_finish(struct fs_walk *w)
@@ -531,11 +532,15 @@ void fs_inode_finish(struct fs_walk *w)
 	/* some of its items are in an unreadable block: the sums are unknown */
 	if (!s->have_item || fs_lost_inode(w->lost, root, s->ino))
 		return;
-	/* (a subvolume's top directory is one whatever its items: inode-mode-invalid's) */
-	if (s->ino != w->root_dirid && s->ftype != BTRFS_FT_UNKNOWN &&
-	    (s->ftype == BTRFS_FT_DIR ? s->extent_end > 0 : s->dir_size > 0))
+	/* a subvolume's top directory is one whatever its items */
+	if (s->ino == w->root_dirid && s->ftype != BTRFS_FT_DIR && s->ftype != BTRFS_FT_UNKNOWN)
+		report_problem(w->ctx, PR_INODE_TYPE_ITEMS, "root %" PRIu64 " inode %" PRIu64 ": mode 0%o, but it is "
+			       "the subvolume's top directory", root, s->ino, s->mode);
+	else if (s->ino != w->root_dirid && s->ftype != BTRFS_FT_UNKNOWN &&
+	    (s->ftype == BTRFS_FT_DIR ? s->extent_end > 0 : s->dir_size > 0 ||
+	     (s->ftype == BTRFS_FT_SYMLINK && s->regular_extents)))
 		report_problem(w->ctx, PR_INODE_TYPE_ITEMS, "root %" PRIu64 " inode %" PRIu64 ": mode 0%o, but it has %s%s%s",
-			       root, s->ino, s->mode, s->extent_end ? "file extents" : "",
+			       root, s->ino, s->mode, s->regular_extents ? "regular file extents" : s->extent_end ? "file extents" : "",
 			       s->extent_end && s->dir_size ? " and " : "", s->dir_size ? "dir entries of its own" : "");
 	if (s->ftype == BTRFS_FT_DIR && s->isize != s->dir_size) {
 		report_problem(w->ctx, PR_DIR_ISIZE, "root %" PRIu64 " dir %" PRIu64 ": size %" PRIu64

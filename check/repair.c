@@ -91,7 +91,7 @@ static const struct repair_class classes[] = {
 	/* the check runs again after it: what is still malformed blocks the classes that trust items */
 	{ "item-fields", "Set item fields and key offsets whose only valid value the format fixes (an inode "
 	  "item's key offset, entry location keys, dev extents' and block groups' chunk objectid and tree)",
-	  { PR_ITEM_MALFORMED, PR_INODE_TYPE_ITEMS }, true, NULL, repair_item_fields, { 0 }, false },
+	  { PR_ITEM_MALFORMED, PR_INODE_TYPE_ITEMS, PR_DIR_ENTRY_TYPE }, true, NULL, repair_item_fields, { 0 }, false },
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },

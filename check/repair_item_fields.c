@@ -6,7 +6,8 @@
  *   - an inode item's key offset (always 0): the item is keyed again, unless
  *     an inode item with offset 0 is already there (then it is left);
  *   - the location key of a dir entry naming an inode (offset 0) and of an
- *     xattr (all zero);
+ *     xattr (all zero); the type of an xattr (xattr) and of an entry naming a
+ *     subvolume (directory);
  *   - a dev extent's chunk tree (3) and chunk objectid (256);
  *   - a block group item's chunk objectid (256);
  *   - the location of a dir entry naming a subvolume by an id no subvolume
@@ -18,8 +19,9 @@
  *   - an inode's mode whose file type its own items contradict with items of
  *     one kind (inode-type-items): a directory with file extents and no
  *     entries becomes a file (a symlink when its dir index says so), a
- *     non-directory with entries and no extents a directory; permissions
- *     kept. The check runs again after, so the names and inodes classes
+ *     non-directory with entries and no extents a directory, a symlink with
+ *     regular extents a regular file, a subvolume's top directory a
+ *     directory; permissions kept. The check runs again after, so the names and inodes classes
  *     then see the type that the inode's items and entries agree on.
  * Other malformed items are left to the classes of their kind. The check
  * runs again after this class (check/repair.c), so what is still malformed
@@ -61,7 +63,7 @@ struct mend {
 struct type_scan {
 	uint64_t ino, top;
 	uint8_t ftype;       /* its mode's (BTRFS_FT_UNKNOWN: no inode item seen) */
-	bool entries, extents;
+	bool entries, extents, regular;
 };
 
 struct mend_scan {
@@ -96,8 +98,18 @@ static bool location_mended(uint8_t type, const struct btrfs_key *loc, struct bt
 	return want->objectid != loc->objectid || want->type != loc->type || want->offset != loc->offset;
 }
 
+/* The file type an entry of an item of key type `type` must have whatever
+ * it says (an xattr's; a subvolume is a directory), else BTRFS_FT_UNKNOWN. */
+static uint8_t entry_type_fixed(uint8_t type, const struct btrfs_key *loc)
+{
+	if (type == BTRFS_XATTR_ITEM_KEY)
+		return BTRFS_FT_XATTR;
+	return loc->type == BTRFS_ROOT_ITEM_KEY ? BTRFS_FT_DIR : BTRFS_FT_UNKNOWN;
+}
+
 /* Whether any entry of a dir item, dir index or xattr item has a location
- * to mend; with `apply`, the entries are mended in place (data writable). */
+ * (or a type that the location or the item's kind fixes) to mend; with
+ * `apply`, the entries are mended in place (data writable). */
 static bool dir_locations(uint8_t type, uint8_t *data, uint32_t size, bool apply)
 {
 	struct item_view v = item_view_of(data, size);
@@ -107,8 +119,15 @@ static bool dir_locations(uint8_t type, uint8_t *data, uint32_t size, bool apply
 
 	while (item_entry_next(type, &v, &off, &e) == 1) {
 		struct btrfs_key loc, want;
+		uint8_t ftype, have = dir_item_type(e.hdr);
 
 		key_from_disk(&loc, dir_item_location_ptr(e.hdr));
+		ftype = entry_type_fixed(type, &loc);
+		if (ftype != BTRFS_FT_UNKNOWN && (have & ~BTRFS_FT_ENCRYPTED) != ftype) {
+			any = true;
+			if (apply)
+				dir_item_set_type(data + e.off, ftype | (have & BTRFS_FT_ENCRYPTED));
+		}
 		if (!location_mended(type, &loc, &want))
 			continue;
 		any = true;
@@ -147,11 +166,13 @@ static bool has_bad_subvol_location(uint8_t type, const uint8_t *data, uint32_t 
 static int type_scan_finish(struct mend_scan *s)
 {
 	struct type_scan *t = &s->ty;
-	uint8_t want = inode_type_by_items(t->ftype, t->entries, t->extents);
+	uint8_t want = inode_type_by_items(t->ftype, t->entries, t->extents, t->regular);
 	struct btrfs_key k = { t->ino, BTRFS_INODE_ITEM_KEY, 0 };
 	int ret = 0;
 
-	if (t->ino && t->ino != t->top && want != BTRFS_FT_UNKNOWN && !(ret = add_mend(s, &k, MEND_INODE_TYPE)))
+	if (t->ino == t->top)   /* a subvolume's top directory */
+		want = t->ftype != BTRFS_FT_DIR && t->ftype != BTRFS_FT_UNKNOWN ? BTRFS_FT_DIR : BTRFS_FT_UNKNOWN;
+	if (t->ino && want != BTRFS_FT_UNKNOWN && !(ret = add_mend(s, &k, MEND_INODE_TYPE)))
 		s->v[s->n - 1].ftype = want;
 	*t = (struct type_scan){ .top = t->top };
 	return ret;
@@ -169,6 +190,8 @@ static int type_scan_item(struct mend_scan *s, const struct btrfs_key *k, const 
 		t->ftype = mode_to_ftype(inode_mode(d));
 	t->entries |= k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY;
 	t->extents |= k->type == BTRFS_EXTENT_DATA_KEY;
+	t->regular |= k->type == BTRFS_EXTENT_DATA_KEY && size >= sizeof(struct btrfs_file_extent_item) &&
+		      file_extent_type(d) != BTRFS_FILE_EXTENT_INLINE;
 	return 0;
 }
 
