@@ -307,7 +307,8 @@ static void root_ref(struct roots_scan *s, const struct btrfs_key *k, const uint
 	struct root_rec r = { .a = back ? k->offset : k->objectid, .b = back ? k->objectid : k->offset,
 			      .kind = back ? ROOTREC_BACKREF : ROOTREC_REF };
 
-	if (item_entry_next(k->type, &v, &off, &e) != 1) {
+	/* (one ref, its name filling the item: a root ref holds one name) */
+	if (item_entry_next(k->type, &v, &off, &e) != 1 || !e.name_len || off != size) {
 		report_problem(s->ctx, PR_ITEM_MALFORMED, "root %s (%" PRIu64 " %" PRIu64 ") is %u bytes",
 			       back ? "backref" : "ref", k->objectid, k->offset, size);
 		return;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Root refs <-> root backrefs, in one transaction. A ROOT_REF (parent,
  * child) and its ROOT_BACKREF (child, parent) carry the same dirid, sequence
- * and name: a missing one is re-created from its mirror. One whose parent or
+ * and name: a missing one is re-created from its mirror, and so is a
+ * malformed one (its name does not fill it) beside a whole one. One whose parent or
  * child subvolume has no root item is dangling and removed. A pair that
  * exists but differs (root-ref-mismatch) is the subvol-links class's: the
  * parent's dir entries tell which half is right (check/repair_subvol_links.c). */
@@ -122,6 +123,33 @@ static const char *type_name(uint8_t type)
 }
 
 /* One (parent, child) group of one or two items. */
+/* Whether a root ref or backref holds one whole name, filling the item. */
+static bool ref_whole(const struct rref *x)
+{
+	uint32_t len;
+
+	if (x->size < sizeof(struct btrfs_root_ref))
+		return false;
+	len = root_ref_name_len(x->data);
+	return len && len <= BTRFS_NAME_LEN && x->size == sizeof(struct btrfs_root_ref) + len;
+}
+
+/* A pair whose one half is malformed (its name does not fill it): made again
+ * from the other half, as a missing one is. */
+static int fix_malformed_half(struct repair_ctx *r, const struct rref *a, const struct rref *b)
+{
+	const struct rref *good = ref_whole(a) ? a : b, *bad = good == a ? b : a;
+	struct btrfs_key k;
+
+	if (ref_whole(bad) || !ref_whole(good))
+		return 0;
+	k = ref_key(bad->parent, bad->child, bad->type);
+	repair_say(r, "%s %" PRIu64 " -> %" PRIu64 ": malformed, made again from its %s", type_name(bad->type),
+		   bad->parent, bad->child, type_name(good->type));
+	r->changes++;
+	return trans_update_item(r->t, BTRFS_ROOT_TREE_OBJECTID, &k, good->data, good->size);
+}
+
 static int fix_pair(struct repair_ctx *r, const struct rscan *s, const struct rref *g, size_t n)
 {
 	struct btrfs_key k;
@@ -129,7 +157,7 @@ static int fix_pair(struct repair_ctx *r, const struct rscan *s, const struct rr
 	int ret;
 
 	if (n == 2)
-		return 0;
+		return fix_malformed_half(r, &g[0], &g[1]);
 	if (!root_exists(s, g->parent) || !root_exists(s, g->child)) {
 		k = ref_key(g->parent, g->child, g->type);
 		repair_say(r, "%s %" PRIu64 " -> %" PRIu64 ": removed (subvolume %" PRIu64 " does not exist)",
