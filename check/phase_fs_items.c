@@ -483,7 +483,7 @@ void fs_item_file_extent(struct fs_walk *w, const struct btrfs_key *k, const uin
 			why = "a symlink's extent is not inline";
 		/* nothing would catch bad compressed data: the kernel's decompression trusts checksums */
 		if (file_extent_disk_bytenr(d) && file_extent_compression(d) != BTRFS_COMPRESS_NONE &&
-		    (s->flags & BTRFS_INODE_NODATASUM)) {
+		    INODE_FLAGS_NODATASUM(s->flags)) {
 			report_problem(w->ctx, PR_FILE_EXTENT_COMPRESSED_NODATASUM, "root %" PRIu64 " inode %" PRIu64
 				       ": extent at %" PRIu64 " is compressed (%s), the inode has no data checksums",
 				       w->root->objectid, k->objectid, k->offset,

@@ -98,19 +98,39 @@ static bool location_mended(uint8_t type, const struct btrfs_key *loc, struct bt
 	return want->objectid != loc->objectid || want->type != loc->type || want->offset != loc->offset;
 }
 
+static int found_item(void *arg, const struct btrfs_key *k, const uint8_t *d, uint32_t size)
+{
+	(void)k, (void)d, (void)size;
+	*(bool *)arg = true;
+	return 1;
+}
+
+/* Whether the root tree has a root item for tree id. */
+static bool root_exists(struct fs_info *fs, uint64_t id)
+{
+	struct btrfs_key min = { id, BTRFS_ROOT_ITEM_KEY, 0 }, max = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	bool found = false;
+
+	if (tree_each_item_in(fs, &fs->tree_root, &min, &max, found_item, &found) < 0)
+		btk_error_clear();
+	return found;
+}
+
 /* The file type an entry of an item of key type `type` must have whatever
- * it says (an xattr's; a subvolume is a directory), else BTRFS_FT_UNKNOWN. */
-static uint8_t entry_type_fixed(uint8_t type, const struct btrfs_key *loc)
+ * it says (an xattr's; a subvolume that exists is a directory: an inode's
+ * entry damaged into a subvolume's is the names class's), else
+ * BTRFS_FT_UNKNOWN. */
+static uint8_t entry_type_fixed(struct fs_info *fs, uint8_t type, const struct btrfs_key *loc)
 {
 	if (type == BTRFS_XATTR_ITEM_KEY)
 		return BTRFS_FT_XATTR;
-	return loc->type == BTRFS_ROOT_ITEM_KEY ? BTRFS_FT_DIR : BTRFS_FT_UNKNOWN;
+	return loc->type == BTRFS_ROOT_ITEM_KEY && root_exists(fs, loc->objectid) ? BTRFS_FT_DIR : BTRFS_FT_UNKNOWN;
 }
 
 /* Whether any entry of a dir item, dir index or xattr item has a location
  * (or a type that the location or the item's kind fixes) to mend; with
  * `apply`, the entries are mended in place (data writable). */
-static bool dir_locations(uint8_t type, uint8_t *data, uint32_t size, bool apply)
+static bool dir_locations(struct fs_info *fs, uint8_t type, uint8_t *data, uint32_t size, bool apply)
 {
 	struct item_view v = item_view_of(data, size);
 	struct item_entry e;
@@ -122,7 +142,8 @@ static bool dir_locations(uint8_t type, uint8_t *data, uint32_t size, bool apply
 		uint8_t ftype, have = dir_item_type(e.hdr);
 
 		key_from_disk(&loc, dir_item_location_ptr(e.hdr));
-		ftype = entry_type_fixed(type, &loc);
+		ftype = have == (type == BTRFS_XATTR_ITEM_KEY ? BTRFS_FT_XATTR : BTRFS_FT_DIR) ? BTRFS_FT_UNKNOWN
+			: entry_type_fixed(fs, type, &loc);
 		if (ftype != BTRFS_FT_UNKNOWN && (have & ~BTRFS_FT_ENCRYPTED) != ftype) {
 			any = true;
 			if (apply)
@@ -205,7 +226,7 @@ static int scan_subvol_item(void *arg, const struct btrfs_key *k, const uint8_t 
 	if (k->type == BTRFS_INODE_ITEM_KEY && k->offset)
 		return add_mend(s, k, MEND_INODE_KEY);
 	if ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY || k->type == BTRFS_XATTR_ITEM_KEY) &&
-	    dir_locations(k->type, (uint8_t *)d, size, false))
+	    dir_locations(s->fs, k->type, (uint8_t *)d, size, false))
 		return add_mend(s, k, MEND_DIR_LOCATIONS);
 	if ((k->type == BTRFS_DIR_ITEM_KEY || k->type == BTRFS_DIR_INDEX_KEY) && has_bad_subvol_location(k->type, d, size))
 		return add_mend(s, k, MEND_SUBVOL_LOCATION);
@@ -469,7 +490,7 @@ static int mend_fields(struct repair_ctx *r, const struct mend *m)
 	tree_path_init(&path);
 	ret = trans_item_for_update(r->t, m->tree, &m->key, &data, &size, &path);
 	if (!ret && m->kind == MEND_DIR_LOCATIONS)
-		none = !dir_locations(m->key.type, data, size, true);
+		none = !dir_locations(r->fs, m->key.type, data, size, true);
 	else if (!ret && m->kind == MEND_DEV_EXTENT && size == sizeof(struct btrfs_dev_extent)) {
 		dev_extent_set_chunk_tree(data, BTRFS_CHUNK_TREE_OBJECTID);
 		dev_extent_set_chunk_objectid(data, BTRFS_FIRST_CHUNK_TREE_OBJECTID);

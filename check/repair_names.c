@@ -51,6 +51,7 @@ struct nent {
 	bool gone;           /* removed from disk for its bad name, renamed here: written again */
 	bool dup;            /* bad because an inode before it in the dir item has the name */
 	bool root_loc;       /* its location says ROOT_ITEM, of no subvolume: it meant the inode */
+	bool maybe;          /* root_loc of a subvolume that exists: the inode's only if its ref claims the name */
 	uint8_t name[256];
 };
 
@@ -149,6 +150,11 @@ static bool key_held(const struct ndir *d, enum name_src src, uint64_t key)
 	return false;
 }
 
+static bool same_name(const struct nent *a, const struct nent *b)
+{
+	return a->len == b->len && !memcmp(a->name, b->name, a->len);
+}
+
 static int found_root(void *arg, const struct btrfs_key *k, const uint8_t *data, uint32_t size)
 {
 	(void)k, (void)data, (void)size;
@@ -159,8 +165,9 @@ static int found_root(void *arg, const struct btrfs_key *k, const uint8_t *data,
 /* Whether an entry of the directory whose location is loc names inode
  * loc.objectid: an inode location, or a subvolume location with no root item
  * behind it (its location key damaged; left as it is, it would stay beside
- * the entry written for the inode under the same name). */
-static bool names_child(struct ndir *d, const struct btrfs_key *loc, bool *root_loc)
+ * the entry written for the inode under the same name); *maybe: a subvolume
+ * location of a subvolume that exists (see keep_maybe). */
+static bool names_child(struct ndir *d, const struct btrfs_key *loc, bool *root_loc, bool *maybe)
 {
 	struct btrfs_key min = { loc->objectid, BTRFS_ROOT_ITEM_KEY, 0 };
 	struct btrfs_key max = { loc->objectid, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
@@ -168,6 +175,7 @@ static bool names_child(struct ndir *d, const struct btrfs_key *loc, bool *root_
 	bool found = false;
 
 	*root_loc = loc->type == BTRFS_ROOT_ITEM_KEY;
+	*maybe = false;
 	if (child_slot(d, loc->objectid) < 0 || (loc->type != BTRFS_INODE_ITEM_KEY && !*root_loc))
 		return false;
 	if (!*root_loc)
@@ -177,7 +185,47 @@ static bool names_child(struct ndir *d, const struct btrfs_key *loc, bool *root_
 		btk_error_clear();
 		return false;
 	}
-	return !found;
+	*maybe = found;
+	return true;
+}
+
+/* Whether this tree's root ref links subvolume id into the directory by name. */
+static bool root_ref_links(struct ndir *d, uint64_t id, const struct nent *e)
+{
+	struct btrfs_key k = { d->rootid, BTRFS_ROOT_REF_KEY, id };
+	uint8_t buf[sizeof(struct btrfs_root_ref) + BTRFS_NAME_LEN];
+	uint32_t size = sizeof(buf);
+	struct tree_root_ptr rp;
+
+	if (trans_get_root(d->r->t, BTRFS_ROOT_TREE_OBJECTID, &rp) || tree_lookup(d->r->fs, &rp, &k, buf, &size)) {
+		btk_error_clear();
+		return false;
+	}
+	return size >= sizeof(struct btrfs_root_ref) && root_ref_dirid(buf) == d->dir &&
+	       root_ref_name_len(buf) == e->len && size - sizeof(struct btrfs_root_ref) >= e->len &&
+	       !memcmp(buf + sizeof(struct btrfs_root_ref), e->name, e->len);
+}
+
+/* An entry naming an existing subvolume whose id is a child's inode number
+ * is that inode's damaged entry only when the inode's ref claims the name
+ * and no root ref links the subvolume by it (a snapshot keeps the entries
+ * of nested subvolumes without refs): the others are dropped from d. */
+static void keep_maybe(struct ndir *d)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < d->n; i++) {
+		const struct nent *e = &d->v[i];
+		bool keep = !e->maybe;
+
+		for (size_t j = 0; !keep && j < d->n; j++)
+			keep = d->v[j].src >= SRC_REF && d->v[j].child == e->child && same_name(&d->v[j], e);
+		if (keep && e->maybe && root_ref_links(d, e->child, e))
+			keep = false;
+		if (keep)
+			d->v[out++] = *e;
+	}
+	d->n = out;
 }
 
 /* The directory's entries naming one of the children, and the children's refs into it. */
@@ -195,17 +243,19 @@ static int gather(struct ndir *d)
 		if (k.type != BTRFS_DIR_ITEM_KEY && k.type != BTRFS_DIR_INDEX_KEY)
 			continue;
 		for (off = 0; link_entry_next(k.type, data, size, &off, &e);) {
-			bool root_loc;
+			bool root_loc, maybe;
 			size_t had = d->n;
 
-			if (!names_child(d, &e.loc, &root_loc))
+			if (!names_child(d, &e.loc, &root_loc, &maybe))
 				continue;
 			if ((ret = add_nent(d, k.type == BTRFS_DIR_ITEM_KEY ? SRC_ITEM : SRC_INDEX, k.offset,
 					    e.loc.objectid, k.type == BTRFS_DIR_INDEX_KEY ? k.offset : 0, e.type,
 					    e.name, e.len)) < 0)
 				goto out;
-			if (d->n > had)
+			if (d->n > had) {
 				d->v[had].root_loc = root_loc;
+				d->v[had].maybe = maybe;
+			}
 		}
 	}
 	if (ret < 0)
@@ -227,14 +277,10 @@ static int gather(struct ndir *d)
 		if (ret < 0)
 			goto out;
 	}
+	keep_maybe(d);
 out:
 	tree_iter_release(&it);
 	return ret < 0 ? ret : 0;
-}
-
-static bool same_name(const struct nent *a, const struct nent *b)
-{
-	return a->len == b->len && !memcmp(a->name, b->name, a->len);
 }
 
 /* A name for messages: printable bytes, others as '?'. */
