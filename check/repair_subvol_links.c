@@ -120,28 +120,43 @@ static const struct live_root *live(const struct links_scan *s, uint64_t id)
 	return lo < s->nroots && s->roots[lo].id == id ? &s->roots[lo] : NULL;
 }
 
+/* The item at key of tree root, in a new buffer of nodesize bytes (size 0
+ * when there is none): 0 or -errno (then *buf is NULL). */
+static int read_entries(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, uint8_t **buf,
+			uint32_t *size)
+{
+	struct tree_root_ptr rp;
+	int ret;
+
+	*size = r->fs->nodesize;
+	if (!(*buf = malloc(*size)))
+		return -ENOMEM;
+	ret = trans_get_root(r->t, root, &rp);
+	if (!ret)
+		ret = tree_lookup(r->fs, &rp, key, *buf, size);
+	if (ret == -ENOENT) {
+		btk_error_clear();
+		ret = 0;
+		*size = 0;
+	}
+	if (ret) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return ret;
+}
+
 /* Whether the item at key of tree root holds an entry called n that names
  * subvolume child: 1 yes, 0 no entry of that name, 2 one of that name naming
  * something else (or, for a dir index, another name); -errno. */
 static int entry_state(struct repair_ctx *r, uint64_t root, const struct btrfs_key *key, const struct link_name *n,
 		       uint64_t child, struct btrfs_key *other)
 {
-	struct tree_root_ptr rp;
-	uint32_t size = r->fs->nodesize, off = 0;
-	uint8_t *buf = malloc(size);
+	uint32_t size, off = 0;
+	uint8_t *buf;
 	struct link_entry e;
-	int ret, state = 0, seen = 0;
+	int ret = read_entries(r, root, key, &buf, &size), state = 0, seen = 0;
 
-	if (!buf)
-		return -ENOMEM;
-	ret = trans_get_root(r->t, root, &rp);
-	if (!ret)
-		ret = tree_lookup(r->fs, &rp, key, buf, &size);
-	if (ret == -ENOENT) {
-		btk_error_clear();
-		ret = 0;
-		size = 0;
-	}
 	while (!ret && size <= r->fs->nodesize && state != 1 && link_entry_next(key->type, buf, size, &off, &e)) {
 		seen++;
 		if (e.len == n->len && !memcmp(e.name, n->name, n->len)) {
@@ -288,20 +303,12 @@ static const char *ref_name(uint8_t type)
 static int drop_damaged_name(struct repair_ctx *r, uint64_t parent, const struct btrfs_key *key,
 			     const struct link_name *n, uint64_t child)
 {
-	uint32_t size = r->fs->nodesize, off = 0;
-	uint8_t *buf = malloc(size), name[BTRFS_NAME_MAX];
-	struct tree_root_ptr rp;
+	uint32_t size, off = 0;
+	uint8_t *buf, name[BTRFS_NAME_MAX];
 	struct link_entry e;
 	uint16_t len = 0;
-	int ret = buf ? trans_get_root(r->t, parent, &rp) : -ENOMEM;
+	int ret = read_entries(r, parent, key, &buf, &size);
 
-	if (!ret)
-		ret = tree_lookup(r->fs, &rp, key, buf, &size);
-	if (ret == -ENOENT) {
-		btk_error_clear();
-		ret = 0;
-		size = 0;
-	}
 	while (!ret && !len && size <= r->fs->nodesize && link_entry_next(key->type, buf, size, &off, &e))
 		if (e.loc.objectid == child && e.loc.type == BTRFS_ROOT_ITEM_KEY && e.len <= BTRFS_NAME_MAX &&
 		    (e.len != n->len || memcmp(e.name, n->name, n->len)) &&

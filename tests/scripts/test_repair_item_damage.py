@@ -8,14 +8,12 @@ expected problem; --repair mends it; btk-check and the reference check are then 
 kernel reads every file as before; the undo file gives the damaged bytes back."""
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from conftest import image_digest, require_btk, run_btk
+from conftest import image_digest, require_btk
 from test_repair import baseline, check, corrupt, key_arg, problem_ids
-from test_repair_item_fields import left_after, pick, records
-from test_tune import check_devices, kernel_fs, kernel_verify, needs, original_hashes, NO_HOLES_OFF, SIMPLE
+from test_repair_item_fields import left_after, pick, records, repair_and_verify
+from test_tune import kernel_fs, needs, original_hashes, NO_HOLES_OFF, SIMPLE
 
 S_IFMT = 0o170000
 
@@ -108,14 +106,5 @@ def test_item_damage_mended(recipe, variant, tmp_path):
     rc, objs, p = check(devs)
     assert rc == 4 and problem in problem_ids(objs[0]), p.stdout
 
-    undo = tmp_path / "u.undo"
-    rc, objs, p = check(devs, "--repair", "--yes", "--undo-file", undo)
-    assert rc == (1 if base_rc == 0 else 4), f"{p.stdout}\n{p.stderr}"
-    assert left_after(objs, base_ids) == list(base_ids), p.stdout
-    check_devices(devs)
-    rolled = tmp_path / "rolled-back.img"
-    subprocess.run(["cp", "--sparse=always", devs[0], rolled], check=True)
-    p = run_btk("btk-undo", undo, rolled)
-    assert p.returncode == 0, p.stderr
-    assert image_digest(rolled) == damaged, "undo did not give the damaged image back"
-    kernel_verify(devs, want, write=False)
+    objs = repair_and_verify(devs, tmp_path, base_rc, damaged, want)
+    assert left_after(objs, base_ids) == list(base_ids), objs[-1]

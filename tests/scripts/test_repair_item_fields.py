@@ -80,11 +80,18 @@ def test_item_fields_mended(variant, tmp_path):
     rc, objs, p = check(devs)
     assert rc == 4 and "item-malformed" in problem_ids(objs[0]), p.stdout
 
+    objs = repair_and_verify(devs, tmp_path, base_rc, damaged, want)
+    assert "item-fields" in {a["class"] for a in objs[1]["repairs"]}, objs[1]
+    assert problem_ids(objs[-1]) == list(base_ids), objs[-1]
+
+
+def repair_and_verify(devs, tmp_path, base_rc, damaged, want) -> list[dict]:
+    """--repair with an undo file (exit 1, or 4 when the image had problems before); the reference
+    check is clean; the undo file gives the damaged image (digest) back; the kernel reads every
+    file as before. Returns the repair's JSON objects."""
     undo = tmp_path / "u.undo"
     rc, objs, p = check(devs, "--repair", "--yes", "--undo-file", undo)
     assert rc == (1 if base_rc == 0 else 4), f"{p.stdout}\n{p.stderr}"
-    assert "item-fields" in {a["class"] for a in objs[1]["repairs"]}, objs[1]
-    assert problem_ids(objs[-1]) == list(base_ids), p.stdout
     check_devices(devs)
     rolled = tmp_path / "rolled-back.img"
     subprocess.run(["cp", "--sparse=always", devs[0], rolled], check=True)
@@ -92,6 +99,7 @@ def test_item_fields_mended(variant, tmp_path):
     assert p.returncode == 0, p.stderr
     assert image_digest(rolled) == damaged, "undo did not give the damaged image back"
     kernel_verify(devs, want, write=False)
+    return objs
 
 
 def test_item_fields_in_a_shared_leaf(tmp_path):
