@@ -388,6 +388,9 @@ int backref_drop(struct trans *t, const struct extent_target *x, const struct ba
 		}
 		ret = trans_delete_item(t, BTRFS_EXTENT_TREE_OBJECTID, &it.key);
 		if (!ret)
+			ret = trans_squota_block_freed(t, x->bytenr, extent_generation(it.buf),
+						       r->type == BTRFS_TREE_BLOCK_REF_KEY ? r->id : 0);
+		if (!ret)
 			ret = alloc_free_tree_block(t, x->bytenr);
 		goto out;
 	}

@@ -311,7 +311,8 @@ static int commit_rounds(struct trans *t)
 		uint64_t events = alloc_events(t);
 		int ret;
 
-		if ((ret = chunk_alloc_write_items(t)) || (ret = extent_refs_run(t)) || (ret = update_root_items(t)) ||
+		if ((ret = chunk_alloc_write_items(t)) || (ret = extent_refs_run(t)) || (ret = trans_squota_apply(t)) ||
+		    (ret = update_root_items(t)) ||
 		    (ret = update_block_group_items(t)) || (ret = update_free_space_tree(t)))
 			return ret;
 		if (alloc_events(t) == events && !trans_refs_queued(t) && !chunk_alloc_items_pending(t))

@@ -14,7 +14,8 @@
 
 /* Copying shared blocks changes how much of each subvolume is exclusive:
  * like the kernel when it cannot account, mark the qgroups inconsistent (a
- * rescan at the next mount fixes the numbers). Simple quotas count data only. */
+ * rescan at the next mount fixes the numbers). Simple quotas follow each
+ * block's allocation and freeing instead (trans_squota.c). */
 int trans_mark_qgroups_inconsistent(struct trans *t)
 {
 	struct btrfs_key key = { 0, BTRFS_QGROUP_STATUS_KEY, 0 };
@@ -167,7 +168,7 @@ static int ref_add(struct trans *t, const struct delayed_ref *r)
 	if (ret == -EEXIST)
 		return fs_error(fs, -EUCLEAN, "tree block %llu already has an extent item",
 				(unsigned long long)r->bytenr);
-	return ret;
+	return ret ? ret : trans_squota_tree_block(t, r->root, t->transid, true);
 }
 
 static int ref_drop(struct trans *t, const struct delayed_ref *r)
@@ -177,6 +178,7 @@ static int ref_drop(struct trans *t, const struct delayed_ref *r)
 	struct btrfs_key keyed_ref = { r->bytenr, BTRFS_TREE_BLOCK_REF_KEY, r->root };
 	uint8_t *data;
 	uint32_t size;
+	uint64_t generation;
 	struct tree_path path;
 	int ret;
 
@@ -197,6 +199,7 @@ static int ref_drop(struct trans *t, const struct delayed_ref *r)
 				"not supported yet", (unsigned long long)r->bytenr,
 				(unsigned long long)(size >= 8 ? extent_refs(data) : 0));
 	}
+	generation = extent_generation(data);
 	tree_path_release(fs, &path);
 	ret = trans_delete_item(t, BTRFS_EXTENT_TREE_OBJECTID, &key);
 	if (ret)
@@ -204,6 +207,8 @@ static int ref_drop(struct trans *t, const struct delayed_ref *r)
 	/* an old-style keyed reference may stand beside the item */
 	ret = trans_delete_item(t, BTRFS_EXTENT_TREE_OBJECTID, &keyed_ref);
 	if (ret && ret != -ENOENT)
+		return ret;
+	if ((ret = trans_squota_block_freed(t, r->bytenr, generation, r->root)))
 		return ret;
 	return trans_refs_free_block(t, r->bytenr);
 }

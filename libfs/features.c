@@ -33,7 +33,7 @@ static const struct feature_desc feature_table[] = {
 	  "btk does not implement its global roots and reference rules", true },
 	{ I, BTRFS_FEATURE_INCOMPAT_RAID_STRIPE_TREE, "raid-stripe-tree", "RAID_STRIPE_TREE", FEATURE_READ_ONLY,
 	  "btk does not keep the stripe tree that places data", true },
-	/* simple quotas count data extents only: metadata writes leave them right */
+	/* simple quotas: the transactions keep the numbers of tree blocks (trans_squota.c) */
 	{ I, BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA, "squota", "SIMPLE_QUOTA", FEATURE_RW, NULL, false },
 	{ I, BTRFS_FEATURE_INCOMPAT_REMAP_TREE, "remap-tree", "REMAP_TREE", FEATURE_READ_ONLY,
 	  "btk does not follow or keep the remap tree of relocated block groups", true },

@@ -141,6 +141,7 @@ static void trans_free(struct trans *t)
 	trans_refs_release(t);
 	chunk_alloc_release(t);
 	alloc_release(t);
+	trans_squota_release(t);
 	free(t);
 }
 

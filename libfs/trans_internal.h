@@ -63,6 +63,7 @@ struct trans_roots;         /* trans_roots.c: the trees' roots as this transacti
 struct trans_ref_queue;     /* trans_refs.c: queued extent-tree changes */
 struct trans_alloc;         /* alloc.c: block groups the allocator uses, pinned space */
 struct trans_alloc_chunks;  /* chunk_alloc.c: chunks this transaction allocated */
+struct trans_squota;        /* trans_squota.c: simple-quota changes of tree blocks */
 
 struct trans {
 	struct fs_info *fs;
@@ -79,6 +80,7 @@ struct trans {
 	struct trans_ref_queue *ref_queue;
 	struct trans_alloc *alloc;
 	struct trans_alloc_chunks *alloc_chunks;
+	struct trans_squota *squota;
 };
 
 /* What the parts report when a transaction ends (trans.c adds them to the
@@ -220,6 +222,17 @@ int backref_drop(struct trans *t, const struct extent_target *x, const struct ba
 /* Add (or drop) one reference to every child of b (tree blocks below a node,
  * data extents of a leaf's file extents): by `owner` or, with full, by b itself. */
 int backref_mod_children(struct trans *t, const struct tree_block *b, uint64_t owner, bool full, bool add);
+
+/* trans_squota.c: with simple quotas on, a tree block of tree `owner` made
+ * (added) or freed, its extent item of `generation`, changes the numbers of
+ * owner's qgroups (from the quota's enable generation on; subvolumes only). */
+int trans_squota_tree_block(struct trans *t, uint64_t owner, uint64_t generation, bool added);
+/* The same for a freed block, its owner read from its header (`root`, the tree
+ * that referenced it, when unreadable). */
+int trans_squota_block_freed(struct trans *t, uint64_t bytenr, uint64_t generation, uint64_t root);
+/* At commit: add the changes so far to the qgroup info items. */
+int trans_squota_apply(struct trans *t);
+void trans_squota_release(struct trans *t);
 
 /* commit.c */
 int commit_stabilize(struct trans *t);

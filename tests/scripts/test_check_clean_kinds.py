@@ -87,10 +87,10 @@ KINDS = {
                            'head -c 2000000 /dev/urandom > $M/sv/a; cp --reflink=always $M/sv/a $M/b', ()),
     # a deleted subvolume whose cleanup the unmount interrupted: refs 0 and an orphan item (029)
     "deleted-subvolume": ((), 'btrfs subvolume create $M/sv >/dev/null; for i in $(seq 1500); do echo $i >'
-                              ' $M/sv/f$i; done; sync; btrfs subvolume delete $M/sv >/dev/null', ()),
+                              ' $M/sv/f$i; done; sync -f $M; btrfs subvolume delete $M/sv >/dev/null', ()),
     # a balance paused: the balance item stays in the root tree
     "balance-paused": ((), 'for i in $(seq 12); do head -c 3000000 /dev/urandom > $M/f$i; done; ' + BIG_DIR +
-                           '; sync; (btrfs balance start -f --full-balance $M >/dev/null 2>&1 &); sleep 0.5;'
+                           '; sync -f $M; (btrfs balance start -f --full-balance $M >/dev/null 2>&1 &); sleep 0.5;'
                            'btrfs balance pause $M >/dev/null 2>&1 || true; sleep 0.2', ()),
     # a metadata uuid apart from the fsid (misc-tests 034)
     "metadata-uuid": ((), BIG_DIR, ((progs("btrfstune"), "-m"),)),
@@ -167,7 +167,7 @@ def test_log_holding_committed_extents(tmp_path):
     require_reference_tools()
     for attempt in range(3):
         (tmp_path / str(attempt)).mkdir()
-        img = make_crash(tmp_path / str(attempt), (), 'head -c 600000 /dev/urandom > $M/f; sync; '
+        img = make_crash(tmp_path / str(attempt), (), 'head -c 600000 /dev/urandom > $M/f; sync -f $M; '
                          'truncate -s 100000 $M/f; ' + FSYNC + '$M/f')
         if log_extents_without_log_csums(img):
             break
@@ -194,7 +194,7 @@ def test_balance_interrupted_nodatasum_source(tmp_path):
         (tmp_path / str(attempt)).mkdir()
         with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else tmp_path) as work:
             img = make_crash(tmp_path / str(attempt), (),
-                             f'touch $M/n; chattr +C $M/n; head -c 60000000 /dev/urandom > $M/n; sync;'
+                             f'touch $M/n; chattr +C $M/n; head -c 60000000 /dev/urandom > $M/n; sync -f $M;'
                              f'(btrfs balance start -f -d $M >/dev/null 2>&1 &); sleep {delay}; btrfs filesystem sync $M',
                              size=256 * MiB, work=Path(work))
         p = run_btk("btk-inspect", "tree", "--format", "jsonl", "--tree", "data-reloc", img)
@@ -220,7 +220,7 @@ def test_backup_roots_sharing_the_generation(tmp_path):
     fsbuild.run([progs("mkfs.btrfs"), "-q", "-f", "-R", "^free-space-tree", img])
     with fsbuild.attached([img]) as loops:
         for opts, script in ((("space_cache=v1",), BIG_DIR + "; head -c 5000000 /dev/urandom > $M/x"),
-                             (("space_cache=v2",), "echo x > $M/new; sync")):
+                             (("space_cache=v2",), "echo x > $M/new; sync -f $M")):
             with fsbuild.mounted(loops, opts) as mnt:
                 sh(mnt, script)
     p = run_btk("btk-inspect", "super", "--format", "json", img)

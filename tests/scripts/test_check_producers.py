@@ -35,9 +35,9 @@ ln -s small sl; ln -s "$(printf 'p%.0s' $(seq 1000))" longsl
 p=.; for i in $(seq 20); do p=$p/d$i; done; mkdir -p $p; echo deep > $p/f
 echo long > "$(printf 'n%.0s' $(seq 255))"; mkfifo fifo; mknod cdev c 1 3
 mkdir many; for i in $(seq 100); do echo $i > many/f$i; done
-for i in 0 1 2 3; do dd if=/dev/urandom of=multi bs=64k count=1 seek=$i conv=notrunc,fsync status=none; sync; done
-dd if=/dev/urandom of=part bs=64k count=2 conv=fsync status=none; sync
-dd if=/dev/urandom of=part bs=64k count=1 seek=1 conv=notrunc,fsync status=none; sync
+for i in 0 1 2 3; do dd if=/dev/urandom of=multi bs=64k count=1 seek=$i conv=notrunc,fsync status=none; sync -f .; done
+dd if=/dev/urandom of=part bs=64k count=2 conv=fsync status=none; sync -f .
+dd if=/dev/urandom of=part bs=64k count=1 seek=1 conv=notrunc,fsync status=none; sync -f .
 '''
 
 

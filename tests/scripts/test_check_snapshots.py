@@ -46,7 +46,7 @@ btrfs -q subvolume snapshot -r $M/gone $M/g0
 echo x > $M/gone/gx
 btrfs -q subvolume snapshot -r $M/gone $M/g1
 btrfs -q subvolume delete $M/gone >/dev/null
-sync
+sync -f $M
 """
 
 
