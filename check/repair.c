@@ -80,6 +80,10 @@ static const struct repair_class classes[] = {
 	 * commit, and the check runs again */
 	{ "chunk-items", "Make lost chunk items again from their block group and dev extents (single, DUP and "
 	  "RAID1-family chunks)", { PR_BLOCK_GROUP_NO_CHUNK }, true, NULL, repair_chunk_items, { 0 }, false },
+	/* wanted for an unreadable or missing data relocation tree (no problem code of its own); the
+	 * check runs again after it: the old tree's blocks are leaked until extent-refs frees them */
+	{ "data-reloc-tree", "Make the data relocation tree again, empty, when no copy of it can be read or its "
+	  "root item is gone", { 0 }, true, NULL, repair_data_reloc_tree, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes, malformed names (made again from their mirrors "
@@ -338,7 +342,9 @@ static unsigned class_rebuilt_trees(const struct repair_class *c, uint64_t trees
 	}
 	trees[0] = c->run == repair_free_space_tree ? BTRFS_FREE_SPACE_TREE_OBJECTID
 		   : c->run == repair_uuid_tree ? BTRFS_UUID_TREE_OBJECTID
-		   : c->run == repair_csums ? BTRFS_CSUM_TREE_OBJECTID : 0;
+		   : c->run == repair_csums ? BTRFS_CSUM_TREE_OBJECTID
+		   : c->run == repair_dev_extents ? BTRFS_DEV_TREE_OBJECTID
+		   : c->run == repair_data_reloc_tree ? BTRFS_DATA_RELOC_TREE_OBJECTID : 0;
 	return trees[0] ? 1 : 0;
 }
 
@@ -369,6 +375,7 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
 static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
+	       c->run == repair_data_reloc_tree ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs || c->run == repair_item_fields ||
 	       c->run == repair_file_extent_ranges || c->run == repair_chunk_items ||
 	       c->run == repair_file_extent_fields || c->run == repair_file_extent_overlap ||
