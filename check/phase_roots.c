@@ -367,13 +367,15 @@ static void check_required_roots(struct roots_scan *s)
 		want |= 1u << BTRFS_BLOCK_GROUP_TREE_OBJECTID;
 	for (unsigned id = 0; id < 32; id++)
 		if ((want & ~s->seen_roots) & (1u << id)) {
-			check_note_unreadable_tree(s->ctx, 0);
+			check_note_unreadable_tree(s->ctx, id);
+			s->ctx->stats.root_items_missing++;
 			report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "tree %u: the root tree has no root item for it",
 				       id);
 		}
 	/* the kernel loads the data relocation tree at every mount since Linux 5.11 */
 	if (!s->seen_data_reloc) {
 		check_note_unreadable_tree(s->ctx, BTRFS_DATA_RELOC_TREE_OBJECTID);
+		s->ctx->stats.root_items_missing++;
 		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "data relocation tree: the root tree has no root item "
 			       "for it");
 	}

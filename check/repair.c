@@ -80,10 +80,6 @@ static const struct repair_class classes[] = {
 	 * commit, and the check runs again */
 	{ "chunk-items", "Make lost chunk items again from their block group and dev extents (single, DUP and "
 	  "RAID1-family chunks)", { PR_BLOCK_GROUP_NO_CHUNK }, true, NULL, repair_chunk_items, { 0 }, false },
-	/* wanted for an unreadable or missing data relocation tree (no problem code of its own); the
-	 * check runs again after it: the old tree's blocks are leaked until extent-refs frees them */
-	{ "data-reloc-tree", "Make the data relocation tree again, empty, when no copy of it can be read or its "
-	  "root item is gone", { 0 }, true, NULL, repair_data_reloc_tree, { 0 }, false },
 	/* the references of the file extents it deletes go in the check run again after it */
 	{ "stray-items", "Delete subvolume-tree items nothing reads: unknown key types, the deprecated free-inode "
 	  "cache, file extents of device, fifo and socket inodes, malformed names (made again from their mirrors "
@@ -99,6 +95,11 @@ static const struct repair_class classes[] = {
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },
+	/* after root-items, which points a lost root item at the old tree where it is still there;
+	 * wanted for an unreadable or missing data relocation tree (no problem code of its own); the
+	 * check runs again after it: the old tree's blocks are leaked until extent-refs frees them */
+	{ "data-reloc-tree", "Make the data relocation tree again, empty, when no copy of it can be read or its "
+	  "root item is gone", { 0 }, true, NULL, repair_data_reloc_tree, { 0 }, false },
 	/* the check runs again after it: the extent tree it points at is judged then */
 	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
 	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "
@@ -394,6 +395,9 @@ static bool class_wanted_for_unreadable(const struct repair_class *c, const stru
 
 	if (class_drops_blocks(c))
 		return repair_lost_covers(ctx);
+	/* its root item made again for the block the extent tree names as the tree's root */
+	if (c->run == repair_root_items && ctx->stats.root_items_missing)
+		return true;
 	for (unsigned i = 0; i < n; i++)
 		if ((ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE]) &&
 		    check_tree_unreadable(ctx, trees[i]))

@@ -249,12 +249,15 @@ static int stripe_or_extent_moved(struct repair_ctx *r, const struct dev_exts *s
  * and started again empty, for every stripe to get its dev extent below. */
 static int restart_dev_tree(struct repair_ctx *r)
 {
-	uint64_t unreadable;
+	uint64_t unreadable = 0;
+	struct tree_root_ptr rp;
 	int ret;
 
 	if (!check_tree_unreadable(r->found, BTRFS_DEV_TREE_OBJECTID))
 		return 0;
-	if ((ret = trans_delete_damaged_tree(r->t, BTRFS_DEV_TREE_OBJECTID, &unreadable)) ||
+	/* without a root item (and no block found for it) there is nothing to drop */
+	if ((trans_get_root(r->t, BTRFS_DEV_TREE_OBJECTID, &rp) == 0 &&
+	     (ret = trans_delete_damaged_tree(r->t, BTRFS_DEV_TREE_OBJECTID, &unreadable))) ||
 	    (ret = trans_create_tree(r->t, BTRFS_DEV_TREE_OBJECTID)))
 		return ret;
 	r->changes++;

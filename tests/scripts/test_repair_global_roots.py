@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """Global trees whose root block no copy gives back, or whose root item is gone: the dev tree is
 made again from the chunk map (dev-extents: a dev extent for every chunk stripe), the data
-relocation tree again empty as mkfs makes it (data-reloc-tree), also when the salvage dropped its
-root item for a damaged key. btrfs-progs 7.3 --repair cannot open the first and leaves the second
-unmountable. Judged as every repair: btk-check and the reference btrfs check (7.3 where
+relocation tree again empty as mkfs makes it (data-reloc-tree). A root item keyed at objectid 0
+gets back the objectid the owner of its root block names (tree-salvage): before, the salvage
+dropped it or keyed it after a neighbour, and the tree was lost. btrfs-progs 7.3 --repair cannot
+open the first and leaves the others unmountable or worse. Judged as every repair: btk-check and the reference btrfs check (7.3 where
 installed) call the result clean, the kernel mounts it and every file reads back unchanged, and
 btk-undo puts the damaged image back byte for byte.
 
@@ -25,7 +26,7 @@ from test_repair import corrupt, corrupt_tool
 from test_tune import kernel_verify, original_hashes
 
 PROGS_LATEST = Path("/opt/btrfs-progs-latest/bin/btrfs")
-DEV_TREE, DATA_RELOC = 4, (1 << 64) - 9
+DEV_TREE, CSUM_TREE, DATA_RELOC = 4, 7, (1 << 64) - 9
 HEADER = {
     "csum": ("-f", "header.csum", "-v", "^ff", "--no-csum"),
     "bytenr": ("-f", "header.bytenr", "-v", "+65536"),
@@ -59,10 +60,16 @@ CASES = [
      "data-reloc-tree"),
     ("reloc-root-bytenr-dup", "s16k-crc32c-zstd",
      lambda: damage_root_block("s16k-crc32c-zstd", DATA_RELOC, "bytenr"), "data-reloc-tree"),
+    # the salvage takes the objectid from the owner of the block the item points at
     ("reloc-item-objectid0-4k", "s4k-xxhash-holes-lzo",
-     lambda: root_item_objectid_zero("s4k-xxhash-holes-lzo", DATA_RELOC), "data-reloc-tree"),
+     lambda: root_item_objectid_zero("s4k-xxhash-holes-lzo", DATA_RELOC), "tree-salvage"),
+    ("csum-item-objectid0-dup", "s16k-crc32c-zstd", lambda: root_item_objectid_zero("s16k-crc32c-zstd", CSUM_TREE),
+     "tree-salvage"),
+    # the dev tree's root item follows the extent tree's, the first: not taken for a swap of the two
+    ("dev-item-objectid0-dup", "s16k-crc32c-zstd", lambda: root_item_objectid_zero("s16k-crc32c-zstd", DEV_TREE),
+     "tree-salvage"),
 ]
-FAST = {"dev-root-csum-dup", "dev-root-fsid-raid1", "reloc-item-objectid0-4k"}
+FAST = {"dev-root-csum-dup", "dev-root-fsid-raid1", "reloc-root-csum-raid1", "dev-item-objectid0-dup"}
 
 
 def sha(devs) -> str:
