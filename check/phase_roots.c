@@ -465,7 +465,16 @@ static void judge_pair(struct roots_scan *s, const struct root_rec *g, size_t n)
 	if (!s->have_entries)
 		return;
 	/* Entries without a ref are legal: a snapshot keeps the entries of the
-	 * subvolumes nested in its source, and they read as empty directories. */
+	 * subvolumes nested in its source, and they read as empty directories,
+	 * found by name through the dir item like every other entry. */
+	for (size_t i = 0; !any && i < n; i++)
+		if (g[i].kind == ROOTREC_DIR_INDEX && !has_entry(g, n, ROOTREC_DIR_ITEM, &g[i]) &&
+		    !dir_entries_lost(s->ctx, parent, g[i].c)) {
+			report_problem(s->ctx, PR_ROOT_DIR_ENTRY_MISSING, "subvolume %" PRIu64 " in %" PRIu64 " dir %"
+				       PRIu64 ": the placeholder's dir index %" PRIu64 " has no dir item (the name is "
+				       "listed but not found)", child, parent, g[i].c, g[i].d);
+			repair_note_placeholder(s->ctx, parent, g[i].c, g[i].d);
+		}
 	if (any && (!has_entry(g, n, ROOTREC_DIR_ITEM, any) || !has_entry(g, n, ROOTREC_DIR_INDEX, any)) &&
 	    !dir_entries_lost(s->ctx, parent, any->c))
 		report_problem(s->ctx, PR_ROOT_DIR_ENTRY_MISSING, "subvolume %" PRIu64 " in %" PRIu64 " dir %"
