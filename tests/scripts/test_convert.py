@@ -9,7 +9,7 @@ import pytest
 
 import fsbuild
 import oracle
-from conftest import built, require_kernel, run_btk, super_json
+from conftest import built, require_kernel, run_btk, super_json, images_digest, image_digest
 
 # (recipe, convert arguments, expected metadata profile, expected system profile)
 CASES = [
@@ -92,10 +92,10 @@ def test_striped_profiles_refused(tmp_path, profile):
 def test_striped_source_refused(tmp_path):
     require_kernel()
     devices = built("raid10-4dev").copy_to(tmp_path)
-    before = [d.read_bytes() for d in devices]
+    before = images_digest(devices)
     p = run_btk("btk-convert", "profile", "--metadata", "raid1", "--yes", *devices)
     assert p.returncode != 0 and "balance" in p.stderr
-    assert [d.read_bytes() for d in devices] == before
+    assert images_digest(devices) == before
 
 
 def _copy_physical(devices, logical: int) -> list[tuple[int, int]]:
@@ -149,42 +149,32 @@ def test_no_good_copy_refuses_unchanged(tmp_path, name, what, option, said):
     block = _damaged_block(devices, what)
     for devid, phys in _copy_physical(devices, block):
         _smash(devices[devid - 1], phys)
-    before = _digest(devices)
+    before = images_digest(devices)
     p = run_btk("btk-convert", "profile", option, "single", "--yes", *devices)
     assert p.returncode != 0 and f"{what} {block}" in p.stderr and "no good copy" in p.stderr, p.stderr
-    assert _digest(devices) == before
+    assert images_digest(devices) == before
 
 
 def test_dry_run_writes_nothing(tmp_path):
     devices = built("mkfs-single").copy_to(tmp_path)
-    before = devices[0].read_bytes()
+    before = image_digest(devices[0])
     p = run_btk("btk-convert", "profile", "--metadata", "single", "--dry-run", *devices)
     assert p.returncode == 0 and "drop devid 1" in p.stdout
-    assert devices[0].read_bytes() == before
+    assert image_digest(devices[0]) == before
 
 
 def test_drop_needs_yes_without_terminal(tmp_path):
     devices = built("mkfs-single").copy_to(tmp_path)
-    before = devices[0].read_bytes()
+    before = image_digest(devices[0])
     p = run_btk("btk-convert", "profile", "--metadata", "single", *devices)
     assert p.returncode != 0 and "--yes" in p.stderr
-    assert devices[0].read_bytes() == before
+    assert image_digest(devices[0]) == before
 
 
 # ---------------------------------------------------------------- undo and crashes
 
-import hashlib  # noqa: E402
 
 import crash  # noqa: E402
-
-
-def _digest(devices) -> str:
-    h = hashlib.sha256()
-    for d in devices:
-        with open(d, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
-    return h.hexdigest()
 
 
 @pytest.mark.parametrize("name,args", [("s16k-crc32c-zstd", ["--metadata", "single"]),
@@ -195,14 +185,14 @@ def test_undo_restores_original(tmp_path, name, args):
     if name != "mkfs-single":
         require_kernel()
     devices = built(name).copy_to(tmp_path)
-    before = _digest(devices)
+    before = images_digest(devices)
     undo = tmp_path / "convert.undo"
     p = run_btk("btk-convert", "profile", *args, "--yes", "--undo-file", undo, *devices)
     assert p.returncode == 0, p.stderr
-    assert _digest(devices) != before
+    assert images_digest(devices) != before
     u = run_btk("btk-undo", undo, *devices)
     assert u.returncode == 0, u.stderr
-    assert _digest(devices) == before
+    assert images_digest(devices) == before
     assert run_btk("btk-undo", undo, *devices).returncode != 0  # a second time: refused
 
 
@@ -320,10 +310,10 @@ def test_bg_tree_needs_no_holes(tmp_path):
     """The kernel refuses a block-group tree without no-holes: so does btk, changing nothing."""
     require_kernel()
     devices = built("s4k-xxhash-holes-lzo").copy_to(tmp_path)
-    before = _digest(devices)
+    before = images_digest(devices)
     p = run_btk("btk-convert", "bg-tree", *devices)
     assert p.returncode != 0 and "no-holes" in p.stderr
-    assert _digest(devices) == before
+    assert images_digest(devices) == before
 
 
 def _copies(devices, dest) -> list:
@@ -343,7 +333,7 @@ def test_bg_tree_undo_and_crash(tmp_path, revert):
     if revert:
         assert run_btk("btk-convert", "bg-tree", *base).returncode == 0
     work = _copies(base, tmp_path / "work")
-    before = _digest(work)
+    before = images_digest(work)
     log, undo = tmp_path / "wlog", tmp_path / "bgt.undo"
     p = crash.record(log, "btk-convert", "bg-tree", *(["--revert"] if revert else []), "--undo-file", undo, *work)
     assert p.returncode == 0, p.stderr
@@ -358,7 +348,7 @@ def test_bg_tree_undo_and_crash(tmp_path, revert):
             oracle.reference_check(crashed)
     assert seen == {False, True}
     assert run_btk("btk-undo", undo, *work).returncode == 0
-    assert _digest(work) == before
+    assert images_digest(work) == before
 
 
 # ---------------------------------------------------------------- data profiles

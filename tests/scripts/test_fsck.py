@@ -3,7 +3,6 @@
 document of a run, and util-linux fsck calling it as fsck.btrfs. On copies of
 the sample image (tests/images/sample.img.xz: 100 MiB, fixed fsid, label
 btk-sample, DUP metadata)."""
-import hashlib
 import json
 import os
 import re
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD_DIR, btk_path, check_runs, require_btk, require_kernel, run_btk, sample_copy,
+from conftest import (image_digest, BUILD_DIR, btk_path, check_runs, require_btk, require_kernel, run_btk, sample_copy,
                       skip_or_fail)
 from fsbuild import attached
 
@@ -34,7 +33,7 @@ def corrupt(img, *args):
 
 
 def digest(img) -> str:
-    return hashlib.sha256(Path(img).read_bytes()).hexdigest()
+    return image_digest(img)
 
 
 def bad_super_copy(img):

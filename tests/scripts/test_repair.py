@@ -15,7 +15,6 @@ the repair, and the repair then exits 4 instead of 1.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ import pytest
 
 import dumptree
 import fsbuild
-from conftest import BUILD_DIR, built, check_runs, require_btk, run_btk, skip_or_fail
+from conftest import images_digest, BUILD_DIR, built, check_runs, require_btk, run_btk, skip_or_fail
 import crash
 from test_tune import (check_devices, kernel_fs, kernel_verify, mounted_retry, needs,
                        original_hashes, super_of, SIMPLE, RAID1_2DEV)
@@ -68,33 +67,6 @@ def baseline(name: str) -> tuple[int, tuple[str, ...], tuple]:
         shutil.rmtree(tmp, ignore_errors=True)
     assert rc in (0, 4), p.stderr
     return rc, tuple(problem_ids(objs[0])), uuids
-
-
-def content_digest(devices) -> list[str]:
-    """sha256 of each image's contents, reading only its data segments: zero bytes count the same
-    whether they are a hole or written (btk-undo writes zeros back where the image had holes)."""
-    out = []
-    for dev in devices:
-        h = hashlib.sha256()
-        with open(dev, "rb") as f:
-            fd, size, pos = f.fileno(), os.fstat(f.fileno()).st_size, 0
-            while pos < size:
-                try:
-                    start = os.lseek(fd, pos, os.SEEK_DATA)
-                except OSError:
-                    break
-                end = os.lseek(fd, start, os.SEEK_HOLE)
-                os.lseek(fd, start, os.SEEK_SET)
-                for off in range(start, end, 1 << 20):
-                    chunk = os.read(fd, min(1 << 20, end - off))
-                    for k in range(0, len(chunk), 4096):
-                        block = chunk[k:k + 4096]
-                        if block.count(0) != len(block):
-                            h.update((off + k).to_bytes(8, "little") + block)
-                pos = end
-        h.update(size.to_bytes(8, "little"))
-        out.append(h.hexdigest())
-    return out
 
 
 def first_block_of_tree(devs, tree: int) -> int:
@@ -191,14 +163,14 @@ def repair_cycle(cases: list[str], tmp_path: Path, keep_repaired: bool = False) 
     devs = kernel_fs(name).copy_to(tmp_path / "devs")
     for c in cases:
         DAMAGES[c][2](devs)
-    damaged = content_digest(devs)
+    damaged = images_digest(devs)
 
     rc, objs, _ = check(devs)
     ids = set(problem_ids(objs[0]))
     # a lost secondary superblock copy is a warning: exit 0 when nothing else is wrong
     want_rc = 4 if want_ids - {"super-copy-missing", "super-copy-stale"} else 0
     assert (rc == want_rc or not want_ids) and want_ids <= ids, f"first check: exit {rc}, {ids}"
-    assert content_digest(devs) == damaged, "a check without --repair wrote"
+    assert images_digest(devs) == damaged, "a check without --repair wrote"
 
     undo = tmp_path / "repair.undo"
     rc, objs, p = check(devs, "--repair", "--yes", "--undo-file", undo, *extra)
@@ -225,7 +197,7 @@ def repair_cycle(cases: list[str], tmp_path: Path, keep_repaired: bool = False) 
         check_devices(devs)  # the reference check, before the undo
     u = run_btk("btk-undo", undo, *back)
     assert u.returncode == 0, u.stderr
-    assert content_digest(back) == damaged, "btk-undo did not restore the damaged image byte for byte"
+    assert images_digest(back) == damaged, "btk-undo did not restore the damaged image byte for byte"
     if keep_repaired:
         for b in back:
             b.unlink()
@@ -250,20 +222,20 @@ def test_repair_then_kernel(cases, tmp_path):
 def test_dry_run_writes_nothing(tmp_path):
     require_btk("btk-check")
     devs = damaged_copy(SIMPLE, damage_counters, tmp_path)
-    before = content_digest(devs)
+    before = images_digest(devs)
     rc, objs, p = check(devs, "--repair", "--dry-run")
     assert rc == 4, p.stderr
     assert "dry run: nothing was written" in p.stderr
     assert objs[1]["dry_run"] and {a["class"] for a in objs[1]["repairs"]} == {"space-counters"}
     assert any("block group" in a["action"] for a in objs[1]["repairs"])
-    assert content_digest(devs) == before
+    assert images_digest(devs) == before
     # text output; and no undo file appears in the current directory
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     t = subprocess.run([str(require_btk("btk-check")), "--repair", "--dry-run", *devs], cwd=cwd,
                        capture_output=True, text=True)
     assert "repair space-counters: would: block group" in t.stdout, t.stdout
-    assert not list(cwd.iterdir()) and content_digest(devs) == before
+    assert not list(cwd.iterdir()) and images_digest(devs) == before
 
 
 def test_default_undo_file_and_no_undo(tmp_path):
@@ -297,11 +269,11 @@ def test_default_undo_file_and_no_undo(tmp_path):
 def test_repair_needs_yes_without_terminal(tmp_path):
     require_btk("btk-check")
     devs = damaged_copy(SIMPLE, damage_super_copy, tmp_path)
-    before = content_digest(devs)
+    before = images_digest(devs)
     path = require_btk("btk-check")
     p = subprocess.run([str(path), "--repair", *devs], stdin=subprocess.DEVNULL, capture_output=True, text=True)
     assert p.returncode == 16 and "--yes" in p.stderr, p.stderr
-    assert content_digest(devs) == before
+    assert images_digest(devs) == before
 
 
 @pytest.mark.parametrize("args,pattern", [

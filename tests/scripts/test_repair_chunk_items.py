@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import require_btk, run_btk
+from conftest import require_btk, run_btk, images_digest
 from test_repair import baseline, check, corrupt, problem_ids
 from test_tune import check_devices, kernel_fs, kernel_verify, needs, original_hashes
 
@@ -44,7 +44,7 @@ def test_lost_chunk_item_made_again(name, damage, tmp_path):
     base_rc, base_ids, _ = baseline(name)
     logical = data_chunk(devs)
     corrupt(devs, "-t", "chunk", "-k", f"256,CHUNK_ITEM,{logical}", *DAMAGE[damage])
-    damaged = [d.read_bytes() for d in devs]
+    damaged = images_digest(devs)
 
     rc, objs, p = check(devs)
     assert rc == 4 and "block-group-no-chunk" in problem_ids(objs[0]), p.stdout
@@ -63,7 +63,7 @@ def test_lost_chunk_item_made_again(name, damage, tmp_path):
         subprocess.run(["cp", "--sparse=always", d, r], check=True)
     p = run_btk("btk-undo", undo, *rolled)
     assert p.returncode == 0, p.stderr
-    assert [r.read_bytes() for r in rolled] == damaged, "undo did not give the damaged image back"
+    assert images_digest(rolled) == damaged, "undo did not give the damaged image back"
     kernel_verify(devs, want, write=False)
 
 
@@ -75,11 +75,11 @@ def test_striped_chunk_is_left(tmp_path):
     devs = kernel_fs(name).copy_to(tmp_path)
     logical = data_chunk(devs)
     corrupt(devs, "-t", "chunk", "-k", f"256,CHUNK_ITEM,{logical}", "-d")
-    damaged = [d.read_bytes() for d in devs]
+    damaged = images_digest(devs)
     rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
     assert rc == 4 and "block-group-no-chunk" in problem_ids(objs[-1]), p.stdout
     assert any("left" in a["action"] for a in objs[1]["repairs"] if a["class"] == "chunk-items"), objs[1]
-    assert [d.read_bytes() for d in devs] == damaged
+    assert images_digest(devs) == damaged
 
 
 def system_chunk(devs) -> int:

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import check_runs, require_btk, require_kernel, require_reference_tools, run_btk
+from conftest import images_digest, check_runs, require_btk, require_kernel, require_reference_tools, run_btk
 from test_check import EXPECTS, LATEST_BTRFS, corpus_images, parse_expect  # noqa: F401 (fixture)
-from test_repair import content_digest
 from test_tune import mounted_retry
 
 
@@ -49,7 +48,7 @@ def test_corpus_repair(expect, corpus_images, tmp_path):  # noqa: F811
     rc, objs, p = run_json(*e["args"], "--repair", "--yes", "--undo-file", undo, img)
     assert rc == repair_exit, f"repair exit {rc}, want {repair_exit}:\n{p.stdout}\n{p.stderr}"
     if not classes:
-        assert content_digest([img]) == content_digest([damaged]), "a repair of unfixable damage wrote"
+        assert images_digest([img]) == images_digest([damaged]), "a repair of unfixable damage wrote"
         return
     assert sorted({a["class"] for a in objs[1]["repairs"]}) == sorted(classes), objs[1]
     if repair_exit != 1:  # a partial repair (a block dropped, what it held not all rebuilt)
@@ -71,7 +70,7 @@ def test_corpus_repair(expect, corpus_images, tmp_path):  # noqa: F811
     copy(img, back)
     u = run_btk("btk-undo", undo, back)
     assert u.returncode == 0, u.stderr
-    assert content_digest([back]) == content_digest([damaged]), "btk-undo did not restore the damaged image"
+    assert images_digest([back]) == images_digest([damaged]), "btk-undo did not restore the damaged image"
 
 
 # The kernel mounts every repaired image (one test: the images share an fsid, so one at a time).

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import hashlib
 import json
 import os
 import re
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import btk_tree_records, built, run_btk, sanitized_build
+from conftest import images_digest, btk_tree_records, built, run_btk, sanitized_build
 from test_repair import corrupt, corrupt_tool
 from test_tune import kernel_verify, original_hashes
 
@@ -156,11 +155,8 @@ def check_json(devs) -> tuple[int, list[str]]:
     return p.returncode, sorted({x["id"] for x in doc["problems"]})
 
 
-def sha(devs) -> str:
-    h = hashlib.sha256()
-    for d in devs:
-        h.update(Path(d).read_bytes())
-    return h.hexdigest()
+def sha(devs) -> list[str]:
+    return images_digest(devs)
 
 
 @pytest.mark.parametrize("name,want,make", [

@@ -28,7 +28,7 @@ import pytest
 import crash
 import dumptree
 import fsbuild
-from conftest import built, require_btk, require_kernel, require_reference_tools, run_btk, super_json
+from conftest import built, require_btk, require_kernel, require_reference_tools, run_btk, super_json, images_digest
 from fsbuild import MiB, attached, mounted, run
 
 NEW_UUID = "12345678-9abc-4def-8123-456789abcdef"
@@ -257,10 +257,6 @@ def tree_fsids(devices) -> set[str]:
     """The fsid in the header of every tree block, as dump-tree prints it."""
     p = run(["btrfs", "inspect-internal", "dump-tree", "--noscan", *devices], timeout=600)
     return set(re.findall(r"^fs uuid (\S+)$", p.stdout, re.M))
-
-
-def images_digest(devices) -> list[str]:
-    return [sha256_file(d) for d in devices]
 
 
 # ---------------------------------------------------------------- command line

@@ -83,7 +83,7 @@ static void run_slots(struct io_dev *io1, struct io_dev *io2, unsigned threads, 
 Test(read_pipe, file_read_by_threads_in_order)
 {
 	struct io_dev *io;
-	uint8_t *buf;
+	uint8_t *buf = NULL;
 
 	cr_assert_eq(io_open_file(path, 0, &io), 0);
 	cr_assert_eq(posix_memalign((void **)&buf, IO_DIRECT_ALIGN, SEG), 0);

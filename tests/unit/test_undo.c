@@ -685,7 +685,7 @@ Test(undo, crash_midway_rolls_back_from_what_reached_the_disk)
 	op_random_writes(&s, w, 100);
 	copy_file(path, crash_undo);
 	for (int d = 0; d < NDEV; d++) {
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "crash%d", d);
 		in_dir(crashed[d], sizeof(crashed[d]), name);
 		copy_file(paths[d], crashed[d]);
