@@ -345,7 +345,8 @@ static unsigned class_rebuilt_trees(const struct repair_class *c, uint64_t trees
 		   : c->run == repair_uuid_tree ? BTRFS_UUID_TREE_OBJECTID
 		   : c->run == repair_csums ? BTRFS_CSUM_TREE_OBJECTID
 		   : c->run == repair_dev_extents ? BTRFS_DEV_TREE_OBJECTID
-		   : c->run == repair_data_reloc_tree ? BTRFS_DATA_RELOC_TREE_OBJECTID : 0;
+		   : c->run == repair_data_reloc_tree ? BTRFS_DATA_RELOC_TREE_OBJECTID
+		   : c->run == repair_qgroups ? BTRFS_QUOTA_TREE_OBJECTID : 0;
 	return trees[0] ? 1 : 0;
 }
 

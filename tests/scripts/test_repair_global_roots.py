@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """Global trees whose root block no copy gives back, or whose root item is gone: the dev tree is
 made again from the chunk map (dev-extents: a dev extent for every chunk stripe), the data
-relocation tree again empty as mkfs makes it (data-reloc-tree). A root item keyed at objectid 0
+relocation tree again empty as mkfs makes it (data-reloc-tree), the quota tree as enabling quotas
+makes it, marked for a rescan (qgroups). A root item keyed at objectid 0
 gets back the objectid the owner of its root block names (tree-salvage): before, the salvage
 dropped it or keyed it after a neighbour, and the tree was lost. btrfs-progs 7.3 --repair cannot
 open the first and leaves the others unmountable or worse. Judged as every repair: btk-check and the reference btrfs check (7.3 where
@@ -27,7 +28,7 @@ from test_repair import corrupt, corrupt_tool
 from test_tune import kernel_verify, original_hashes, tree_hashes
 
 PROGS_LATEST = Path("/opt/btrfs-progs-latest/bin/btrfs")
-DEV_TREE, CSUM_TREE, DATA_RELOC = 4, 7, (1 << 64) - 9
+DEV_TREE, CSUM_TREE, QUOTA_TREE, DATA_RELOC = 4, 7, 8, (1 << 64) - 9
 HEADER = {
     "csum": ("-f", "header.csum", "-v", "^ff", "--no-csum"),
     "bytenr": ("-f", "header.bytenr", "-v", "+65536"),
@@ -61,6 +62,10 @@ CASES = [
      "data-reloc-tree"),
     ("reloc-root-bytenr-dup", "s16k-crc32c-zstd",
      lambda: damage_root_block("s16k-crc32c-zstd", DATA_RELOC, "bytenr"), "data-reloc-tree"),
+    # made again as quota enable makes it, marked for a rescan
+    ("quota-root-csum-dup", "s16k-crc32c-zstd", lambda: damage_root_block("s16k-crc32c-zstd", QUOTA_TREE, "csum"),
+     "qgroups"),
+    ("quota-root-fsid-raid1", "raid1-2dev", lambda: damage_root_block("raid1-2dev", QUOTA_TREE, "fsid"), "qgroups"),
     # the salvage takes the objectid from the owner of the block the item points at
     ("reloc-item-objectid0-4k", "s4k-xxhash-holes-lzo",
      lambda: root_item_objectid_zero("s4k-xxhash-holes-lzo", DATA_RELOC), "tree-salvage"),
