@@ -337,6 +337,8 @@ static const char UNKNOWN_ENCODING[] = "unknown encryption or encoding";
 static const char UNKNOWN_TYPE[] = "unknown extent type";
 static const char PREALLOC_COMPRESSED[] = "preallocated extent is compressed";
 static const char FUTURE_GENERATION[] = "generation newer than the filesystem's";
+static const char RAM_BYTES_UNALIGNED[] = "ram_bytes not sector aligned";
+static const char RAM_BYTES_SHORT[] = "ram_bytes shorter than the uncompressed range it holds";
 
 /* A fault the file-extent-ranges class can take back from the extent's references. */
 static bool range_fault(const char *why)
@@ -348,7 +350,8 @@ static bool range_fault(const char *why)
 static bool field_fault(const char *why)
 {
 	return why == UNKNOWN_COMPRESSION || why == UNKNOWN_ENCODING || why == UNKNOWN_TYPE ||
-	       why == PREALLOC_COMPRESSED || why == FUTURE_GENERATION;
+	       why == PREALLOC_COMPRESSED || why == FUTURE_GENERATION || why == RAM_BYTES_UNALIGNED ||
+	       why == RAM_BYTES_SHORT;
 }
 
 /* A regular or prealloc extent's own fields; returns false when malformed. */
@@ -358,20 +361,28 @@ static bool regular_extent_ok(struct fs_walk *w, const struct btrfs_key *k, cons
 	uint64_t num = file_extent_num_bytes(d), off = file_extent_offset(d);
 	uint8_t comp = file_extent_compression(d);
 
-	/* (the kernel's tree checker holds ram_bytes and the offset into the extent to it too) */
-	if (k->offset % ss || num % ss || num == 0 || file_extent_ram_bytes(d) % ss || off % ss)
+	/* (the kernel's tree checker holds the offset into the extent to it too) */
+	if (k->offset % ss || num % ss || num == 0 || off % ss)
 		*why = "offset or length not sector aligned";
 	else if (file_extent_type(d) == BTRFS_FILE_EXTENT_PREALLOC && comp != BTRFS_COMPRESS_NONE)
 		*why = PREALLOC_COMPRESSED;
-	else if (file_extent_disk_bytenr(d) == 0)
-		return true;    /* a hole */
+	else if (file_extent_ram_bytes(d) % ss)
+		*why = RAM_BYTES_UNALIGNED;    /* the tree checker refuses the leaf */
+	else if (file_extent_disk_bytenr(d) == 0)   /* a hole: the kernel writes ram_bytes as its length */
+		*why = off + num > file_extent_ram_bytes(d) ? RAM_BYTES_SHORT : NULL;
 	else if (file_extent_disk_num_bytes(d) == 0 || file_extent_disk_num_bytes(d) % ss ||
 		 file_extent_disk_bytenr(d) % ss)
 		*why = "disk range not sector aligned";
-	else if (comp != BTRFS_COMPRESS_NONE && (file_extent_ram_bytes(d) == 0 || off + num > file_extent_ram_bytes(d)))
+	else if (comp != BTRFS_COMPRESS_NONE && file_extent_ram_bytes(d) == 0)
+		*why = RAM_BYTES_SHORT;    /* its data says how long it is */
+	else if (comp != BTRFS_COMPRESS_NONE && off + num > file_extent_ram_bytes(d))
 		*why = RANGE_BEYOND_RAM;
 	else if (comp == BTRFS_COMPRESS_NONE && off + num > file_extent_disk_num_bytes(d))
 		*why = RANGE_BEYOND_DISK;
+	/* the kernel writes an uncompressed extent's ram_bytes as its disk length; btrfs check
+	 * calls one that does not hold the range invalid */
+	else if (comp == BTRFS_COMPRESS_NONE && off + num > file_extent_ram_bytes(d))
+		*why = RAM_BYTES_SHORT;
 	return *why == NULL;
 }
 

@@ -10,7 +10,10 @@
  * becomes inline for an item of another size than a regular extent's, else
  * regular when checksums cover its data (or it is compressed, or a hole),
  * preallocated when not. A generation from the future becomes its data
- * extent's (else the inode's transid; at most the filesystem's). Extent references, nbytes and
+ * extent's (else the inode's transid; at most the filesystem's). A ram_bytes
+ * off the sector grid or shorter than its range becomes what the kernel
+ * writes: an uncompressed extent's disk length, a hole's length, a compressed
+ * extent's decompressed length (to the sector). Extent references, nbytes and
  * checksums follow from the check run again after it (check/repair.c). */
 #include <errno.h>
 #include <inttypes.h>
@@ -36,7 +39,7 @@ struct fe_plan {
 	bool drop;          /* delete the item (an inline extent nothing decodes) */
 	bool hole;          /* a regular extent nothing decodes: its range a hole */
 	uint8_t type, compression;
-	uint64_t generation;
+	uint64_t generation, ram_bytes;
 };
 
 /* The inode's transid and flags (0 when it has no item). */
@@ -93,6 +96,44 @@ static int regular_compression(struct repair_ctx *r, const uint8_t *d)
 	if (c >= 0)
 		return c;
 	return dlen >= ram ? BTRFS_COMPRESS_NONE : -1;
+}
+
+/* A compressed extent's ram_bytes from its data: the length it decompresses
+ * to, up to the sector (0 when nothing decodes it). */
+static uint64_t decoded_ram_bytes(struct repair_ctx *r, const uint8_t *d, uint8_t compression)
+{
+	uint64_t dlen = file_extent_disk_num_bytes(d), got = 0;
+	uint32_t ss = r->fs->sectorsize;
+	uint8_t *src, *out = NULL;
+	long n;
+
+	if (!dlen || dlen > COMPRESSED_MAX || !(src = malloc(dlen)))
+		return 0;
+	if (!extent_data_read(r->fs, file_extent_disk_bytenr(d), src, dlen) && (out = malloc(COMPRESSED_MAX)) &&
+	    (n = compressed_extent_decompress(compression, src, dlen, ss, out, COMPRESSED_MAX)) > 0)
+		got = ((uint64_t)n + ss - 1) / ss * ss;
+	free(out);
+	free(src);
+	return got;
+}
+
+/* ram_bytes the kernel would have written: an uncompressed extent's disk
+ * length, a hole's length, a compressed extent's decoded length; the item's
+ * own when it holds its range and is sector aligned. */
+static uint64_t planned_ram_bytes(struct repair_ctx *r, const uint8_t *d, const struct fe_plan *p)
+{
+	uint64_t ram = file_extent_ram_bytes(d), ss = r->fs->sectorsize, want;
+	uint64_t need = file_extent_offset(d) + file_extent_num_bytes(d);
+
+	if (p->hole || p->type == BTRFS_FILE_EXTENT_INLINE || (!(ram % ss) && ram >= need))
+		return ram;
+	if (!file_extent_disk_bytenr(d))
+		want = file_extent_num_bytes(d);
+	else if (p->compression == BTRFS_COMPRESS_NONE)
+		want = file_extent_disk_num_bytes(d);
+	else
+		want = decoded_ram_bytes(r, d, p->compression);
+	return want && !(want % ss) && want >= need ? want : ram;
 }
 
 /* Whether the csum tree holds a checksum in [start, start+len). */
@@ -194,9 +235,10 @@ static int plan_item(struct repair_ctx *r, const struct btrfs_key *k, const uint
 	}
 	if (p->generation > gen_limit)
 		p->generation = past_generation(r, d, size, ino);
+	p->ram_bytes = planned_ram_bytes(r, d, p);
 	return p->drop || p->hole || p->type != file_extent_type(d) || p->compression != file_extent_compression(d) ||
 	       p->generation != file_extent_generation(d) || file_extent_encryption(d) ||
-	       file_extent_other_encoding(d);
+	       file_extent_other_encoding(d) || p->ram_bytes != file_extent_ram_bytes(d);
 }
 
 static void say_plan(struct repair_ctx *r, uint64_t root, const struct fe_plan *p, const uint8_t *d)
@@ -209,10 +251,11 @@ static void say_plan(struct repair_ctx *r, uint64_t root, const struct fe_plan *
 			   p->drop ? "inline extent dropped" : "its range becomes a hole");
 	else
 		repair_say(r, "root %" PRIu64 " inode %" PRIu64 " extent at %" PRIu64 ": type %u -> %u, compression "
-			   "%u -> %u, encryption %u, other_encoding %u -> 0, generation %" PRIu64 " -> %" PRIu64, root,
-			   p->key.objectid, p->key.offset, file_extent_type(d), p->type, file_extent_compression(d),
-			   p->compression, file_extent_encryption(d), file_extent_other_encoding(d),
-			   file_extent_generation(d), p->generation);
+			   "%u -> %u, encryption %u, other_encoding %u -> 0, generation %" PRIu64 " -> %" PRIu64
+			   ", ram_bytes %" PRIu64 " -> %" PRIu64, root, p->key.objectid, p->key.offset,
+			   file_extent_type(d), p->type, file_extent_compression(d), p->compression,
+			   file_extent_encryption(d), file_extent_other_encoding(d), file_extent_generation(d),
+			   p->generation, file_extent_ram_bytes(d), p->ram_bytes);
 }
 
 static int apply_plan(struct repair_ctx *r, uint64_t root, const struct fe_plan *p)
@@ -232,6 +275,8 @@ static int apply_plan(struct repair_ctx *r, uint64_t root, const struct fe_plan 
 			file_extent_set_encryption(d, 0);
 			file_extent_set_other_encoding(d, 0);
 			file_extent_set_generation(d, p->generation);
+			if (p->type != BTRFS_FILE_EXTENT_INLINE)
+				file_extent_set_ram_bytes(d, p->ram_bytes);
 		}
 		if (p->hole) {
 			file_extent_set_ram_bytes(d, file_extent_num_bytes(d));

@@ -54,7 +54,8 @@ int check_report_salvaged(struct check_ctx *ctx, uint64_t tree, const struct tre
 	}
 	if (s->what & SALVAGE_NRITEMS)
 		report_problem(ctx, PR_TREE_BLOCK_NRITEMS, "tree %" PRIu64 ": block %" PRIu64 " (level %u): nritems %"
-			       PRIu32 " is more than the block holds%s", tree, b->bytenr, s->level, s->nritems_before, what);
+			       PRIu32 ", the block holds %" PRIu32 "%s", tree, b->bytenr, s->level, s->nritems_before,
+			       s->nritems_after, what);
 	if (s->what & SALVAGE_ITEM_LAYOUT)
 		report_problem(ctx, PR_LEAF_ITEM_OFFSETS, "tree %" PRIu64 ": leaf %" PRIu64 ": item offsets or sizes "
 			       "invalid: %" PRIu32 " item(s) re-laid out%s", tree, b->bytenr, s->relaid, what);

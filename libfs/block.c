@@ -229,6 +229,9 @@ enum block_problem block_verify(struct fs_info *fs, uint64_t bytenr, const uint8
 		return BLOCK_BAD_OWNER;
 	if ((p = block_verify_layout(fs, buf)))
 		return p;
+	/* a block below a node is never empty (the kernel checks it as it reads) */
+	if (expect && expect->first_key && header_nritems(buf) == 0)
+		return BLOCK_BAD_NRITEMS;
 	if (expect && expect->first_key && header_nritems(buf) > 0) {
 		struct btrfs_key first;
 		key_from_disk(&first, level ? key_ptr_key_ptr(node_key_ptr(buf, 0))
@@ -274,6 +277,8 @@ static int cached_matches(const struct fs_info *fs, const struct tree_block *b, 
 	if (e->generation && block_generation(b) != e->generation)
 		return 0;
 	if (e->owner && block_owner(b) != e->owner)
+		return 0;
+	if (e->first_key && !block_nritems(b))
 		return 0;
 	if (e->first_key && block_nritems(b)) {
 		struct btrfs_key k;

@@ -439,6 +439,28 @@ static void swap_keys_back(struct entry *v, unsigned n, const uint8_t *data, uin
 	}
 }
 
+/* A leaf whose parent names its first key but whose nritems is 0 (no leaf
+ * below a node is empty; the kernel refuses it): the items are still there
+ * when the headers from slot 0 pack from the end of the block, rising, and
+ * the first is the key the parent names. Their count, or 0. */
+static uint32_t emptied_leaf_items(const struct fs_info *fs, const uint8_t *buf, const struct btrfs_key *first)
+{
+	uint32_t area = fs->nodesize - HDR, end = area, n = 0;
+	struct btrfs_key prev = { 0 }, k;
+
+	for (; (uint64_t)(n + 1) * ITEM <= end; n++) {
+		const uint8_t *it = leaf_item(buf, n);
+		key_from_disk(&k, item_key_ptr(it));
+		if (item_offset(it) + (uint64_t)item_size(it) != end || item_offset(it) < (n + 1) * ITEM ||
+		    (n == 0 ? key_compare(&k, first) != 0 : key_compare(&prev, &k) >= 0) ||
+		    !item_fits_type(&k, buf + HDR + item_offset(it), item_size(it), fs->csum_size))
+			break;
+		end = item_offset(it);
+		prev = k;
+	}
+	return n;
+}
+
 static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_expect *e,
 			const struct block_salvage_reads *reads, struct block_salvage *s)
 {
@@ -447,6 +469,8 @@ static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_exp
 	struct entry *v;
 	uint8_t *out;
 
+	if (n == 0 && e && e->first_key && (n = emptied_leaf_items(fs, buf, e->first_key)))
+		s->what |= SALVAGE_NRITEMS;
 	if ((uint64_t)n * ITEM > area) {
 		n = area / ITEM;
 		s->what |= SALVAGE_NRITEMS;
@@ -504,6 +528,19 @@ static int salvage_node(struct fs_info *fs, uint8_t *buf, const struct block_exp
 	if (n > max) {
 		n = max;
 		s->what |= SALVAGE_NRITEMS;
+	}
+	/* nritems 0 under a parent (no node is empty): the pointers from slot 0
+	 * that lead somewhere with rising keys, the first the one the parent names */
+	if (n == 0 && e && e->first_key) {
+		struct btrfs_key k, prev = { 0 };
+		for (; n < max && ptr_plausible(fs, node_key_ptr(buf, n)); n++) {
+			key_from_disk(&k, key_ptr_key_ptr(node_key_ptr(buf, n)));
+			if (n == 0 ? key_compare(&k, e->first_key) != 0 : key_compare(&prev, &k) >= 0)
+				break;
+			prev = k;
+		}
+		if (n)
+			s->what |= SALVAGE_NRITEMS;
 	}
 	v = calloc(n + 1, sizeof(*v));
 	if (!v)

@@ -23,7 +23,7 @@
 #define SALVAGE_LEVEL       (1u << 2)  /* header level replaced by the level the parent expects */
 #define SALVAGE_TRANSID     (1u << 3)  /* header generation differs from the parent pointer's */
 #define SALVAGE_FIRST_KEY   (1u << 4)  /* the parent's key is not the (salvaged) first key */
-#define SALVAGE_NRITEMS     (1u << 5)  /* nritems larger than the block holds */
+#define SALVAGE_NRITEMS     (1u << 5)  /* nritems other than the items the block holds */
 
 struct block_salvage {
 	uint64_t bytenr;

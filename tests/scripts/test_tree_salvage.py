@@ -133,9 +133,17 @@ CASES = [
     ("nritems-root-leaf", "tree-block-nritems", lambda: edit(leaf(ROOT, "first")[0], "-f", "header.nritems",
                                                              "-v", "1000")),
     ("nritems-extent-node", "tree-block-nritems", lambda: edit(node(EXTENT)[0], "-f", "header.nritems", "-v", "+2")),
+    # an item count of 0 below a parent (the kernel refuses such a block): the items are given back
+    ("nritems-zero-fs-leaf", "tree-block-nritems", lambda: edit(leaf(FS, "middle")[0], "-f", "header.nritems",
+                                                                "-v", "0")),
+    ("nritems-zero-extent-leaf", "tree-block-nritems", lambda: edit(leaf(EXTENT, "last")[0], "-f",
+                                                                    "header.nritems", "-v", "0")),
+    ("nritems-zero-fs-node", "tree-block-nritems", lambda: edit(node(FS, 1, "middle")[0], "-f", "header.nritems",
+                                                                "-v", "0")),
 ]
 # a few run in CI (about 15 s each: the kernel reads every file back); the rest with the slow marker
-FAST = {"offset-fs-shared", "keyorder-fs-node", "transid-fs-leaf", "nritems-root-leaf", "keyorder-fs-second-key"}
+FAST = {"offset-fs-shared", "keyorder-fs-node", "transid-fs-leaf", "nritems-root-leaf", "keyorder-fs-second-key",
+        "nritems-zero-fs-leaf"}
 
 
 @functools.lru_cache(maxsize=None)
