@@ -57,6 +57,8 @@ struct check_stats {
 	/* trees with blocks from a generation after the filesystem's (phase_trees.c) */
 	uint64_t future_trees[8];
 	unsigned n_future_trees;       /* more than 8: UINT_MAX */
+	/* trees the kernel needs whose root item the root tree lacks (phase_roots.c) */
+	unsigned root_items_missing;
 };
 
 struct check_ctx {

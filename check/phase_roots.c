@@ -24,6 +24,7 @@ struct roots_scan {
 	struct recsort *uuids;      /* root_rec: expected and found uuid entries */
 	bool have_entries;          /* the dir entries of the fs trees are in links */
 	uint32_t seen_roots;        /* bit n: the root tree has a root item for tree n < 32 */
+	bool seen_data_reloc;       /* and for the data relocation tree */
 	int err;
 };
 
@@ -335,6 +336,7 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 				       ", not 0: the kernel does not find it", key->objectid, key->offset);
 		if (key->objectid < 32)
 			s->seen_roots |= 1u << key->objectid;
+		s->seen_data_reloc |= key->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID && key->offset == 0;
 		check_root_item(s, key, data, size);
 	} else if (key->type == BTRFS_INODE_ITEM_KEY) {
 		check_root_tree_inode(s->ctx, key, data, size);
@@ -354,7 +356,8 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 }
 
 /* The trees the kernel does not mount without (the block-group tree when its
- * compat_ro flag is set; the free-space tree is rebuilt by its repair class):
+ * compat_ro flag is set, the data relocation tree, whose repair class makes it
+ * again; the free-space tree is rebuilt by its repair class):
  * a missing root item is not a tree that can be left out, and its blocks are
  * not leaked. Every repair is refused. */
 static void check_required_roots(struct roots_scan *s)
@@ -370,10 +373,18 @@ static void check_required_roots(struct roots_scan *s)
 		want |= 1u << BTRFS_BLOCK_GROUP_TREE_OBJECTID;
 	for (unsigned id = 0; id < 32; id++)
 		if ((want & ~s->seen_roots) & (1u << id)) {
-			check_note_unreadable_tree(s->ctx, 0);
+			check_note_unreadable_tree(s->ctx, id);
+			s->ctx->stats.root_items_missing++;
 			report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "tree %u: the root tree has no root item for it",
 				       id);
 		}
+	/* the kernel loads the data relocation tree at every mount since Linux 5.11 */
+	if (!s->seen_data_reloc) {
+		check_note_unreadable_tree(s->ctx, BTRFS_DATA_RELOC_TREE_OBJECTID);
+		s->ctx->stats.root_items_missing++;
+		report_problem(s->ctx, PR_TREE_ROOT_UNREADABLE, "data relocation tree: the root tree has no root item "
+			       "for it");
+	}
 }
 
 static int scan_root_tree(struct roots_scan *s)
@@ -484,7 +495,16 @@ static void judge_pair(struct roots_scan *s, const struct root_rec *g, size_t n)
 	if (!s->have_entries)
 		return;
 	/* Entries without a ref are legal: a snapshot keeps the entries of the
-	 * subvolumes nested in its source, and they read as empty directories. */
+	 * subvolumes nested in its source, and they read as empty directories,
+	 * found by name through the dir item like every other entry. */
+	for (size_t i = 0; !any && i < n; i++)
+		if (g[i].kind == ROOTREC_DIR_INDEX && !has_entry(g, n, ROOTREC_DIR_ITEM, &g[i]) &&
+		    !dir_entries_lost(s->ctx, parent, g[i].c)) {
+			report_problem(s->ctx, PR_ROOT_DIR_ENTRY_MISSING, "subvolume %" PRIu64 " in %" PRIu64 " dir %"
+				       PRIu64 ": the placeholder's dir index %" PRIu64 " has no dir item (the name is "
+				       "listed but not found)", child, parent, g[i].c, g[i].d);
+			repair_note_placeholder(s->ctx, parent, g[i].c, g[i].d);
+		}
 	if (any && (!has_entry(g, n, ROOTREC_DIR_ITEM, any) || !has_entry(g, n, ROOTREC_DIR_INDEX, any)) &&
 	    !dir_entries_lost(s->ctx, parent, any->c))
 		report_problem(s->ctx, PR_ROOT_DIR_ENTRY_MISSING, "subvolume %" PRIu64 " in %" PRIu64 " dir %"

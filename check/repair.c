@@ -95,6 +95,11 @@ static const struct repair_class classes[] = {
 	/* before anything judges extent references: the check runs again after it (repair_filesystem) */
 	{ "root-items", "Point root items that name an older root block at their tree's newest root block",
 	  { PR_ROOT_ITEM_OUTDATED, PR_ROOT_DIR_ENTRY_DANGLING }, true, NULL, repair_root_items, { 0 }, false },
+	/* after root-items, which points a lost root item at the old tree where it is still there;
+	 * wanted for an unreadable or missing data relocation tree (no problem code of its own); the
+	 * check runs again after it: the old tree's blocks are leaked until extent-refs frees them */
+	{ "data-reloc-tree", "Make the data relocation tree again, empty, when no copy of it can be read or its "
+	  "root item is gone", { 0 }, true, NULL, repair_data_reloc_tree, { 0 }, false },
 	/* the check runs again after it: the extent tree it points at is judged then */
 	{ "root-item-fields", "Set root item fields the kernel refuses or another copy contradicts (the extent tree's "
 	  "misdirected root item from the backup root, unknown flags, generations from the future, the root "
@@ -338,7 +343,10 @@ static unsigned class_rebuilt_trees(const struct repair_class *c, uint64_t trees
 	}
 	trees[0] = c->run == repair_free_space_tree ? BTRFS_FREE_SPACE_TREE_OBJECTID
 		   : c->run == repair_uuid_tree ? BTRFS_UUID_TREE_OBJECTID
-		   : c->run == repair_csums ? BTRFS_CSUM_TREE_OBJECTID : 0;
+		   : c->run == repair_csums ? BTRFS_CSUM_TREE_OBJECTID
+		   : c->run == repair_dev_extents ? BTRFS_DEV_TREE_OBJECTID
+		   : c->run == repair_data_reloc_tree ? BTRFS_DATA_RELOC_TREE_OBJECTID
+		   : c->run == repair_qgroups ? BTRFS_QUOTA_TREE_OBJECTID : 0;
 	return trees[0] ? 1 : 0;
 }
 
@@ -369,6 +377,7 @@ static bool class_rebuilds_unreadable(const struct repair_class *c, const struct
 static bool class_checks_again(const struct repair_class *c)
 {
 	return class_drops_blocks(c) || c->run == repair_inode_items || c->run == repair_root_items ||
+	       c->run == repair_data_reloc_tree ||
 	       c->run == repair_stray_items || c->run == repair_file_extent_bytenrs || c->run == repair_item_fields ||
 	       c->run == repair_file_extent_ranges || c->run == repair_chunk_items ||
 	       c->run == repair_file_extent_fields || c->run == repair_file_extent_overlap ||
@@ -387,6 +396,9 @@ static bool class_wanted_for_unreadable(const struct repair_class *c, const stru
 
 	if (class_drops_blocks(c))
 		return repair_lost_covers(ctx);
+	/* its root item made again for the block the extent tree names as the tree's root */
+	if (c->run == repair_root_items && ctx->stats.root_items_missing)
+		return true;
 	for (unsigned i = 0; i < n; i++)
 		if ((ctx->counts[PR_TREE_BLOCK_UNREADABLE] || ctx->counts[PR_TREE_ROOT_UNREADABLE]) &&
 		    check_tree_unreadable(ctx, trees[i]))

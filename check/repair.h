@@ -86,6 +86,9 @@ int repair_root_items_recreate(struct repair_ctx *r);
 int repair_stray_items(struct repair_ctx *r);
 int repair_item_fields(struct repair_ctx *r);
 int repair_chunk_items(struct repair_ctx *r);
+int repair_data_reloc_tree(struct repair_ctx *r); /* check/repair_data_reloc.c */
+/* check/repair_quota_tree.c: part of qgroups, 1 when it made the quota tree again */
+int repair_quota_tree_remake(struct repair_ctx *r);
 int repair_names(struct repair_ctx *r);      /* check/repair_names.c */
 /* check/repair_log.c: runs its own transaction (trans_start refuses a log tree) */
 int repair_clear_log(struct repair_ctx *r);

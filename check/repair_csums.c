@@ -320,9 +320,14 @@ static int drop_damaged_csum_tree(struct repair_ctx *r)
 	uint64_t unreadable;
 	int ret;
 
+	struct tree_root_ptr rp;
+
 	if (!check_tree_unreadable(r->found, BTRFS_CSUM_TREE_OBJECTID))
 		return 0;
-	if ((ret = trans_delete_damaged_tree(r->t, BTRFS_CSUM_TREE_OBJECTID, &unreadable)) ||
+	unreadable = 0;
+	/* without a root item (and no block found for it) there is nothing to drop */
+	if ((trans_get_root(r->t, BTRFS_CSUM_TREE_OBJECTID, &rp) == 0 &&
+	     (ret = trans_delete_damaged_tree(r->t, BTRFS_CSUM_TREE_OBJECTID, &unreadable))) ||
 	    (ret = trans_create_tree(r->t, BTRFS_CSUM_TREE_OBJECTID)))
 		return ret;
 	repair_say(r, "the old csum tree had %" PRIu64 " unreadable block(s): dropped whole, rebuilt from the data",

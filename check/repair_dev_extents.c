@@ -21,6 +21,8 @@
  *   starts: it grew), or moved to the one stripe of its chunk on its device
  *   that has no dev extent (it moved), or removed (its chunk's stripes there
  *   all have theirs). Two that both match, or neither, are left as they are.
+ * A dev tree the check could not read whole is made again from the chunk map
+ * alone: every stripe gets its dev extent in an empty tree.
  * The space-counters class then recomputes the devices' bytes_used. */
 #include <errno.h>
 #include <inttypes.h>
@@ -241,6 +243,28 @@ static int stripe_or_extent_moved(struct repair_ctx *r, const struct dev_exts *s
 	return 0;
 }
 
+/* The dev tree holds nothing the chunks do not say but the devices' error
+ * statistics (the kernel starts them from zero when their item is missing)
+ * and a replace in progress: with blocks of it unreadable, it is dropped whole
+ * and started again empty, for every stripe to get its dev extent below. */
+static int restart_dev_tree(struct repair_ctx *r)
+{
+	uint64_t unreadable = 0;
+	struct tree_root_ptr rp;
+	int ret;
+
+	if (!check_tree_unreadable(r->found, BTRFS_DEV_TREE_OBJECTID))
+		return 0;
+	/* without a root item (and no block found for it) there is nothing to drop */
+	if ((trans_get_root(r->t, BTRFS_DEV_TREE_OBJECTID, &rp) == 0 &&
+	     (ret = trans_delete_damaged_tree(r->t, BTRFS_DEV_TREE_OBJECTID, &unreadable))) ||
+	    (ret = trans_create_tree(r->t, BTRFS_DEV_TREE_OBJECTID)))
+		return ret;
+	r->changes++;
+	repair_say(r, "the dev tree had %" PRIu64 " unreadable block(s): made again from the chunk map", unreadable);
+	return 0;
+}
+
 /* One chunk stripe: its dev extent made to match, or added. */
 static int fix_stripe(struct repair_ctx *r, const struct dev_exts *s, const struct chunk *c, unsigned i)
 {
@@ -377,7 +401,10 @@ int repair_dev_extents(struct repair_ctx *r)
 {
 	struct dev_exts s = { .fs = r->fs };
 	struct tree_root_ptr rp;
-	int ret = trans_get_root(r->t, BTRFS_DEV_TREE_OBJECTID, &rp);
+	int ret = restart_dev_tree(r);
+
+	if (!ret)
+		ret = trans_get_root(r->t, BTRFS_DEV_TREE_OBJECTID, &rp);
 
 	if (!ret)
 		ret = tree_each_item(r->fs, &rp, note_dev_extent, &s);

@@ -98,6 +98,7 @@ static struct repair_notes *notes_get(struct check_ctx *ctx)
 		[NOTES_HOLES] = { sizeof(struct bytenr_fix), bytenr_fix_cmp },
 		[NOTES_FE_FIELDS] = { sizeof(struct inode_fix), inode_fix_cmp },
 		[NOTES_FE_OVERLAP] = { sizeof(struct inode_fix), inode_fix_cmp },
+		[NOTES_PLACEHOLDERS] = { sizeof(struct name_fix), name_fix_cmp },
 	};
 	/* a sixteenth of the budget each: small next to the reference sorters */
 	size_t budget = check_sort_budget(ctx, 16);
@@ -220,6 +221,14 @@ void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t ro
 	struct name_fix f = { .root = root, .dir = dir, .child = child, .code = code };
 
 	if (ctx->opts->repair && note_add(ctx, NOTES_NAMES, &f) < 0)
+		repair_note_unfixable(ctx);
+}
+
+void repair_note_placeholder(struct check_ctx *ctx, uint64_t parent, uint64_t dir, uint64_t index)
+{
+	struct name_fix f = { .root = parent, .dir = dir, .child = index, .code = PR_ROOT_DIR_ENTRY_MISSING };
+
+	if (ctx->opts->repair && note_add(ctx, NOTES_PLACEHOLDERS, &f) < 0)
 		repair_note_unfixable(ctx);
 }
 

@@ -101,6 +101,11 @@ void repair_note_dir_links(struct check_ctx *ctx, uint64_t root, uint64_t ino);
 /* From the name detectors (check/phase_fs_join.c, phase_fs_items.c), with
  * --repair: a name between dir and child the names class reconciles. */
 void repair_note_name(struct check_ctx *ctx, enum problem_code code, uint64_t root, uint64_t dir, uint64_t child);
+/* From the subvolume join (check/phase_roots.c), with --repair: a dir index
+ * (dir, index) of subvolume parent naming a subvolume nested in the
+ * snapshot's source (a placeholder) that has no dir item (the subvol-links
+ * class; struct name_fix records: root parent, dir, child the index). */
+void repair_note_placeholder(struct check_ctx *ctx, uint64_t parent, uint64_t dir, uint64_t index);
 /* From the reference join (check/phase_refs.c), with --repair. */
 int repair_note_bytenr(struct check_ctx *ctx, const struct bytenr_fix *f);
 /* A file extent pointing outside every data chunk (struct bytenr_fix, kind 0):
@@ -113,7 +118,8 @@ int repair_note_qgroup(struct check_ctx *ctx, uint64_t id, uint64_t rfer, uint64
 void repair_note_unfixable(struct check_ctx *ctx);
 
 enum repair_note_list { NOTES_EXTENTS, NOTES_CLAIMS, NOTES_INODES, NOTES_NAMES, NOTES_QGROUPS, NOTES_BYTENRS, NOTES_NODATASUM,
-			    NOTES_DIR_LINKS, NOTES_FILE_EXTENTS, NOTES_HOLES, NOTES_FE_FIELDS, NOTES_FE_OVERLAP, NOTES__COUNT };
+			    NOTES_DIR_LINKS, NOTES_FILE_EXTENTS, NOTES_HOLES, NOTES_FE_FIELDS, NOTES_FE_OVERLAP,
+			    NOTES_PLACEHOLDERS, NOTES__COUNT };
 /* Read one list back in order (after the check): 1 and *rec, 0 at the end, -errno. */
 int repair_notes_next(struct check_ctx *ctx, enum repair_note_list which, const void **rec);
 uint64_t repair_notes_count(const struct check_ctx *ctx, enum repair_note_list which);

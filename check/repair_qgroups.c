@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* The qgroups class: each quota group's info item gets the numbers the
  * extents give (the check's accounting, traditional or simple quotas), as a
- * rescan would leave them. */
+ * rescan would leave them; an unreadable quota tree is made again first
+ * (check/repair_quota_tree.c). */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -43,8 +44,10 @@ static int set_info(struct repair_ctx *r, const struct qgroup_fix *f)
 int repair_qgroups(struct repair_ctx *r)
 {
 	const void *rec;
-	int ret;
+	int ret = repair_quota_tree_remake(r);
 
+	if (ret)
+		return ret < 0 ? ret : 0;
 	while ((ret = repair_notes_next(r->found, NOTES_QGROUPS, &rec)) == 1)
 		if ((ret = set_info(r, rec)) < 0)
 			return ret;

@@ -17,7 +17,11 @@
  *    entry pair still names: the ref and backref are made from it (of entries
  *    in several subvolumes, the copies a snapshot took are told apart by the
  *    subvolumes' creation generations and parent uuids); one no entry pair
- *    names is linked into the top level's /lost+found as subvol-ID.
+ *    names is linked into the top level's /lost+found as subvol-ID;
+ *  - a snapshot's placeholder for a subvolume nested in its source (entries
+ *    without refs) whose dir index has no dir item (root-dir-entry-missing):
+ *    the dir item is made again from the index's entry (the kernel finds a
+ *    name only through its dir item).
  * What no surviving item tells (two disagreeing halves neither entry
  * confirms, a subvolume no entry names) is left. */
 #include <errno.h>
@@ -28,6 +32,7 @@
 
 #include "check/repair.h"
 #include "check/repair_links.h"
+#include "check/repair_notes.h"
 #include "common/grow.h"
 #include <btk/csum.h>
 #include <btk/item_check.h>
@@ -551,8 +556,11 @@ static int fix_unreferenced(struct repair_ctx *r, const struct links_scan *s, co
 	return ret;
 }
 
+static int placeholder_dir_item(struct repair_ctx *r, const struct name_fix *f);
+
 int repair_subvol_links(struct repair_ctx *r)
 {
+	const void *rec;
 	struct links_scan s = { 0 };
 	struct tree_root_ptr rp;
 	int ret = trans_get_root(r->t, BTRFS_ROOT_TREE_OBJECTID, &rp);
@@ -574,7 +582,51 @@ int repair_subvol_links(struct repair_ctx *r)
 			continue;
 		ret = fix_unreferenced(r, &s, &s.roots[i]);
 	}
+	while (!ret && (ret = repair_notes_next(r->found, NOTES_PLACEHOLDERS, &rec)) == 1)
+		ret = placeholder_dir_item(r, rec);
 	free(s.refs);
 	free(s.roots);
 	return ret < 0 ? ret : 0;
+}
+
+/* The dir item of a placeholder whose dir index the check found alone: the
+ * index's entry (location, transid, type, name) copied under the name's hash,
+ * unless a dir item there has the name already. */
+static int placeholder_dir_item(struct repair_ctx *r, const struct name_fix *f)
+{
+	struct btrfs_key kx = { f->dir, BTRFS_DIR_INDEX_KEY, f->child }, ki, other;
+	uint32_t size = r->fs->nodesize, off = 0;
+	uint8_t *buf = malloc(size);
+	struct link_name n = { .dir = f->dir, .index = f->child };
+	struct tree_root_ptr rp;
+	struct link_entry e;
+	int ret, state;
+
+	if (!buf)
+		return -ENOMEM;
+	ret = trans_get_root(r->t, f->root, &rp);
+	if (!ret)
+		ret = tree_lookup(r->fs, &rp, &kx, buf, &size);
+	if (ret || !link_entry_next(BTRFS_DIR_INDEX_KEY, buf, size, &off, &e) || e.loc.type != BTRFS_ROOT_ITEM_KEY ||
+	    !e.len || e.len > BTRFS_NAME_MAX) {
+		btk_error_clear();
+		free(buf);
+		return ret == -ENOMEM ? ret : 0;
+	}
+	n.len = e.len;
+	memcpy(n.name, e.name, e.len);
+	ki = (struct btrfs_key){ f->dir, BTRFS_DIR_ITEM_KEY, btrfs_name_hash(n.name, n.len) };
+	state = entry_state(r, f->root, &ki, &n, e.loc.objectid, &other);
+	if (state == 0 && (ret = link_append(r, f->root, &ki, buf + e.off, e.size)) == 0) {
+		r->changes++;
+		repair_say(r, "root %" PRIu64 " dir %" PRIu64 ": dir item '%.*s' of the placeholder for subvolume %"
+			   PRIu64 " made again from its dir index %" PRIu64, f->root, f->dir, (int)n.len,
+			   (const char *)n.name, e.loc.objectid, f->child);
+	} else if (state == 2) {
+		r->left++;
+		repair_say(r, "root %" PRIu64 " dir %" PRIu64 ": the name '%.*s' of dir index %" PRIu64 " is taken by "
+			   "another dir item: left", f->root, f->dir, (int)n.len, (const char *)n.name, f->child);
+	}
+	free(buf);
+	return state < 0 ? state : ret;
 }

@@ -8,7 +8,11 @@
  * a new subvolume, with last_snapshot the filesystem's generation (every
  * block may then be shared, which the kernel verifies before it frees one)
  * and no read-only flag (which is lost). Without that, the extent-refs class
- * would free the subvolume's blocks and the names would lead nowhere. */
+ * would free the subvolume's blocks and the names would lead nowhere.
+ * A tree the kernel needs (dev, fs, csum, free-space, block-group, data
+ * relocation; the quota and uuid trees too) whose root item is gone, most
+ * often keyed wrong and dropped by the salvage, gets one again the same way,
+ * with what mkfs writes in it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -95,7 +99,7 @@ static void find_uuids(struct repair_ctx *r, struct uuid_find *u)
 		memset(u->received, 0, sizeof(u->received));
 }
 
-static int make_root_item(struct repair_ctx *r, uint64_t id, const struct root_fix *f)
+static int make_root_item(struct repair_ctx *r, uint64_t id, const struct root_fix *f, bool subvol)
 {
 	struct btrfs_key key = { id, BTRFS_ROOT_ITEM_KEY, 0 };
 	uint8_t item[sizeof(struct btrfs_root_item)] = { 0 };
@@ -104,29 +108,34 @@ static int make_root_item(struct repair_ctx *r, uint64_t id, const struct root_f
 	uint64_t now = (uint64_t)time(NULL);
 	int ret;
 
-	find_uuids(r, &u);
+	if (subvol)
+		find_uuids(r, &u);
 	inode_set_generation(inode, 1);
 	inode_set_size(inode, 3);
 	inode_set_nlink(inode, 1);
 	inode_set_nbytes(inode, r->fs->nodesize);
 	inode_set_mode(inode, S_IFDIR | 0755);
 	root_item_set_generation(item, f->new_generation);
-	root_item_set_root_dirid(item, BTRFS_FIRST_FREE_OBJECTID);
+	if (subvol || id == BTRFS_DATA_RELOC_TREE_OBJECTID)
+		root_item_set_root_dirid(item, BTRFS_FIRST_FREE_OBJECTID);
 	root_item_set_bytenr(item, f->new_bytenr);
 	root_item_set_bytes_used(item, r->fs->nodesize);
-	root_item_set_last_snapshot(item, r->fs->generation);
+	if (subvol)
+		root_item_set_last_snapshot(item, r->fs->generation);
 	root_item_set_refs(item, 1);
 	root_item_set_level(item, f->new_level);
 	root_item_set_generation_v2(item, f->new_generation);
 	memcpy(root_item_uuid_ptr(item), u.uuid, BTRFS_UUID_SIZE);
 	memcpy(root_item_received_uuid_ptr(item), u.received, BTRFS_UUID_SIZE);
-	root_item_set_ctransid(item, f->new_generation);
-	timespec_set_sec(root_item_ctime_ptr(item), now);
+	if (subvol) {
+		root_item_set_ctransid(item, f->new_generation);
+		timespec_set_sec(root_item_ctime_ptr(item), now);
+	}
 	if ((ret = trans_insert_item(r->t, BTRFS_ROOT_TREE_OBJECTID, &key, item, sizeof(item))))
 		return ret;
 	r->changes++;
-	repair_say(r, "subvolume %" PRIu64 ": root item made again for root block %" PRIu64 " (generation %" PRIu64
-		   ", level %u)%s", id, f->new_bytenr, f->new_generation, f->new_level,
+	repair_say(r, "%s %" PRIu64 ": root item made again for root block %" PRIu64 " (generation %" PRIu64
+		   ", level %u)%s", subvol ? "subvolume" : "tree", id, f->new_bytenr, f->new_generation, f->new_level,
 		   u.found == 1 ? ", uuid from the uuid tree" : "");
 	return 0;
 }
@@ -138,14 +147,21 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* One subvolume named but without a root item. */
-static int recreate(struct repair_ctx *r, uint64_t id)
+/* One subvolume named (or a tree the kernel needs: adopt, and !subvol but for the fs tree) but without a
+ * root item. A tree the extent tree names no root block for is left to the
+ * class that makes it anew (dev-extents, csums, free-space-tree,
+ * data-reloc-tree, uuid-tree), or was never there (the quota tree). */
+static int recreate(struct repair_ctx *r, uint64_t id, bool subvol, bool adopt)
 {
 	struct root_fix f;
 	struct block_expect e;
 	struct tree_block *b;
 	int ret = root_block_find(r->fs, id, &f);
 
+	if (ret <= 0 && !subvol) {
+		btk_error_clear();
+		return ret < 0 && ret != -EIO ? ret : 0;
+	}
 	if (ret <= 0) {
 		btk_error_clear();
 		r->left++;
@@ -157,8 +173,8 @@ static int recreate(struct repair_ctx *r, uint64_t id)
 	if (f.new_generation > r->fs->generation || block_read(r->fs, f.new_bytenr, &e, &b)) {
 		btk_error_clear();
 		r->left++;
-		repair_say(r, "subvolume %" PRIu64 ": its root block %" PRIu64 " does not read as its root: left", id,
-			   f.new_bytenr);
+		repair_say(r, "%s %" PRIu64 ": its root block %" PRIu64 " does not read as its root: left",
+			   subvol ? "subvolume" : "tree", id, f.new_bytenr);
 		return 0;
 	}
 	ret = b->salvaged;
@@ -167,26 +183,39 @@ static int recreate(struct repair_ctx *r, uint64_t id)
 		r->left++;
 		return 0;
 	}
-	return make_root_item(r, id, &f);
+	if ((ret = make_root_item(r, id, &f, subvol)) || !adopt)
+		return ret;
+	/* the trees the filesystem keeps open: the check that runs again after this class reads them */
+	return trans_adopt_root(r->t, &(struct tree_root_ptr){ .objectid = id, .bytenr = f.new_bytenr,
+							       .generation = f.new_generation, .level = f.new_level });
 }
 
 int repair_root_items_recreate(struct repair_ctx *r)
 {
+	/* the trees other than the extent tree (found through itself) whose root item a damaged key
+	 * took (the salvage drops it): the extent tree names their root block by its owner */
+	static const uint64_t global[] = { BTRFS_DEV_TREE_OBJECTID, BTRFS_FS_TREE_OBJECTID,
+					   BTRFS_CSUM_TREE_OBJECTID, BTRFS_QUOTA_TREE_OBJECTID,
+					   BTRFS_UUID_TREE_OBJECTID, BTRFS_FREE_SPACE_TREE_OBJECTID,
+					   BTRFS_BLOCK_GROUP_TREE_OBJECTID, BTRFS_DATA_RELOC_TREE_OBJECTID };
 	struct named_ids s = { 0 };
 	struct tree_root_ptr rp;
 	int ret = trans_get_root(r->t, BTRFS_ROOT_TREE_OBJECTID, &rp);
 
 	if (!ret)
 		ret = tree_each_item(r->fs, &rp, scan_root_tree, &s);
+	if (!ret && s.nhave)
+		qsort(s.have, s.nhave, sizeof(*s.have), cmp_u64);
 	if (!ret && s.n) {
 		qsort(s.v, s.n, sizeof(*s.v), cmp_u64);
-		if (s.nhave)
-			qsort(s.have, s.nhave, sizeof(*s.have), cmp_u64);
 	}
 	for (size_t i = 0; !ret && i < s.n; i++)
 		if ((i == 0 || s.v[i] != s.v[i - 1]) && !(s.nhave && bsearch(&s.v[i], s.have, s.nhave,
 									  sizeof(*s.have), cmp_u64)))
-			ret = recreate(r, s.v[i]);
+			ret = recreate(r, s.v[i], true, false);
+	for (size_t i = 0; !ret && i < sizeof(global) / sizeof(global[0]); i++)
+		if (!s.nhave || !bsearch(&global[i], s.have, s.nhave, sizeof(*s.have), cmp_u64))
+			ret = recreate(r, global[i], global[i] == BTRFS_FS_TREE_OBJECTID, true);
 	free(s.v);
 	free(s.have);
 	return ret < 0 ? ret : 0;

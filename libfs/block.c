@@ -308,10 +308,28 @@ static int child_first_key(struct fs_info *fs, const uint8_t *p, unsigned level,
 	return 0;
 }
 
+/* The owner the block a root item points at names in its header (read with
+ * no other expectation than the item's generation and level), or -errno. */
+static int root_block_owner(struct fs_info *fs, uint64_t bytenr, uint64_t generation, unsigned level,
+			    uint64_t *owner)
+{
+	struct block_expect e = { .generation = generation, .level = (int)level };
+	struct tree_block *b;
+	int ret = block_read(fs, bytenr, &e, &b);
+
+	if (ret)
+		return ret;
+	*owner = block_owner(b);
+	block_put(fs, b);
+	return 0;
+}
+
 int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
 		  struct block_salvage *out)
 {
-	return block_salvage_view(fs, bytenr, buf, e, child_first_key, out);
+	static const struct block_salvage_reads reads = { child_first_key, root_block_owner };
+
+	return block_salvage_view(fs, bytenr, buf, e, &reads, out);
 }
 
 /* No copy verifies: the first copy whose identity does can be salvaged

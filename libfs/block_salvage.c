@@ -12,6 +12,8 @@
 
 #include <btk/item_check.h>
 #include <btk/block_salvage.h>
+#include <btk/error.h>
+#include <btk/format.h>
 #include <btk/names.h>
 #include <btk/volumes.h>
 
@@ -328,6 +330,53 @@ static bool lone_key_from_neighbours(struct entry *v, unsigned n, unsigned j)
 	return false;
 }
 
+/* A leaf being salvaged (keys_order of a node has none): where a root item's
+ * data is, and how its root block is read. */
+struct leaf_reads {
+	struct fs_info *fs;
+	const uint8_t *buf;
+	const struct block_salvage_reads *reads;
+};
+
+/* A root item keyed out of order in a root-tree leaf: the root block it
+ * points at names its tree in the header's owner, the objectid the key had
+ * (type and offset kept). true when that puts the key in order. */
+static bool root_key_from_owner(const struct leaf_reads *lr, struct entry *v, unsigned n, unsigned j)
+{
+	struct btrfs_key k = v[j].key;
+	const uint8_t *d;
+	uint64_t owner;
+
+	if (!lr || !lr->reads || !lr->reads->root_owner || header_owner(lr->buf) != BTRFS_ROOT_TREE_OBJECTID ||
+	    k.type != BTRFS_ROOT_ITEM_KEY || v[j].size < BTRFS_ROOT_ITEM_V1_SIZE)
+		return false;
+	d = lr->buf + HDR + v[j].off;
+	if (root_item_level(d) >= BTRFS_MAX_LEVEL ||
+	    lr->reads->root_owner(lr->fs, root_item_bytenr(d), root_item_generation(d), root_item_level(d), &owner)) {
+		btk_error_clear();
+		return false;
+	}
+	k.objectid = owner;
+	if (!key_fits_at(v, n, j, &k))
+		return false;
+	v[j].key = k;
+	return true;
+}
+
+/* In a root-tree leaf whose keys do not rise, each root item at a slot where
+ * they fall is given the objectid its root block names (root_key_from_owner),
+ * before anything guesses from the neighbours or takes two keys for a swap. */
+static void root_keys_from_owners(const struct leaf_reads *lr, struct entry *v, unsigned n, uint32_t area,
+				  struct block_salvage *s)
+{
+	for (unsigned j = 0; j < n; j++) {
+		bool falls = (j > 0 && key_compare(&v[j - 1].key, &v[j].key) >= 0) ||
+			     (j + 1 < n && key_compare(&v[j].key, &v[j + 1].key) >= 0);
+		if (falls && v[j].off <= area && v[j].size <= area - v[j].off && root_key_from_owner(lr, v, n, j))
+			s->what |= SALVAGE_KEY_ORDER;
+	}
+}
+
 /* Sort by key; drop duplicates and keys outside (lo, hi); in a leaf, mend or
  * drop a lone key out of order (lone_key_out_of_order). */
 static unsigned keys_order(struct entry *v, unsigned n, const struct block_expect *e, bool leaf,
@@ -412,8 +461,10 @@ static uint32_t emptied_leaf_items(const struct fs_info *fs, const uint8_t *buf,
 	return n;
 }
 
-static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_expect *e, struct block_salvage *s)
+static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_expect *e,
+			const struct block_salvage_reads *reads, struct block_salvage *s)
 {
+	struct leaf_reads lr = { fs, buf, reads };
 	uint32_t area = fs->nodesize - HDR, n = header_nritems(buf), end = area;
 	struct entry *v;
 	uint8_t *out;
@@ -438,6 +489,7 @@ static int salvage_leaf(struct fs_info *fs, uint8_t *buf, const struct block_exp
 		v[i].size = item_size(it);
 		v[i].slot = i;
 	}
+	root_keys_from_owners(&lr, v, n, area, s);
 	swap_keys_back(v, n, buf + HDR, area, fs->csum_size, s);
 	n = leaf_keep(fs, buf, v, n, s);
 	n = keys_order(v, n, e, true, s);
@@ -578,8 +630,9 @@ static bool children_fit_level(struct fs_info *fs, const uint8_t *buf, unsigned 
 }
 
 int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
-		       block_child_key_fn read_child_key, struct block_salvage *s)
+		       const struct block_salvage_reads *reads, struct block_salvage *s)
 {
+	block_child_key_fn read_child_key = reads ? reads->child_key : NULL;
 	unsigned level = header_level(buf), want = level, mismatches = 0;
 	uint64_t gen = header_generation(buf);
 	struct btrfs_key first;
@@ -620,7 +673,7 @@ int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const 
 	}
 	if (mismatches > 1)
 		return -EUCLEAN;
-	ret = want ? salvage_node(fs, buf, e, read_child_key, s) : salvage_leaf(fs, buf, e, s);
+	ret = want ? salvage_node(fs, buf, e, read_child_key, s) : salvage_leaf(fs, buf, e, reads, s);
 	if (ret)
 		return ret == -ENOMEM ? ret : -EUCLEAN;
 	s->level = (uint8_t)want;

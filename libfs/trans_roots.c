@@ -121,6 +121,22 @@ int trans_set_root(struct trans *t, const struct tree_root_ptr *ptr)
 	return 0;
 }
 
+int trans_adopt_root(struct trans *t, const struct tree_root_ptr *ptr)
+{
+	struct trans_root *r;
+
+	if (ptr->objectid == BTRFS_ROOT_TREE_OBJECTID || ptr->objectid == BTRFS_CHUNK_TREE_OBJECTID)
+		return -EINVAL;   /* the superblock names those */
+	for (size_t i = 0; i < t->root_set->nroots; i++)
+		if (t->root_set->roots[i].ptr.objectid == ptr->objectid)
+			return fs_error(t->fs, -EEXIST, "tree %llu is known already", (unsigned long long)ptr->objectid);
+	if (!(r = trans_root_add(t)))
+		return -ENOMEM;
+	r->ptr = *ptr;
+	r->changed = true;
+	return 0;
+}
+
 uint64_t trans_block_group_tree(struct trans *t)
 {
 	struct tree_root_ptr bgt;

@@ -825,9 +825,11 @@ int trans_delete_damaged_tree(struct trans *t, uint64_t objectid, uint64_t *unre
 	*unreadable = 0;
 	if (!root)
 		return trans_root_entry_err();
-	if (!key_tree_never_shared(objectid) || objectid == BTRFS_ROOT_TREE_OBJECTID ||
-	    objectid == BTRFS_CHUNK_TREE_OBJECTID || objectid == BTRFS_EXTENT_TREE_OBJECTID ||
-	    objectid == BTRFS_DEV_TREE_OBJECTID)
+	/* the dev tree may go: its caller makes it again from the chunks before the commit; so
+	 * may the data relocation tree, whose caller knows no relocation tree shares it */
+	if ((!key_tree_never_shared(objectid) && objectid != BTRFS_DATA_RELOC_TREE_OBJECTID) ||
+	    objectid == BTRFS_ROOT_TREE_OBJECTID ||
+	    objectid == BTRFS_CHUNK_TREE_OBJECTID || objectid == BTRFS_EXTENT_TREE_OBJECTID)
 		return fs_error(t->fs, -EINVAL, "tree %llu cannot be deleted this way", (unsigned long long)objectid);
 	if (!(w.freed = ebitmap_create(t->fs->sectorsize)))
 		return -ENOMEM;

@@ -53,13 +53,21 @@ void block_salvage_log_free(struct fs_info *fs);
 /* The first key of the child the node pointer p leads to, read as a block
  * of `level`: 0, or -errno. */
 typedef int (*block_child_key_fn)(struct fs_info *fs, const uint8_t *p, unsigned level, struct btrfs_key *k);
+/* The owner in the header of the block at bytenr, read as a block of that
+ * generation and level (where a root item points): 0, or -errno. */
+typedef int (*block_owner_fn)(struct fs_info *fs, uint64_t bytenr, uint64_t generation, unsigned level,
+			      uint64_t *owner);
+/* What a salvage may read of other blocks (either may be NULL). */
+struct block_salvage_reads {
+	block_child_key_fn child_key;  /* the children of a node whose keys are out of order */
+	block_owner_fn root_owner;     /* the root block of a root item keyed out of order */
+};
 /* Salvage buf (the nodesize bytes of one copy of the block at bytenr, whose
  * checksum, bytenr, fsid and flags verify) in place for a referrer expecting
  * e. 0 with *out filled, -EUCLEAN when nothing valid can be made of it.
- * Reads children of a node whose keys are out of order (their first keys)
- * through read_child_key. */
+ * Reads other blocks only through reads. */
 int block_salvage_view(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,
-		       block_child_key_fn read_child_key, struct block_salvage *out);
+		       const struct block_salvage_reads *reads, struct block_salvage *out);
 /* block_salvage_view with the children read through the block cache
  * (block.c, whose verified read falls back on it). */
 int block_salvage(struct fs_info *fs, uint64_t bytenr, uint8_t *buf, const struct block_expect *e,

@@ -72,6 +72,13 @@ int trans_get_root(struct trans *t, uint64_t objectid, struct tree_root_ptr *out
  * tree from there, and the commit writes the root item. 0 or -errno. */
 int trans_set_root(struct trans *t, const struct tree_root_ptr *ptr);
 
+/* Root a tree the committed root tree has no root item for at ptr, a block it
+ * already holds, once the caller inserted its root item in this transaction
+ * (the item was lost to damage): the transaction reads the tree from there,
+ * the commit writes the item, and the filesystem follows. -EEXIST when the
+ * transaction knows the tree already. */
+int trans_adopt_root(struct trans *t, const struct tree_root_ptr *ptr);
+
 /* Search for key, copying on write every block on the path, and make room:
  * ins_len > 0 guarantees that many bytes (item header + data) fit in the
  * leaf; ins_len < 0 lets underfull blocks be merged. Returns 0 when the key
