@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import dumptree
-from conftest import require_btk
-from test_repair import check, content_digest, corrupt, key_arg, problem_ids
+from conftest import images_digest, require_btk
+from test_repair import check, corrupt, key_arg, problem_ids
 from test_repair_rebuild import NON_SKINNY, assert_undo_restores
 from test_tune import kernel_fs, kernel_verify, needs, original_hashes
 
@@ -33,7 +33,7 @@ def test_refused_extent_length_made_again(tmp_path, kind, length):
     keys = extent_keys(devs, kind == "tree-block")
     key = keys[len(keys) // 2]
     corrupt(devs, "-t", "extent", "-k", key_arg(key), "-f", "key.offset", "-v", length)
-    damaged = content_digest(devs)
+    damaged = images_digest(devs)
     rc, objs, _ = check(devs)
     assert rc == 4 and "item-malformed" in problem_ids(objs[0]), problem_ids(objs[0])
 

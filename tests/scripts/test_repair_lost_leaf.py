@@ -26,8 +26,7 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import require_btk, require_kernel, require_reference_tools, run_btk
-from test_repair import content_digest
+from conftest import images_digest, require_btk, require_kernel, require_reference_tools, run_btk
 from test_tune import mounted_retry
 
 LATEST = Path("/opt/btrfs-progs-latest/bin/btrfs")
@@ -299,7 +298,7 @@ def test_lost_leaf_recovered(case, bases, tmp_path):
     lost = pick(trees[TOP], files, trees[SNAP_ID]) if snapshot else pick(trees[TOP], files)
     for b in lost:
         fsbuild.run([corrupt, "--block", b, "--offset", 200, "--bytes", "deadbeefdeadbeef", "--no-csum", img])
-    damaged = content_digest([img])
+    damaged = images_digest([img])
 
     p = run_btk("btk-check", "--format", "json", img)
     ids = {q["id"] for q in json.loads(p.stdout)["problems"]}
@@ -319,4 +318,4 @@ def test_lost_leaf_recovered(case, bases, tmp_path):
 
     u = run_btk("btk-undo", undo, img)
     assert u.returncode == 0, u.stderr
-    assert content_digest([img]) == damaged, "btk-undo did not give back the damaged image"
+    assert images_digest([img]) == damaged, "btk-undo did not give back the damaged image"

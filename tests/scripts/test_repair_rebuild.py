@@ -14,8 +14,8 @@ import pytest
 
 import dumptree
 import fsbuild
-from conftest import require_btk, run_btk
-from test_repair import check, content_digest, corrupt, first_block_of_tree, key_arg, problem_ids
+from conftest import images_digest, require_btk, run_btk
+from test_repair import check, corrupt, first_block_of_tree, key_arg, problem_ids
 from test_tune import SIMPLE, check_devices, kernel_fs, kernel_verify, needs, original_hashes
 
 NON_SKINNY = next((r.name for r in fsbuild.RECIPES if "^skinny-metadata" in r.mkfs), None)
@@ -52,7 +52,7 @@ def assert_undo_restores(devs, undo, damaged, where):
         fsbuild.run(["cp", "--sparse=always", d, b])
     u = run_btk("btk-undo", undo, *back)
     assert u.returncode == 0, u.stderr
-    assert content_digest(back) == damaged, "btk-undo did not restore the damaged image byte for byte"
+    assert images_digest(back) == damaged, "btk-undo did not restore the damaged image byte for byte"
     for b in back:
         b.unlink()
 
@@ -98,7 +98,7 @@ def test_rebuild_of_an_unreadable_extent_tree(tmp_path, how):
     devs = kernel_fs(name).copy_to(tmp_path / "devs")
     for tree in (2, 10):
         corrupt(devs, "-b", str(first_block_of_tree(devs, tree)), "-o", "300", "-B", "ffffffff", "-n")
-    damaged = content_digest(devs)
+    damaged = images_digest(devs)
     rc, objs, _ = check(devs)
     assert rc == 4 and "tree-root-unreadable" in problem_ids(objs[0]), problem_ids(objs[0])
 
@@ -134,10 +134,10 @@ def test_rebuild_refused_with_simple_quotas(tmp_path):
     written, an operational error."""
     require_btk("btk-check")
     devs = kernel_fs(needs(SQUOTA)).copy_to(tmp_path)
-    digest = content_digest(devs)
+    digest = images_digest(devs)
     rc, _, p = check(devs, "--rebuild-extent-tree", "--yes", "--no-undo")
     assert rc & 8 and "simple quotas" in p.stderr, p.stderr
-    assert content_digest(devs) == digest
+    assert images_digest(devs) == digest
 
 
 @pytest.mark.slow

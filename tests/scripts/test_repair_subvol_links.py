@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import require_btk, require_kernel, require_reference_tools, run_btk
-from test_repair import check, content_digest, corrupt, problem_ids
+from conftest import images_digest, require_btk, require_kernel, require_reference_tools, run_btk
+from test_repair import check, corrupt, problem_ids
 
 MiB = 1 << 20
 LATEST = Path("/opt/btrfs-progs-latest/bin/btrfs")
@@ -175,7 +175,7 @@ def test_repair_subvol_link_or_root_item(base, tmp_path, name, damage, problem, 
     img = tmp_path / "img"
     fsbuild.run(["cp", "--sparse=always", img0, img])
     damage(img)
-    damaged = content_digest([img])
+    damaged = images_digest([img])
     rc, objs, p = check([img])
     assert rc == 4 and problem in problem_ids(objs[0]), p.stdout
     if LATEST.exists():
@@ -201,4 +201,4 @@ def test_repair_subvol_link_or_root_item(base, tmp_path, name, damage, problem, 
 
     r = run_btk("btk-undo", undo, img)
     assert r.returncode == 0, r.stderr
-    assert content_digest([img]) == damaged
+    assert images_digest([img]) == damaged

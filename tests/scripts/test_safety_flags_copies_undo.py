@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from test_repair import content_digest
-from conftest import btk_path, built, check_runs, require_btk, require_kernel, require_reference_tools, \
+from conftest import images_digest, btk_path, built, check_runs, require_btk, require_kernel, require_reference_tools, \
     run_btk, skip_or_fail, super_json
 
 BASE = "mkfs-single"
@@ -31,7 +30,7 @@ SUPER_OFFSETS = (64 << 10, 64 << 20, 256 << 30)
 def sha1(paths) -> list[str]:
     """Each image's bytes, hashed over its data segments only (a 260 GiB sparse image is read in
     milliseconds; a hole and written zeros are the same bytes)."""
-    return content_digest(paths)
+    return images_digest(paths)
 
 
 def corrupt(devs, *args):

@@ -14,8 +14,8 @@ import pytest
 
 import dumptree
 import oracle
-from conftest import built
-from test_repair import (baseline, check, content_digest, corrupt, first_block_of_tree, first_item,
+from conftest import images_digest, built
+from test_repair import (baseline, check, corrupt, first_block_of_tree, first_item,
                          key_arg, problem_ids)
 from test_tune import get_fs, needs, NO_HOLES_OFF, PARITY_META, SIMPLE, SKINNY_OFF
 
@@ -83,10 +83,10 @@ def test_csum_root_item_missing(tmp_path):
     result. Now the missing tree is reported and every repair refused: nothing is written."""
     devs = damaged(tmp_path, ("-t", "1", "-k", "7,ROOT_ITEM,0", "-d"))
     expect_found(devs, "tree-root-unreadable")
-    before = content_digest(devs)
+    before = images_digest(devs)
     rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
     assert rc == 4, f"repair exit {rc}\n{p.stdout}{p.stderr}"
-    assert content_digest(devs) == before, "a repair wrote while a required tree has no root item"
+    assert images_digest(devs) == before, "a repair wrote while a required tree has no root item"
 
 
 def test_extent_item_generation(tmp_path):
@@ -162,9 +162,9 @@ def test_open_root_tree_root_unreadable_uses_backup(tmp_path):
     devs = damaged(tmp_path, ("-b", str(root), "-o", "300", "-B", "ffff", "-n"))
     _, found = expect_summary(devs, "tree-root-unreadable")
     assert any("backup root" in pr["detail"] for pr in found), found
-    before = content_digest(devs)
+    before = images_digest(devs)
     rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
-    assert rc == 4 and content_digest(devs) == before, f"repair exit {rc}\n{p.stdout}{p.stderr}"
+    assert rc == 4 and images_digest(devs) == before, f"repair exit {rc}\n{p.stdout}{p.stderr}"
 
 
 def test_open_chunk_tree_root_unreadable(tmp_path):
@@ -320,12 +320,12 @@ def test_dev_item_missing_refuses_transactions_up_front(tmp_path):
     bg = first_item(built(SIMPLE).devices, "extent", "BLOCK_GROUP_ITEM")
     devs = damaged(tmp_path, ("-t", "chunk", "-k", "1,DEV_ITEM,1", "-d"),
                    ("-t", "extent", "-k", key_arg(bg), "-f", "used", "-v", "+4096"))
-    before = content_digest(devs)
+    before = images_digest(devs)
     rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
     assert rc == 4, f"repair exit {rc}\n{p.stdout}{p.stderr}"
     assert "not repairing space-counters: a transaction is unsafe while problems like [dev-item-missing]" \
         in p.stderr, p.stderr
-    assert content_digest(devs) == before
+    assert images_digest(devs) == before
 
 
 # checker gaps, round 2 (gaps2)
@@ -609,11 +609,11 @@ def test_parity_metadata_refuses_transactions_up_front(tmp_path):
     devs = built(PARITY_META).copy_to(tmp_path / "devs")
     corrupt(devs, "-t", "csum", "-k", key_arg(first_item(devs, "csum", "EXTENT_CSUM")), "-d")
     expect_found(devs, "csum-missing")
-    before = content_digest(devs)
+    before = images_digest(devs)
     rc, objs, p = check(devs, "--repair", "--yes", "--no-undo")
     assert rc == 4, f"repair exit {rc}\n{p.stdout}{p.stderr}"
     assert "not repairing csums: the metadata is RAID6" in p.stderr, p.stderr
-    assert content_digest(devs) == before
+    assert images_digest(devs) == before
 
 
 @pytest.mark.parametrize("recipe,flags", [(SKINNY_OFF, 2), (SIMPLE, 1)], ids=["tree-block-not-skinny", "data"])

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import fsbuild
 import oracle
-from conftest import built, require_btk, require_kernel, require_reference_tools, run_btk
-from test_convert import _digest
+from conftest import images_digest, built, require_btk, require_kernel, require_reference_tools, run_btk
 
 IMAGES = Path(__file__).resolve().parents[1] / "images"
 
@@ -112,13 +111,13 @@ def _bytes(size: str) -> float:
 def test_full_filesystem_add_refused_with_numbers_drop_works(tmp_path):
     require_btk("btk-convert")
     img = _full_fs(tmp_path)
-    before = _digest([img])
+    before = images_digest([img])
     p = run_btk("btk-convert", "profile", "--data", "dup", "--yes", img)
     assert p.returncode == 1, p.stderr
     m = re.search(r"the new copies need (\S+) of unallocated device space in all, the devices have (\S+) "
                   r"\(devid 1\)", p.stderr)
     assert m and _bytes(m.group(1)) > _bytes(m.group(2)), p.stderr
-    assert _digest([img]) == before
+    assert images_digest([img]) == before
     p = run_btk("btk-convert", "profile", "--metadata", "single", "--yes", img)
     assert p.returncode == 0, p.stderr
     _clean([img])
