@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -40,9 +39,22 @@ def parse_expect(path: Path) -> dict:
     return e
 
 
+class _Unpacked(dict):
+    """Corpus images by name, each unpacked when a test first asks for it: a test of one image
+    does not wait for all of them."""
+    def __init__(self, unpack):
+        super().__init__()
+        self._unpack = unpack
+        self._expects = {e.stem: e for e in EXPECTS}
+
+    def __missing__(self, name: str) -> Path:
+        self[name] = self._unpack(self._expects[name])[1]
+        return self[name]
+
+
 @pytest.fixture(scope="session")
 def corpus_images() -> dict[str, Path]:
-    """Every corpus image, decompressed once into the test cache (named by content hash)."""
+    """Corpus images by name, decompressed once into the test cache (named by content hash)."""
     out_dir = fsbuild.cache_root() / "corrupt"
     out_dir.mkdir(exist_ok=True)
 
@@ -63,8 +75,7 @@ def corpus_images() -> dict[str, Path]:
                 tmp.rename(img)
         return expect.stem, img
 
-    with ThreadPoolExecutor(2) as ex:
-        return dict(ex.map(unpack, EXPECTS))
+    return _Unpacked(unpack)
 
 
 def text_ids(stdout: str) -> set[str]:
