@@ -336,7 +336,8 @@ static int root_tree_item(void *arg, const struct btrfs_key *key, const uint8_t 
 				       ", not 0: the kernel does not find it", key->objectid, key->offset);
 		if (key->objectid < 32)
 			s->seen_roots |= 1u << key->objectid;
-		s->seen_data_reloc |= key->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID && key->offset == 0;
+		/* (keyed at another offset: item-malformed, the item-fields class keys it again) */
+		s->seen_data_reloc |= key->objectid == BTRFS_DATA_RELOC_TREE_OBJECTID;
 		check_root_item(s, key, data, size);
 	} else if (key->type == BTRFS_INODE_ITEM_KEY) {
 		check_root_tree_inode(s->ctx, key, data, size);
