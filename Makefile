@@ -135,10 +135,11 @@ check: all unit
 
 # The same suite built with ASan + UBSan in build-asan/, minus the tests marked slow
 # (crash replays, big images, packaging: they exercise the reference tools or the
-# build more than btk's code) and those marked no_sanitize (no btk code to judge). The
-# fuzz replays run here, linked from these objects.
+# build more than btk's code), those marked no_sanitize (no btk code to judge) and
+# those marked extended (check-extended's). The fuzz replays run here, linked from
+# these objects.
 check-asan:
-	$(MAKE) B=build-asan SANITIZE=yes FUZZ_REPLAY=yes check PYTEST_ARGS="-m 'not slow and not no_sanitize' $(PYTEST_ARGS)"
+	$(MAKE) B=build-asan SANITIZE=yes FUZZ_REPLAY=yes check PYTEST_ARGS="-m 'not slow and not no_sanitize and not extended' $(PYTEST_ARGS)"
 
 # The wider damage matrices (tests marked extended: every tree and position
 # of a damage kind CI tests a few cells of); minutes, so not part of check-all.

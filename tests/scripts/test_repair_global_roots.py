@@ -101,7 +101,7 @@ def progs_latest_check(devs) -> subprocess.CompletedProcess | None:
 
 
 @pytest.mark.parametrize("case,name,make,cls", [
-    pytest.param(*c, id=c[0], marks=() if c[0] in FAST else pytest.mark.slow) for c in CASES])
+    pytest.param(*c, id=c[0], marks=() if c[0] in FAST else pytest.mark.extended) for c in CASES])
 def test_global_root_remade(case, name, make, cls, tmp_path):
     corrupt_tool()
     want = original_hashes(name)
