@@ -278,8 +278,6 @@ static int cached_matches(const struct fs_info *fs, const struct tree_block *b, 
 		return 0;
 	if (e->owner && block_owner(b) != e->owner)
 		return 0;
-	if (e->first_key && !block_nritems(b))
-		return 0;
 	if (e->first_key && block_nritems(b)) {
 		struct btrfs_key k;
 		block_key(b, 0, &k);
