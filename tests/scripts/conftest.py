@@ -215,6 +215,19 @@ def images_digest(paths) -> list[str]:
     return [image_digest(p) for p in paths]
 
 
+def undone_digests(undo, devices, where: Path) -> list[str]:
+    """btk-undo applied to copies of the devices (the kernel may mount the originals after):
+    the copies' digests, to compare with the damaged images'."""
+    copies = []
+    for d in devices:
+        c = where / ("undo-" + Path(d).name)
+        subprocess.run(["cp", "--sparse=always", str(d), str(c)], check=True)
+        copies.append(c)
+    p = run_btk("btk-undo", str(undo), *map(str, copies))
+    assert p.returncode == 0, p.stderr
+    return images_digest(copies)
+
+
 def parse_jsonl(text: str) -> list[dict]:
     out = []
     for n, line in enumerate(text.splitlines(), 1):

@@ -14,7 +14,6 @@ a header naming another bytenr, a header naming another fsid; single device with
 4K nodes, two devices with RAID1 metadata."""
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 import dumptree
 import fsbuild
-from conftest import built, dump_of, run_btk, sanitized_build
+from conftest import built, dump_of, images_digest, run_btk, sanitized_build, undone_digests
 from test_repair import corrupt, corrupt_tool
 from test_tune import kernel_verify, original_hashes, tree_hashes
 
@@ -78,13 +77,6 @@ CASES = [
 FAST = {"dev-root-csum-dup", "dev-root-fsid-raid1", "reloc-root-csum-raid1", "dev-item-objectid0-dup"}
 
 
-def sha(devs) -> str:
-    h = hashlib.sha256()
-    for d in devs:
-        h.update(Path(d).read_bytes())
-    return h.hexdigest()
-
-
 def check_ids(devs) -> tuple[int, list[str]]:
     p = run_btk("btk-check", "--format", "json", *map(str, devs), timeout=600)
     doc = json.loads(p.stdout.strip().splitlines()[-1])
@@ -107,7 +99,7 @@ def test_global_root_remade(case, name, make, cls, tmp_path):
     want = original_hashes(name)
     devs = built(name).copy_to(tmp_path / "img")
     make()(devs)
-    damaged = sha(devs)
+    damaged = images_digest(devs)
 
     rc, ids = check_ids(devs)
     assert rc == 4 and ("tree-root-unreadable" in ids or "key-order" in ids), f"{case}: exit {rc}, ids {ids}"
@@ -122,14 +114,7 @@ def test_global_root_remade(case, name, make, cls, tmp_path):
         q = progs_latest_check(devs)
         assert q is None or q.returncode == 0, f"btrfs-progs 7.3 check:\n{q.stdout[-3000:]}{q.stderr[-2000:]}"
 
-    copies = []
-    for d in devs:
-        c = tmp_path / ("undo-" + d.name)
-        fsbuild.run(["cp", "--sparse=always", str(d), str(c)])
-        copies.append(c)
-    u = run_btk("btk-undo", str(undo), *map(str, copies))
-    assert u.returncode == 0, u.stderr
-    assert sha(copies) == damaged, "btk-undo did not restore the damaged image byte for byte"
+    assert undone_digests(undo, devs, tmp_path) == damaged, "btk-undo did not restore the damaged image byte for byte"
 
     if not sanitized_build():   # btrfs check, mount, every file, scrub
         kernel_verify(devs, want, write=False)
@@ -177,7 +162,7 @@ def test_placeholder_dir_item_remade(nodesize, subdir, tmp_path):
     devs, want = make_placeholder_fs(tmp_path, nodesize, subdir)
     snap, key = placeholder_keys(devs, subdir)
     corrupt(devs, "-t", str(snap), "-k", f"{key[0]},DIR_ITEM,{key[2]}", "--delete")
-    damaged = sha(devs)
+    damaged = images_digest(devs)
 
     rc, ids = check_ids(devs)
     assert rc == 4 and "root-dir-entry-missing" in ids, ids
@@ -187,9 +172,6 @@ def test_placeholder_dir_item_remade(nodesize, subdir, tmp_path):
     assert "repair subvol-links: " in p.stdout and "placeholder" in p.stdout, p.stdout[-3000:]
     rc, ids = check_ids(devs)
     assert rc == 0 and set(ids) <= {"qgroup-inconsistent"}, ids
-    copies = [tmp_path / "undo.img"]
-    fsbuild.run(["cp", "--sparse=always", str(devs[0]), str(copies[0])])
-    assert run_btk("btk-undo", str(undo), *map(str, copies)).returncode == 0
-    assert sha(copies) == damaged, "btk-undo did not restore the damaged image byte for byte"
+    assert undone_digests(undo, devs, tmp_path) == damaged, "btk-undo did not restore the damaged image byte for byte"
     if not sanitized_build():
         kernel_verify(devs, want, write=False)   # the lookup by name of snap/.../nested works again

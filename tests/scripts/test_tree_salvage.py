@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import fsbuild
-from conftest import images_digest, btk_tree_records, built, run_btk, sanitized_build
+from conftest import images_digest, undone_digests, btk_tree_records, built, run_btk, sanitized_build
 from test_repair import corrupt, corrupt_tool
 from test_tune import kernel_verify, original_hashes
 
@@ -163,17 +163,13 @@ def check_json(devs) -> tuple[int, list[str]]:
     return p.returncode, sorted({x["id"] for x in doc["problems"]})
 
 
-def sha(devs) -> list[str]:
-    return images_digest(devs)
-
-
 @pytest.mark.parametrize("name,want,make", [
     pytest.param(n, w, m, id=n, marks=() if n in FAST else pytest.mark.slow) for n, w, m in CASES])
 def test_salvage_detect_repair(name, want, make, tmp_path):
     corrupt_tool()
     devs = built(BASE).copy_to(tmp_path / "img")
     make()(devs)
-    damaged = sha(devs)
+    damaged = images_digest(devs)
 
     rc, ids = check_json(devs)
     assert rc == 4 and want in ids, f"{name}: exit {rc}, ids {ids}"
@@ -190,14 +186,7 @@ def test_salvage_detect_repair(name, want, make, tmp_path):
         q = fsbuild.run([str(PROGS_LATEST), "check", "--readonly", str(devs[0])], check=False, timeout=600)
         assert q.returncode == 0, f"btrfs-progs 7.3 check:\n{q.stdout[-3000:]}{q.stderr[-2000:]}"
     # the undo on a copy: the kernel's mount below writes a new generation
-    copies = []
-    for d in devs:
-        c = tmp_path / ("undo-" + d.name)
-        fsbuild.run(["cp", "--sparse=always", str(d), str(c)])
-        copies.append(c)
-    u = run_btk("btk-undo", str(undo), *map(str, copies))
-    assert u.returncode == 0, u.stderr
-    assert sha(copies) == damaged, "btk-undo did not restore the damaged image byte for byte"
+    assert undone_digests(undo, devs, tmp_path) == damaged, "btk-undo did not restore the damaged image byte for byte"
 
     if not sanitized_build():   # the plain pass judges the same repair; ASan judges btk's memory use
         kernel_verify(devs, original_hashes(BASE), write=False)   # btrfs check, mount, every file, scrub
